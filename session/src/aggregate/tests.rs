@@ -1,0 +1,548 @@
+//! One given/when/then test per rule of the Session aggregate.
+
+use chrono::{DateTime, TimeZone, Utc};
+use cqrs_es::event_sink::EventSink;
+use cqrs_es::test::TestFramework;
+use cqrs_es::Aggregate;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::Session;
+use crate::commands::SessionCommand as C;
+use crate::error::SessionError;
+use crate::events::{AbandonReason, EventBody, SessionEvent, SessionStatus as S, SubmitStatus};
+use crate::hash::{verify_chain, GENESIS_HASH};
+use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
+use crate::study::{PinnedStudy, StudyDefinition};
+
+type Framework = TestFramework<Session>;
+
+fn at() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()
+}
+
+fn study() -> PinnedStudy {
+    let d: StudyDefinition = serde_json::from_value(json!({
+        "title": "Coffee habits",
+        "consent": {"text": "We keep your answers.", "version": "1"},
+        "objectives": [{"id": "o1", "title": "Habits", "priority": "must",
+                        "opening_question": "How do you make coffee?"}],
+        "output_schema": {"fields": [{"id": "f1", "type": "string", "objective_id": "o1"}]}
+    }))
+    .unwrap();
+    d.versioned_documents().pin("study-1", "coffee")
+}
+
+fn create() -> C {
+    C::Create {
+        session_id: Uuid::nil(),
+        study: Box::new(study()),
+        participant_ref: Some("p-7".into()),
+        participant_token_sha256: "ab".repeat(32),
+        preview: false,
+        at: at(),
+    }
+}
+
+fn message(turn: u128, content: &str) -> C {
+    C::PostMessage {
+        turn_id: Uuid::from_u128(turn),
+        client_message_id: None,
+        content: content.into(),
+        at: at(),
+    }
+}
+
+fn likert(id: &str) -> C {
+    let spec = InteractionSpec {
+        prompt: "How satisfied are you?".into(),
+        research_intent: "satisfaction".into(),
+        kind: InteractionKind::Likert {
+            scale: 5,
+            labels: vec![],
+        },
+    };
+    C::RenderInteraction {
+        interaction: Box::new(InteractionToolCall::new(
+            id.into(),
+            format!("tc-{id}"),
+            Some("o1".into()),
+            &spec,
+        )),
+        at: at(),
+    }
+}
+
+fn consent(id: &str) -> C {
+    let spec = InteractionSpec {
+        prompt: "Do you agree?".into(),
+        research_intent: "consent".into(),
+        kind: InteractionKind::Consent {
+            consent_text: "We keep your answers.".into(),
+            consent_version: "1".into(),
+        },
+    };
+    C::RenderInteraction {
+        interaction: Box::new(InteractionToolCall::new(
+            id.into(),
+            format!("tc-{id}"),
+            None,
+            &spec,
+        )),
+        at: at(),
+    }
+}
+
+fn submit(id: &str, value: serde_json::Value) -> C {
+    C::SubmitInteraction {
+        interaction_id: id.into(),
+        turn_id: Uuid::from_u128(900),
+        status: SubmitStatus::Submitted,
+        value: Some(value),
+        client_context: None,
+        at: at(),
+    }
+}
+
+fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
+    let message_id = Uuid::from_u128(message);
+    vec![
+        C::StartAgentMessage {
+            message_id,
+            run_id: Uuid::from_u128(message + 1),
+            at: at(),
+        },
+        C::CompleteAgentMessage {
+            message_id,
+            content: "Tell me more.".into(),
+            await_reply,
+            at: at(),
+        },
+    ]
+}
+
+fn complete() -> C {
+    C::Complete {
+        summary: "You drink coffee daily.".into(),
+        summary_confirmed: true,
+        at: at(),
+    }
+}
+
+fn abandon() -> C {
+    C::Abandon {
+        reason: AbandonReason::Timeout,
+        at: at(),
+    }
+}
+
+/// Runs commands against a fresh aggregate and returns the events they wrote.
+async fn history(commands: Vec<C>) -> Vec<SessionEvent> {
+    let mut session = Session::default();
+    let mut events = Vec::new();
+    for command in commands {
+        let sink = EventSink::default();
+        session
+            .handle(command, &(), &sink)
+            .await
+            .expect("history command accepted");
+        events.extend(sink.collect().await);
+    }
+    events
+}
+
+async fn when(given: Vec<C>, command: C) -> Result<Vec<SessionEvent>, SessionError> {
+    Framework::with(())
+        .given(history(given).await)
+        .when_async(command)
+        .await
+        .inspect_result()
+}
+
+fn types(events: &[SessionEvent]) -> Vec<&'static str> {
+    events.iter().map(|e| e.body.event_type()).collect()
+}
+
+fn status_changes(events: &[SessionEvent]) -> Vec<(S, S)> {
+    events
+        .iter()
+        .filter_map(|e| match e.body {
+            EventBody::StatusChanged { from, to } => Some((from, to)),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn expect_error(given: Vec<C>, command: C, expected: SessionError) {
+    Framework::with(())
+        .given(history(given).await)
+        .when_async(command)
+        .await
+        .then_expect_error(expected);
+}
+
+#[tokio::test]
+async fn creating_a_session_pins_the_whole_study() {
+    let events = when(vec![], create()).await.unwrap();
+    assert_eq!(types(&events), ["session.created"]);
+    match &events[0].body {
+        EventBody::SessionCreated {
+            study: pinned,
+            participant_ref,
+            ..
+        } => {
+            assert_eq!(**pinned, study());
+            assert_eq!(participant_ref.as_deref(), Some("p-7"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(events[0].prev_hash, GENESIS_HASH);
+    assert_eq!(events[0].at, at());
+}
+
+#[tokio::test]
+async fn a_session_is_created_once() {
+    expect_error(vec![create()], create(), SessionError::AlreadyCreated).await;
+}
+
+#[tokio::test]
+async fn commands_on_a_session_that_does_not_exist_are_refused() {
+    for command in [
+        message(1, "hi"),
+        C::Start { at: at() },
+        abandon(),
+        complete(),
+    ] {
+        expect_error(vec![], command, SessionError::NotCreated).await;
+    }
+}
+
+#[tokio::test]
+async fn starting_moves_created_to_active() {
+    let events = when(vec![create()], C::Start { at: at() }).await.unwrap();
+    assert_eq!(status_changes(&events), [(S::Created, S::Active)]);
+}
+
+#[tokio::test]
+async fn a_session_starts_only_once() {
+    expect_error(
+        vec![create(), C::Start { at: at() }],
+        C::Start { at: at() },
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_first_message_activates_a_created_session() {
+    let events = when(vec![create()], message(1, "hello")).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["participant.message.created", "session.status_changed"]
+    );
+    assert_eq!(status_changes(&events), [(S::Created, S::Active)]);
+}
+
+#[tokio::test]
+async fn a_message_while_waiting_for_the_participant_returns_to_active() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(agent_says(10, true));
+    let events = when(given, message(1, "daily")).await.unwrap();
+    assert_eq!(status_changes(&events), [(S::WaitingForUser, S::Active)]);
+}
+
+#[tokio::test]
+async fn a_retried_message_writes_nothing() {
+    let events = when(vec![create(), message(1, "hello")], message(1, "hello"))
+        .await
+        .unwrap();
+    assert!(events.is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_message_is_refused() {
+    expect_error(
+        vec![create()],
+        message(1, "  "),
+        SessionError::InvalidValue {
+            field: "content".into(),
+            message: "the message is empty".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_message_while_an_interaction_is_pending_is_refused() {
+    expect_error(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        message(1, "hello"),
+        SessionError::InteractionPending {
+            interaction_id: "i1".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_completed_utterance_that_awaits_a_reply_waits_for_the_participant() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    let mut says = agent_says(10, true);
+    given.push(says.remove(0));
+    let events = when(given, says.remove(0)).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["agent.message.completed", "session.status_changed"]
+    );
+    assert_eq!(status_changes(&events), [(S::Active, S::WaitingForUser)]);
+}
+
+#[tokio::test]
+async fn only_one_utterance_can_be_claimed_at_a_time() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.push(agent_says(10, true).remove(0));
+    let second = agent_says(20, true).remove(0);
+    expect_error(
+        given,
+        second,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn rendering_an_interaction_waits_for_its_answer() {
+    let events = when(vec![create(), C::Start { at: at() }], likert("i1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        types(&events),
+        [
+            "tool.call.created",
+            "interaction.rendered",
+            "session.status_changed"
+        ]
+    );
+    assert_eq!(status_changes(&events), [(S::Active, S::WaitingForTool)]);
+}
+
+#[tokio::test]
+async fn at_most_one_interaction_is_pending() {
+    expect_error(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        likert("i2"),
+        SessionError::InteractionPending {
+            interaction_id: "i1".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn submitting_the_pending_interaction_returns_to_active() {
+    let events = when(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        submit("i1", json!(4)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        types(&events),
+        [
+            "interaction.submitted",
+            "tool.call.completed",
+            "session.status_changed"
+        ]
+    );
+    assert_eq!(status_changes(&events), [(S::WaitingForTool, S::Active)]);
+}
+
+#[tokio::test]
+async fn a_submitted_interaction_counts_as_a_turn_but_consent_does_not() {
+    let mut session = Session::default();
+    for e in history(vec![
+        create(),
+        C::Start { at: at() },
+        consent("c1"),
+        submit("c1", json!({"accepted": true})),
+        likert("i1"),
+        submit("i1", json!(2)),
+    ])
+    .await
+    {
+        session.apply(e);
+    }
+    assert_eq!(session.turn_count(), 1);
+}
+
+#[tokio::test]
+async fn a_skipped_interaction_is_recorded_as_skipped() {
+    let skip = C::SubmitInteraction {
+        interaction_id: "i1".into(),
+        turn_id: Uuid::from_u128(5),
+        status: SubmitStatus::Skipped,
+        value: None,
+        client_context: Some(json!({"device": "phone"})),
+        at: at(),
+    };
+    let events = when(vec![create(), C::Start { at: at() }, likert("i1")], skip)
+        .await
+        .unwrap();
+    assert!(matches!(
+        events[0].body,
+        EventBody::InteractionSubmitted {
+            status: SubmitStatus::Skipped,
+            value: None,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_value_outside_the_value_schema_is_refused() {
+    expect_error(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        submit("i1", json!(9)),
+        SessionError::InvalidValue {
+            field: "value".into(),
+            message: "expected a whole number from 1 to 5".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn submitting_an_unknown_interaction_is_refused() {
+    expect_error(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        submit("nope", json!(3)),
+        SessionError::InteractionNotFound {
+            interaction_id: "nope".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_interaction_is_answered_once() {
+    expect_error(
+        vec![
+            create(),
+            C::Start { at: at() },
+            likert("i1"),
+            submit("i1", json!(3)),
+        ],
+        submit("i1", json!(3)),
+        SessionError::InteractionAlreadyAnswered {
+            interaction_id: "i1".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn completing_ends_the_session() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(agent_says(10, true));
+    let events = when(given, complete()).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["session.completed", "session.status_changed"]
+    );
+    assert_eq!(status_changes(&events), [(S::WaitingForUser, S::Completed)]);
+}
+
+#[tokio::test]
+async fn a_session_that_never_started_cannot_complete() {
+    expect_error(
+        vec![create()],
+        complete(),
+        SessionError::InvalidState { status: S::Created },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn any_open_session_can_be_abandoned() {
+    let mut waiting_for_user = vec![create(), C::Start { at: at() }];
+    waiting_for_user.extend(agent_says(10, true));
+    let cases = vec![
+        (vec![create()], S::Created),
+        (vec![create(), C::Start { at: at() }], S::Active),
+        (waiting_for_user, S::WaitingForUser),
+        (
+            vec![create(), C::Start { at: at() }, likert("i1")],
+            S::WaitingForTool,
+        ),
+    ];
+    for (given, from) in cases {
+        let events = when(given, abandon()).await.unwrap();
+        assert_eq!(
+            types(&events),
+            ["session.abandoned", "session.status_changed"]
+        );
+        assert_eq!(status_changes(&events), [(from, S::Abandoned)]);
+    }
+}
+
+#[tokio::test]
+async fn ended_sessions_refuse_every_participant_and_interviewer_command() {
+    let ended = [
+        (
+            vec![create(), C::Start { at: at() }, likert("i1"), complete()],
+            S::Completed,
+        ),
+        (
+            vec![create(), C::Start { at: at() }, likert("i1"), abandon()],
+            S::Abandoned,
+        ),
+    ];
+    for (given, status) in ended {
+        let commands = vec![
+            message(77, "anyone there?"),
+            C::Start { at: at() },
+            submit("i1", json!(3)),
+            likert("i2"),
+            agent_says(30, true).remove(0),
+            complete(),
+            abandon(),
+        ];
+        for command in commands {
+            expect_error(given.clone(), command, SessionError::Terminal { status }).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_event_is_chained_to_the_one_before() {
+    let mut commands = vec![create(), C::Start { at: at() }];
+    commands.extend(agent_says(10, true));
+    commands.extend([
+        message(1, "every morning"),
+        likert("i1"),
+        submit("i1", json!(5)),
+        complete(),
+    ]);
+    let events = history(commands).await;
+    let payloads: Vec<_> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let head = verify_chain(
+        events
+            .iter()
+            .zip(&payloads)
+            .enumerate()
+            .map(|(i, (e, p))| (i + 1, e.body.event_type(), p)),
+    )
+    .expect("an unbroken chain");
+    assert_eq!(head, events.last().unwrap().hash);
+    for pair in events.windows(2) {
+        assert_eq!(pair[1].prev_hash, pair[0].hash);
+    }
+    let mut replayed = Session::default();
+    for e in events.iter().cloned() {
+        replayed.apply(e);
+    }
+    assert_eq!(replayed.head_hash(), head);
+}

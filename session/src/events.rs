@@ -1,0 +1,243 @@
+//! Session events: a permanent schema.
+//!
+//! Every stored payload is `{"type": <event_type>, …body fields, "at", "prev_hash", "hash"}`.
+//! Event type strings are never renamed; a changed shape gets a new `event_version` and an
+//! upcaster. The payload alone decodes back into a [`SessionEvent`], so `replay` needs nothing
+//! but the stream.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::DomainEvent;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::hash::event_hash;
+use crate::interaction::InteractionToolCall;
+use crate::study::PinnedStudy;
+
+/// The version of every event type defined here.
+pub const EVENT_VERSION: &str = "1";
+
+/// Session status (BRIEF §3): `created → active → waiting_for_user | waiting_for_tool → active →
+/// … → completed | abandoned`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    #[default]
+    Created,
+    Active,
+    WaitingForUser,
+    WaitingForTool,
+    Completed,
+    Abandoned,
+}
+
+impl SessionStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Abandoned)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Active => "active",
+            Self::WaitingForUser => "waiting_for_user",
+            Self::WaitingForTool => "waiting_for_tool",
+            Self::Completed => "completed",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// Harness phases (FR-04-9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Phase {
+    #[default]
+    LoadContext,
+    ConsentOrScreening,
+    Opening,
+    AskOrProbe,
+    OptionalInteraction,
+    Extract,
+    EvaluateCoverage,
+    NextTopicOrProbe,
+    SummaryConfirmation,
+    Conclude,
+    PostSessionExtraction,
+    End,
+}
+
+/// Why a session was abandoned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbandonReason {
+    ConsentDeclined,
+    ScreeningFailed,
+    SafetyTriggered,
+    Timeout,
+}
+
+/// A participant's answer to an interaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubmitStatus {
+    Submitted,
+    Skipped,
+}
+
+/// The business content of an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventBody {
+    #[serde(rename = "session.created")]
+    SessionCreated {
+        session_id: Uuid,
+        study: Box<PinnedStudy>,
+        participant_ref: Option<String>,
+        /// SHA-256 of the participant token; the token itself is never stored.
+        participant_token_sha256: String,
+        preview: bool,
+    },
+    #[serde(rename = "session.status_changed")]
+    StatusChanged {
+        from: SessionStatus,
+        to: SessionStatus,
+    },
+    #[serde(rename = "participant.message.created")]
+    ParticipantMessageCreated {
+        turn_id: Uuid,
+        client_message_id: Option<String>,
+        content: String,
+    },
+    #[serde(rename = "agent.message.started")]
+    AgentMessageStarted { message_id: Uuid, run_id: Uuid },
+    #[serde(rename = "agent.message.completed")]
+    AgentMessageCompleted { message_id: Uuid, content: String },
+    #[serde(rename = "tool.call.created")]
+    ToolCallCreated {
+        tool_call_id: String,
+        tool_name: String,
+        tool_input: Value,
+    },
+    #[serde(rename = "interaction.rendered")]
+    InteractionRendered {
+        interaction: Box<InteractionToolCall>,
+    },
+    #[serde(rename = "interaction.submitted")]
+    InteractionSubmitted {
+        interaction_id: String,
+        turn_id: Uuid,
+        status: SubmitStatus,
+        value: Option<Value>,
+        client_context: Option<Value>,
+    },
+    #[serde(rename = "tool.call.completed")]
+    ToolCallCompleted {
+        tool_call_id: String,
+        tool_result: Value,
+    },
+    #[serde(rename = "session.completed")]
+    SessionCompleted {
+        summary: String,
+        summary_confirmed: bool,
+    },
+    #[serde(rename = "session.abandoned")]
+    SessionAbandoned { reason: AbandonReason },
+}
+
+impl EventBody {
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            Self::SessionCreated { .. } => "session.created",
+            Self::StatusChanged { .. } => "session.status_changed",
+            Self::ParticipantMessageCreated { .. } => "participant.message.created",
+            Self::AgentMessageStarted { .. } => "agent.message.started",
+            Self::AgentMessageCompleted { .. } => "agent.message.completed",
+            Self::ToolCallCreated { .. } => "tool.call.created",
+            Self::InteractionRendered { .. } => "interaction.rendered",
+            Self::InteractionSubmitted { .. } => "interaction.submitted",
+            Self::ToolCallCompleted { .. } => "tool.call.completed",
+            Self::SessionCompleted { .. } => "session.completed",
+            Self::SessionAbandoned { .. } => "session.abandoned",
+        }
+    }
+}
+
+/// One stored event: its body, when it happened, and its link in the hash chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    #[serde(flatten)]
+    pub body: EventBody,
+    pub at: DateTime<Utc>,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+impl SessionEvent {
+    /// Seals `body` onto the chain after `prev_hash`.
+    pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
+        let mut event = Self {
+            body,
+            at,
+            prev_hash: prev_hash.to_string(),
+            hash: String::new(),
+        };
+        let payload = serde_json::to_value(&event).expect("events serialize");
+        event.hash = event_hash(prev_hash, event.body.event_type(), &payload);
+        event
+    }
+}
+
+impl DomainEvent for SessionEvent {
+    fn event_type(&self) -> String {
+        self.body.event_type().to_string()
+    }
+
+    fn event_version(&self) -> String {
+        EVENT_VERSION.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::{verify_chain, GENESIS_HASH};
+
+    #[test]
+    fn payload_is_flat_and_tagged_with_the_event_type() {
+        let e = SessionEvent::seal(
+            EventBody::SessionAbandoned {
+                reason: AbandonReason::Timeout,
+            },
+            DateTime::UNIX_EPOCH,
+            GENESIS_HASH,
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["type"], "session.abandoned");
+        assert_eq!(v["reason"], "timeout");
+        assert_eq!(v["prev_hash"], GENESIS_HASH);
+        let back: SessionEvent = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(
+            verify_chain([(1, "session.abandoned", &v)]),
+            Ok(e.hash.clone())
+        );
+    }
+
+    #[test]
+    fn a_changed_payload_breaks_the_chain() {
+        let e = SessionEvent::seal(
+            EventBody::AgentMessageCompleted {
+                message_id: Uuid::nil(),
+                content: "Hi".into(),
+            },
+            DateTime::UNIX_EPOCH,
+            GENESIS_HASH,
+        );
+        let mut v = serde_json::to_value(&e).unwrap();
+        v["content"] = "Hello".into();
+        let breaks = verify_chain([(1, "agent.message.completed", &v)]).unwrap_err();
+        assert_eq!(breaks[0].sequence, 1);
+    }
+}

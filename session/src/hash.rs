@@ -1,0 +1,171 @@
+//! Canonical JSON and the SHA-256 hash chain.
+//!
+//! Every event payload carries `prev_hash` and `hash`, where
+//! `hash = SHA-256(prev_hash "\n" event_type "\n" canonical(payload without "hash"))`.
+//! Canonical JSON is compact with object keys sorted by their UTF-8 bytes, so the hash does not
+//! depend on how a database (PostgreSQL `jsonb` reorders keys) or a serializer orders them.
+//! Content-addressed configuration ids use the same canonical form.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// `prev_hash` of a session's first event.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Writes `value` as canonical JSON: no whitespace, object keys sorted.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::with_capacity(256);
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    to_hex(&Sha256::digest(bytes))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 0x0f) as usize] as char);
+    }
+    s
+}
+
+/// The chain hash of one event: `payload` is the stored payload; its `hash` key, if present, is
+/// left out.
+pub fn event_hash(prev_hash: &str, event_type: &str, payload: &Value) -> String {
+    let canonical = match payload {
+        Value::Object(map) if map.contains_key("hash") => {
+            let mut without = map.clone();
+            without.remove("hash");
+            canonical_json(&Value::Object(without))
+        }
+        other => canonical_json(other),
+    };
+    let mut hasher = Sha256::new();
+    hasher.update(prev_hash.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(event_type.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(canonical.as_bytes());
+    to_hex(&hasher.finalize())
+}
+
+/// A problem found while checking a stored chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainBreak {
+    /// 1-based sequence of the offending event.
+    pub sequence: usize,
+    pub problem: String,
+}
+
+/// Checks a session's stored events (`(sequence, event_type, payload)` in sequence order):
+/// sequences are 1, 2, 3…, each `prev_hash` is the previous `hash`, each `hash` recomputes.
+/// Returns the head hash, or every break found.
+pub fn verify_chain<'a>(
+    events: impl IntoIterator<Item = (usize, &'a str, &'a Value)>,
+) -> Result<String, Vec<ChainBreak>> {
+    let mut breaks = Vec::new();
+    let mut expected_prev = GENESIS_HASH.to_string();
+    let mut expected_seq = 1usize;
+    for (sequence, event_type, payload) in events {
+        if sequence != expected_seq {
+            breaks.push(ChainBreak {
+                sequence,
+                problem: format!("expected sequence {expected_seq}, found {sequence}"),
+            });
+        }
+        expected_seq = sequence + 1;
+        let prev = payload
+            .get("prev_hash")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let stored = payload.get("hash").and_then(Value::as_str).unwrap_or("");
+        if prev != expected_prev {
+            breaks.push(ChainBreak {
+                sequence,
+                problem: format!(
+                    "prev_hash {prev:?} does not match the previous hash {expected_prev:?}"
+                ),
+            });
+        }
+        let recomputed = event_hash(prev, event_type, payload);
+        if recomputed != stored {
+            breaks.push(ChainBreak {
+                sequence,
+                problem: format!(
+                    "hash {stored:?} does not match the payload (recomputed {recomputed:?})"
+                ),
+            });
+        }
+        expected_prev = stored.to_string();
+    }
+    if breaks.is_empty() {
+        Ok(expected_prev)
+    } else {
+        Err(breaks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let v = json!({"b": 1, "a": {"d": [1, {"z": true, "y": null}], "c": "x"}});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":{"c":"x","d":[1,{"y":null,"z":true}]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn event_hash_ignores_the_hash_key_and_key_order() {
+        let a = json!({"type": "t", "x": 1, "prev_hash": GENESIS_HASH});
+        let b = json!({"prev_hash": GENESIS_HASH, "x": 1, "type": "t", "hash": "whatever"});
+        assert_eq!(
+            event_hash(GENESIS_HASH, "t", &a),
+            event_hash(GENESIS_HASH, "t", &b)
+        );
+        let c = json!({"type": "t", "x": 2, "prev_hash": GENESIS_HASH});
+        assert_ne!(
+            event_hash(GENESIS_HASH, "t", &a),
+            event_hash(GENESIS_HASH, "t", &c)
+        );
+    }
+}

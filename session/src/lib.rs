@@ -1,0 +1,27 @@
+//! The Session write model.
+//!
+//! Everything that decides what happens in an interview lives here and nowhere else: the pinned
+//! study configuration a session runs under, the commands participants, the interviewer and the
+//! system send, the events those commands produce (a permanent schema), and the `Session`
+//! aggregate that checks every command against the session's state. The crate does no I/O, so the
+//! server, the projections and the `replay` tool can all depend on it without a cycle.
+#![forbid(unsafe_code)]
+
+pub mod aggregate;
+pub mod commands;
+pub mod error;
+pub mod events;
+pub mod hash;
+pub mod interaction;
+pub mod study;
+
+pub use aggregate::Session;
+pub use commands::SessionCommand;
+pub use error::{ErrorKind, SessionError};
+pub use events::{
+    AbandonReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,
+};
+pub use study::{PinnedStudy, StudyDefinition};
+
+/// The cqrs-es aggregate type name; the `aggregate_type` column of every session event.
+pub const AGGREGATE_TYPE: &str = "Session";

@@ -1,0 +1,602 @@
+//! Study definitions and the pinned configuration a session runs under.
+//!
+//! A researcher writes one [`StudyDefinition`] (JSON). Publishing splits it into four versioned
+//! documents — study config, agent config, output schema, model config — each identified by a
+//! hash of its canonical JSON, so republishing an unchanged part keeps its id. A session copies
+//! all four into its `session.created` event ([`PinnedStudy`]): later republishing never changes
+//! a running session, and a session's own events are enough to replay it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::hash::{canonical_json, sha256_hex};
+use crate::interaction::{InteractionKind, InteractionSpec};
+
+/// What a researcher submits to create or replace a study draft.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyDefinition {
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_locale")]
+    pub locale: String,
+    /// The public link's slug; generated from the title at first publish when absent.
+    #[serde(default)]
+    pub public_slug: Option<String>,
+    pub consent: Consent,
+    #[serde(default)]
+    pub screening: Screening,
+    pub objectives: Vec<Objective>,
+    pub output_schema: OutputSchema,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub agent: AgentConfig,
+    #[serde(default)]
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub completion_redirect_url: Option<String>,
+}
+
+fn default_locale() -> String {
+    "en".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consent {
+    pub text: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Screening {
+    #[serde(default)]
+    pub questions: Vec<ScreeningQuestion>,
+    #[serde(default)]
+    pub rules: Vec<ScreeningRule>,
+}
+
+/// A screening question, asked as an interaction of the given kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScreeningQuestion {
+    pub id: String,
+    #[serde(flatten)]
+    pub spec: InteractionSpec,
+}
+
+/// A rule on one screening answer: the participant qualifies only if the answer is one of
+/// `qualify_if`, and is screened out if it is one of `disqualify_if`. Exactly one is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScreeningRule {
+    pub question_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qualify_if: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disqualify_if: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    Must,
+    Should,
+    Could,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Objective {
+    pub id: String,
+    pub title: String,
+    #[serde(default)]
+    pub description: String,
+    pub priority: Priority,
+    pub opening_question: String,
+    #[serde(default)]
+    pub probe_hints: Vec<String>,
+    #[serde(default = "default_max_probe_count")]
+    pub max_probe_count: u32,
+    #[serde(default)]
+    pub interaction: Option<InteractionSpec>,
+}
+
+fn default_max_probe_count() -> u32 {
+    3
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSchema {
+    pub fields: Vec<OutputField>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldType {
+    String,
+    Number,
+    Integer,
+    Boolean,
+    StringList,
+    Enum,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputField {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub field_type: FieldType,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub required: bool,
+    pub objective_id: String,
+    /// Allowed values of an `enum` field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub max_turn_count: u32,
+    pub max_duration_minutes: u32,
+    pub confidence_threshold: f64,
+    pub idle_ttl_minutes: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_turn_count: 20,
+            max_duration_minutes: 30,
+            confidence_threshold: 0.7,
+            idle_ttl_minutes: 24 * 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMode {
+    /// The built-in rules interviewer: deterministic, no model needed.
+    #[default]
+    Rules,
+    /// An LLM through an OpenAI-compatible API, guarded by the aggregate.
+    Llm,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    pub mode: AgentMode,
+    pub instructions: String,
+    pub prompt_version: String,
+    /// Whole-message phrases that mean "I want to stop" (compared trimmed, case- and
+    /// punctuation-insensitively; never as substrings).
+    pub end_phrases: Vec<String>,
+    /// Case-insensitive substrings of participant text that end the session for safety.
+    pub safety_patterns: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            mode: AgentMode::Rules,
+            instructions: String::new(),
+            prompt_version: "v1".into(),
+            end_phrases: [
+                "结束",
+                "我说完了",
+                "不想说了",
+                "stop",
+                "end",
+                "i'm done",
+                "im done",
+                "i am done",
+                "that's all",
+                "thats all",
+                "that is all",
+                "end the interview",
+            ]
+            .map(String::from)
+            .to_vec(),
+            safety_patterns: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    pub model: String,
+    pub temperature: f64,
+    pub max_output_tokens: u32,
+    pub timeout_seconds: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            model: "gpt-4o-mini".into(),
+            temperature: 0.3,
+            max_output_tokens: 600,
+            timeout_seconds: 30,
+        }
+    }
+}
+
+/// The study-config document: everything about the study that is not the agent, the output
+/// schema or the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StudyConfig {
+    pub title: String,
+    pub description: String,
+    pub locale: String,
+    pub consent: Consent,
+    pub screening: Screening,
+    pub objectives: Vec<Objective>,
+    pub limits: Limits,
+    pub completion_redirect_url: Option<String>,
+}
+
+/// The four version ids a session pins (FR-04-2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigVersions {
+    pub study_config_version_id: String,
+    pub agent_config_version_id: String,
+    pub output_schema_version_id: String,
+    pub model_config_version_id: String,
+}
+
+/// A published study as a session pins it: ids and full documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinnedStudy {
+    pub study_id: String,
+    pub public_slug: String,
+    pub config_versions: ConfigVersions,
+    pub study_config: StudyConfig,
+    pub agent_config: AgentConfig,
+    pub output_schema: OutputSchema,
+    pub model_config: ModelConfig,
+}
+
+/// The four documents of a definition with their content-addressed ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedDocuments {
+    pub config_versions: ConfigVersions,
+    pub study_config: StudyConfig,
+    pub agent_config: AgentConfig,
+    pub output_schema: OutputSchema,
+    pub model_config: ModelConfig,
+}
+
+impl VersionedDocuments {
+    pub fn pin(self, study_id: &str, public_slug: &str) -> PinnedStudy {
+        PinnedStudy {
+            study_id: study_id.to_string(),
+            public_slug: public_slug.to_string(),
+            config_versions: self.config_versions,
+            study_config: self.study_config,
+            agent_config: self.agent_config,
+            output_schema: self.output_schema,
+            model_config: self.model_config,
+        }
+    }
+}
+
+/// `prefix_` + the first 128 bits of the SHA-256 of the document's canonical JSON.
+pub fn content_id<T: Serialize>(prefix: &str, doc: &T) -> String {
+    let value = serde_json::to_value(doc).expect("configuration documents serialize");
+    let digest = sha256_hex(canonical_json(&value).as_bytes());
+    format!("{prefix}_{}", &digest[..32])
+}
+
+/// A definition that breaks a rule: `field` is a path such as `objectives[1].id`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct DefinitionError {
+    pub field: String,
+    pub message: String,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> DefinitionError {
+    DefinitionError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Public slugs: 2–63 characters of `a-z`, `0-9` and `-`, starting with a letter or digit.
+pub fn is_valid_slug(slug: &str) -> bool {
+    let bytes = slug.as_bytes();
+    (2..=63).contains(&bytes.len())
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}
+
+impl StudyDefinition {
+    /// Checks every rule a well-formed definition must also meet.
+    pub fn validate(&self) -> Result<(), DefinitionError> {
+        non_empty("title", &self.title)?;
+        non_empty("locale", &self.locale)?;
+        if let Some(slug) = &self.public_slug {
+            if !is_valid_slug(slug) {
+                return Err(invalid(
+                    "public_slug",
+                    "use 2-63 lower-case letters, digits and dashes",
+                ));
+            }
+        }
+        non_empty("consent.text", &self.consent.text)?;
+        non_empty("consent.version", &self.consent.version)?;
+        self.validate_screening()?;
+        self.validate_objectives()?;
+        self.validate_output_schema()?;
+        self.validate_limits()?;
+        let m = &self.model;
+        if !(0.0..=2.0).contains(&m.temperature) {
+            return Err(invalid("model.temperature", "must be between 0 and 2"));
+        }
+        if !(1..=300).contains(&m.timeout_seconds) {
+            return Err(invalid(
+                "model.timeout_seconds",
+                "must be between 1 and 300",
+            ));
+        }
+        non_empty("model.model", &m.model)?;
+        if let Some(url) = &self.completion_redirect_url {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(invalid("completion_redirect_url", "must be an http(s) URL"));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_screening(&self) -> Result<(), DefinitionError> {
+        let questions = &self.screening.questions;
+        for (i, q) in questions.iter().enumerate() {
+            let at = format!("screening.questions[{i}]");
+            non_empty(&format!("{at}.id"), &q.id)?;
+            if questions[..i].iter().any(|p| p.id == q.id) {
+                return Err(invalid(
+                    format!("{at}.id"),
+                    format!("duplicate question id {:?}", q.id),
+                ));
+            }
+            q.spec.validate(&at).map_err(|(f, m)| invalid(f, m))?;
+        }
+        for (i, rule) in self.screening.rules.iter().enumerate() {
+            let at = format!("screening.rules[{i}]");
+            if !questions.iter().any(|q| q.id == rule.question_id) {
+                return Err(invalid(
+                    format!("{at}.question_id"),
+                    format!("no screening question has id {:?}", rule.question_id),
+                ));
+            }
+            if rule.qualify_if.is_empty() == rule.disqualify_if.is_empty() {
+                return Err(invalid(
+                    at,
+                    "give exactly one of qualify_if and disqualify_if",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_objectives(&self) -> Result<(), DefinitionError> {
+        if self.objectives.is_empty() {
+            return Err(invalid(
+                "objectives",
+                "a study needs at least one objective",
+            ));
+        }
+        for (i, o) in self.objectives.iter().enumerate() {
+            let at = format!("objectives[{i}]");
+            non_empty(&format!("{at}.id"), &o.id)?;
+            if self.objectives[..i].iter().any(|p| p.id == o.id) {
+                return Err(invalid(
+                    format!("{at}.id"),
+                    format!("duplicate objective id {:?}", o.id),
+                ));
+            }
+            non_empty(&format!("{at}.title"), &o.title)?;
+            non_empty(&format!("{at}.opening_question"), &o.opening_question)?;
+            if o.max_probe_count > 10 {
+                return Err(invalid(
+                    format!("{at}.max_probe_count"),
+                    "must be between 0 and 10",
+                ));
+            }
+            if let Some(spec) = &o.interaction {
+                if matches!(spec.kind, InteractionKind::Consent { .. }) {
+                    return Err(invalid(
+                        format!("{at}.interaction.type"),
+                        "consent is asked by the runtime, not by an objective",
+                    ));
+                }
+                spec.validate(&format!("{at}.interaction"))
+                    .map_err(|(f, m)| invalid(f, m))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_output_schema(&self) -> Result<(), DefinitionError> {
+        let fields = &self.output_schema.fields;
+        for (i, f) in fields.iter().enumerate() {
+            let at = format!("output_schema.fields[{i}]");
+            non_empty(&format!("{at}.id"), &f.id)?;
+            if fields[..i].iter().any(|p| p.id == f.id) {
+                return Err(invalid(
+                    format!("{at}.id"),
+                    format!("duplicate field id {:?}", f.id),
+                ));
+            }
+            if !self.objectives.iter().any(|o| o.id == f.objective_id) {
+                return Err(invalid(
+                    format!("{at}.objective_id"),
+                    format!("no objective has id {:?}", f.objective_id),
+                ));
+            }
+            if f.field_type == FieldType::Enum && f.options.is_empty() {
+                return Err(invalid(
+                    format!("{at}.options"),
+                    "an enum field needs options",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_limits(&self) -> Result<(), DefinitionError> {
+        let l = &self.limits;
+        if !(1..=500).contains(&l.max_turn_count) {
+            return Err(invalid(
+                "limits.max_turn_count",
+                "must be between 1 and 500",
+            ));
+        }
+        if !(1..=1440).contains(&l.max_duration_minutes) {
+            return Err(invalid(
+                "limits.max_duration_minutes",
+                "must be between 1 and 1440",
+            ));
+        }
+        if !(0.0..=1.0).contains(&l.confidence_threshold) {
+            return Err(invalid(
+                "limits.confidence_threshold",
+                "must be between 0 and 1",
+            ));
+        }
+        if !(1..=43_200).contains(&l.idle_ttl_minutes) {
+            return Err(invalid(
+                "limits.idle_ttl_minutes",
+                "must be between 1 and 43200",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Splits a (validated) definition into its four content-addressed documents.
+    pub fn versioned_documents(&self) -> VersionedDocuments {
+        let study_config = StudyConfig {
+            title: self.title.clone(),
+            description: self.description.clone(),
+            locale: self.locale.clone(),
+            consent: self.consent.clone(),
+            screening: self.screening.clone(),
+            objectives: self.objectives.clone(),
+            limits: self.limits.clone(),
+            completion_redirect_url: self.completion_redirect_url.clone(),
+        };
+        let config_versions = ConfigVersions {
+            study_config_version_id: content_id("scv", &study_config),
+            agent_config_version_id: content_id("acv", &self.agent),
+            output_schema_version_id: content_id("osv", &self.output_schema),
+            model_config_version_id: content_id("mcv", &self.model),
+        };
+        VersionedDocuments {
+            config_versions,
+            study_config,
+            agent_config: self.agent.clone(),
+            output_schema: self.output_schema.clone(),
+            model_config: self.model.clone(),
+        }
+    }
+}
+
+fn non_empty(field: &str, value: &str) -> Result<(), DefinitionError> {
+    if value.trim().is_empty() {
+        Err(invalid(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition() -> StudyDefinition {
+        serde_json::from_value(serde_json::json!({
+            "title": "T",
+            "consent": {"text": "We record answers.", "version": "1"},
+            "objectives": [
+                {"id": "a", "title": "A", "priority": "must", "opening_question": "Tell me?"},
+                {"id": "b", "title": "B", "priority": "could", "opening_question": "And?",
+                 "interaction": {"type": "likert", "prompt": "Rate it", "scale": 5}}
+            ],
+            "output_schema": {"fields": [
+                {"id": "f", "type": "string", "objective_id": "a", "required": true}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_minimal_definition_is_valid_and_gets_defaults() {
+        let d = definition();
+        d.validate().unwrap();
+        assert_eq!(d.objectives[0].max_probe_count, 3);
+        assert_eq!(d.limits, Limits::default());
+    }
+
+    #[test]
+    fn unchanged_parts_keep_their_ids_and_changed_parts_get_new_ones() {
+        let before = definition().versioned_documents().config_versions;
+        let mut changed = definition();
+        changed.model.temperature = 0.9;
+        let after = changed.versioned_documents().config_versions;
+        assert_eq!(
+            before.study_config_version_id,
+            after.study_config_version_id
+        );
+        assert_eq!(
+            before.agent_config_version_id,
+            after.agent_config_version_id
+        );
+        assert_eq!(
+            before.output_schema_version_id,
+            after.output_schema_version_id
+        );
+        assert_ne!(
+            before.model_config_version_id,
+            after.model_config_version_id
+        );
+    }
+
+    #[test]
+    fn rule_breaking_definitions_name_the_field() {
+        let cases: Vec<(fn(&mut StudyDefinition), &str)> = vec![
+            (|d| d.objectives[1].id = "a".into(), "objectives[1].id"),
+            (
+                |d| d.output_schema.fields[0].objective_id = "zz".into(),
+                "output_schema.fields[0].objective_id",
+            ),
+            (
+                |d| d.objectives[0].max_probe_count = 11,
+                "objectives[0].max_probe_count",
+            ),
+            (|d| d.title = " ".into(), "title"),
+            (
+                |d| d.limits.confidence_threshold = 1.5,
+                "limits.confidence_threshold",
+            ),
+            (|d| d.public_slug = Some("Bad Slug".into()), "public_slug"),
+            (|d| d.objectives.clear(), "objectives"),
+        ];
+        for (mutate, field) in cases {
+            let mut d = definition();
+            mutate(&mut d);
+            assert_eq!(d.validate().unwrap_err().field, field);
+        }
+    }
+}
