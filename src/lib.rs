@@ -1,1 +1,19 @@
+//! The interview runtime server: HTTP API, authentication, study publishing and wiring of the
+//! Session write model (`interview-session`) to its event store and projections.
 #![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod body;
+pub mod demo;
+pub mod error;
+pub mod openapi;
+pub mod routes;
+pub mod settings;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod studies;
+pub mod telemetry;
+
+pub use settings::Settings;
+pub use startup::Application;

@@ -1,1 +1,32 @@
-fn main() {}
+//! `interview-runtime`: reads settings, starts the server, runs until SIGTERM.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use interview_runtime::settings::{Overrides, Settings};
+use interview_runtime::{telemetry, Application};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let settings = match Settings::load(Overrides::parse()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    telemetry::init(settings.log_format);
+    let app = match Application::build(settings).await {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match app.run_until_stopped().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server error");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

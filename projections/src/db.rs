@@ -1,0 +1,190 @@
+//! The database handle shared by the server, the projections and `replay`.
+//!
+//! PostgreSQL gets one pool. SQLite gets two: a single-connection write pool, so writes are
+//! serialized in the process and never meet `SQLITE_BUSY`, and a pool of read-only connections
+//! that WAL lets read while the writer writes.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+/// Runs `$body` with `$pool` bound to the backend's pool (`write` or `read` side for SQLite).
+/// The body is compiled once per backend, so one query text serves both when it is portable.
+#[macro_export]
+macro_rules! on_db {
+    ($db:expr, write |$pool:ident| $body:expr) => {
+        match $db {
+            $crate::db::Db::Postgres($pool) => $body,
+            $crate::db::Db::Sqlite(sqlite) => {
+                let $pool = &sqlite.write;
+                $body
+            }
+        }
+    };
+    ($db:expr, read |$pool:ident| $body:expr) => {
+        match $db {
+            $crate::db::Db::Postgres($pool) => $body,
+            $crate::db::Db::Sqlite(sqlite) => {
+                let $pool = &sqlite.read;
+                $body
+            }
+        }
+    };
+}
+
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pub write: SqlitePool,
+    pub read: SqlitePool,
+}
+
+#[derive(Clone, Debug)]
+pub enum Db {
+    Postgres(PgPool),
+    Sqlite(SqliteStore),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("DATABASE_URL must start with postgres:// or sqlite:// (got {0:?})")]
+    UnsupportedUrl(String),
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot open the database: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("cannot apply the database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Pool sizes and timeouts.
+#[derive(Clone, Debug)]
+pub struct PoolSettings {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl Db {
+    /// Opens (and for SQLite creates) the database named by `url` and applies the migrations.
+    pub async fn connect(url: &str, settings: &PoolSettings) -> Result<Self, DbError> {
+        let db = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url).map_err(DbError::Connect)?;
+            let pool = PgPoolOptions::new()
+                .max_connections(settings.max_connections)
+                .acquire_timeout(settings.acquire_timeout)
+                .connect_with(options)
+                .await
+                .map_err(DbError::Connect)?;
+            Db::Postgres(pool)
+        } else if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            Db::Sqlite(open_sqlite(path, settings).await?)
+        } else {
+            return Err(DbError::UnsupportedUrl(url.to_string()));
+        };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    async fn migrate(&self) -> Result<(), DbError> {
+        match self {
+            Db::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await?,
+            Db::Sqlite(s) => sqlx::migrate!("../migrations/sqlite").run(&s.write).await?,
+        }
+        Ok(())
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Db::Postgres(_) => "postgres",
+            Db::Sqlite(_) => "sqlite",
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Db::Postgres(_))
+    }
+
+    /// One round trip to the database (readiness).
+    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+        on_db!(
+            self,
+            write | pool | sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
+        )
+    }
+
+    pub async fn close(&self) {
+        match self {
+            Db::Postgres(pool) => pool.close().await,
+            Db::Sqlite(s) => {
+                s.read.close().await;
+                s.write.close().await;
+            }
+        }
+    }
+}
+
+async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore, DbError> {
+    if let Some(dir) = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).map_err(|source| DbError::DataDir {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        // WAL + NORMAL: a commit survives the process being killed; only a power cut can lose
+        // the last transactions.
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10))
+        .foreign_keys(true);
+    let write = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options.clone())
+        .await
+        .map_err(DbError::Connect)?;
+    // Migrations must run before read-only connections can open the file's schema.
+    sqlx::migrate!("../migrations/sqlite").run(&write).await?;
+    let read = SqlitePoolOptions::new()
+        .max_connections(settings.max_connections.clamp(1, 8))
+        .acquire_timeout(settings.acquire_timeout)
+        .connect_with(options.read_only(true))
+        .await
+        .map_err(DbError::Connect)?;
+    Ok(SqliteStore { write, read })
+}
+
+/// Whether an error means the database could not be reached (as opposed to a bad query).
+pub fn is_unavailable(err: &sqlx::Error) -> bool {
+    matches!(
+        err,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+    ) || matches!(err, sqlx::Error::Database(e) if e.code().is_some_and(|c| c.starts_with("08") || c == "57P01" || c == "57P03"))
+}

@@ -1,0 +1,240 @@
+//! The projector: brings a session's views up to its event stream.
+//!
+//! For one session it locks the view row, reads the events after the view's `last_seq` in
+//! sequence order, folds them in memory and writes `session_state` and `transcript` in the same
+//! transaction. Running it twice, or concurrently, or after a crash, gives the same views: that
+//! is what makes the in-process cqrs-es query safe to use as a mere wake-up.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cqrs_es::{EventEnvelope, Query};
+use interview_session::{Session, SessionEvent, AGGREGATE_TYPE};
+use serde_json::Value;
+use sqlx::Row;
+
+use crate::db::Db;
+use crate::on_db;
+use crate::views::{SessionStateView, TranscriptRow};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("event {sequence} of session {session_id} does not decode: {source}")]
+    Decode {
+        session_id: String,
+        sequence: u64,
+        source: serde_json::Error,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Projector {
+    db: Db,
+}
+
+impl Projector {
+    pub fn new(db: Db) -> Self {
+        Self { db }
+    }
+
+    /// Applies every event of `session_id` the views have not seen; returns how many.
+    #[tracing::instrument(skip(self), err)]
+    pub async fn project(&self, session_id: &str) -> Result<u64, ProjectionError> {
+        let lock = if self.db.is_postgres() {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let select_view = format!(
+            "SELECT last_seq, participant_token_sha256, state FROM session_state WHERE session_id = $1{lock}"
+        );
+        on_db!(
+            &self.db,
+            write
+                | pool
+                | {
+                    let mut tx = pool.begin().await?;
+                    sqlx::query("INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING")
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+                    let row = sqlx::query(&select_view)
+                        .bind(session_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let last_seq: i64 = row.try_get("last_seq")?;
+                    let events = sqlx::query(
+                "SELECT sequence, payload FROM events \
+                 WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
+            )
+            .bind(AGGREGATE_TYPE)
+            .bind(session_id)
+            .bind(last_seq)
+            .fetch_all(&mut *tx)
+            .await?;
+                    if events.is_empty() {
+                        tx.rollback().await?;
+                        return Ok(0);
+                    }
+                    let mut view: SessionStateView = if last_seq == 0 {
+                        SessionStateView::default()
+                    } else {
+                        let state: Value = row.try_get("state")?;
+                        let mut view: SessionStateView =
+                            serde_json::from_value(state).map_err(|source| {
+                                ProjectionError::Decode {
+                                    session_id: session_id.into(),
+                                    sequence: last_seq as u64,
+                                    source,
+                                }
+                            })?;
+                        view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
+                        view
+                    };
+                    let mut transcript = Vec::new();
+                    for event_row in &events {
+                        let sequence: i64 = event_row.try_get("sequence")?;
+                        let payload: Value = event_row.try_get("payload")?;
+                        let event = decode_event(session_id, sequence as u64, payload)?;
+                        view.apply(sequence as u64, &event, &mut transcript);
+                    }
+                    write_view(&mut tx, session_id, &view).await?;
+                    for t in &transcript {
+                        write_transcript_row(&mut tx, session_id, t).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(events.len() as u64)
+                }
+        )
+    }
+
+    /// Projects every session whose views lag its event stream (start-up and periodic catch-up).
+    #[tracing::instrument(skip(self), err)]
+    pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
+        let lagging: Vec<String> = on_db!(
+            &self.db,
+            read | pool | {
+                sqlx::query_scalar(
+                    "SELECT e.aggregate_id FROM events e \
+                 LEFT JOIN session_state s ON s.session_id = e.aggregate_id \
+                 WHERE e.aggregate_type = $1 \
+                 GROUP BY e.aggregate_id, s.last_seq \
+                 HAVING MAX(e.sequence) > COALESCE(s.last_seq, 0)",
+                )
+                .bind(AGGREGATE_TYPE)
+                .fetch_all(pool)
+                .await?
+            }
+        );
+        let mut applied = 0;
+        for session_id in &lagging {
+            applied += self.project(session_id).await?;
+        }
+        if applied > 0 {
+            tracing::info!(
+                sessions = lagging.len(),
+                events = applied,
+                "projections caught up"
+            );
+        }
+        Ok(applied)
+    }
+}
+
+/// Decodes a stored payload (upcasters go here when an event version changes).
+pub fn decode_event(
+    session_id: &str,
+    sequence: u64,
+    payload: Value,
+) -> Result<SessionEvent, ProjectionError> {
+    serde_json::from_value(payload).map_err(|source| ProjectionError::Decode {
+        session_id: session_id.into(),
+        sequence,
+        source,
+    })
+}
+
+async fn write_view<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+    view: &SessionStateView,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let state = serde_json::to_value(view).expect("views serialize");
+    sqlx::query(
+        "UPDATE session_state SET study_id = $2, status = $3, current_phase = $4, turn_count = $5, \
+         preview = $6, participant_token_sha256 = $7, last_seq = $8, created_at = $9, updated_at = $10, \
+         state = $11 WHERE session_id = $1",
+    )
+    .bind(session_id)
+    .bind(view.study_id.clone())
+    .bind(view.status.as_str())
+    .bind(state["current_phase"].as_str().unwrap_or_default().to_string())
+    .bind(i64::from(view.turn_count))
+    .bind(view.preview)
+    .bind(view.participant_token_sha256.clone())
+    .bind(view.last_seq as i64)
+    .bind(view.created_at)
+    .bind(view.last_activity_at)
+    .bind(state)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn write_transcript_row<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+    t: &TranscriptRow,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query(
+        "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, seq) DO NOTHING",
+    )
+    .bind(session_id)
+    .bind(t.seq as i64)
+    .bind(t.turn_id.clone())
+    .bind(t.role.clone())
+    .bind(t.kind.clone())
+    .bind(t.content.clone())
+    .bind(t.interaction_id.clone())
+    .bind(t.created_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The cqrs-es query registered with the framework: after a commit it wakes the projector for
+/// that session. A failure is logged and left to catch-up; it never fails the command.
+pub struct ProjectorWakeUp(pub Arc<Projector>);
+
+#[async_trait]
+impl Query<Session> for ProjectorWakeUp {
+    async fn dispatch(&self, aggregate_id: &str, _events: &[EventEnvelope<Session>]) {
+        if let Err(error) = self.0.project(aggregate_id).await {
+            tracing::warn!(session_id = aggregate_id, %error, "projection deferred to catch-up");
+        }
+    }
+}

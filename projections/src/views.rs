@@ -1,0 +1,288 @@
+//! The `session_state` and `transcript` views and how each event folds into them.
+//!
+//! Folding is pure: the projector loads a view, folds new events in memory and writes the result
+//! once, which is also how a bulk rebuild works.
+
+use chrono::{DateTime, Utc};
+use interview_session::events::{
+    AbandonReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus,
+};
+use interview_session::interaction::{InteractionKind, InteractionToolCall};
+use interview_session::study::ConfigVersions;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A tool call and, once it finished, its result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub tool_input: Value,
+    pub tool_result: Option<Value>,
+    pub created_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// One rendered interaction and what happened to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InteractionEventRecord {
+    pub interaction_id: String,
+    #[serde(rename = "type")]
+    pub interaction_type: String,
+    pub status: String,
+    pub value: Option<Value>,
+    pub client_context: Option<Value>,
+    pub rendered_at: DateTime<Utc>,
+    pub submitted_at: Option<DateTime<Utc>>,
+}
+
+/// The `session_state` view: everything about a session but its transcript.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStateView {
+    pub session_id: String,
+    pub study_id: String,
+    pub public_slug: String,
+    pub status: SessionStatus,
+    pub current_phase: Phase,
+    pub turn_count: u32,
+    pub preview: bool,
+    pub participant_ref: Option<String>,
+    pub config_versions: Option<ConfigVersions>,
+    pub pending_interaction: Option<InteractionToolCall>,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub interaction_events: Vec<InteractionEventRecord>,
+    pub extracted_fields: Map<String, Value>,
+    pub decision_log: Vec<Value>,
+    pub summary: Option<String>,
+    pub summary_confirmed: Option<bool>,
+    pub end_reason: Option<AbandonReason>,
+    pub created_at: Option<DateTime<Utc>>,
+    pub last_activity_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Sequence of the last event folded in.
+    pub last_seq: u64,
+    /// Kept in its own column, never in the JSON document.
+    #[serde(skip)]
+    pub participant_token_sha256: String,
+}
+
+/// One row of the `transcript` view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptRow {
+    pub seq: u64,
+    pub turn_id: String,
+    /// `user` or `assistant`, as in the spec's TranscriptTurn.
+    pub role: String,
+    /// `message` or `interaction`.
+    pub kind: String,
+    pub content: String,
+    pub interaction_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl SessionStateView {
+    /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
+    pub fn apply(&mut self, seq: u64, event: &SessionEvent, transcript: &mut Vec<TranscriptRow>) {
+        let at = event.at;
+        match &event.body {
+            EventBody::SessionCreated {
+                session_id,
+                study,
+                participant_ref,
+                participant_token_sha256,
+                preview,
+            } => {
+                self.session_id = session_id.to_string();
+                self.study_id = study.study_id.clone();
+                self.public_slug = study.public_slug.clone();
+                self.config_versions = Some(study.config_versions.clone());
+                self.participant_ref = participant_ref.clone();
+                self.participant_token_sha256 = participant_token_sha256.clone();
+                self.preview = *preview;
+                self.created_at = Some(at);
+            }
+            EventBody::StatusChanged { to, .. } => {
+                self.status = *to;
+                if to.is_terminal() {
+                    self.pending_interaction = None;
+                    self.ended_at = Some(at);
+                }
+            }
+            EventBody::ParticipantMessageCreated {
+                turn_id, content, ..
+            } => {
+                self.turn_count += 1;
+                transcript.push(TranscriptRow {
+                    seq,
+                    turn_id: turn_id.to_string(),
+                    role: "user".into(),
+                    kind: "message".into(),
+                    content: content.clone(),
+                    interaction_id: None,
+                    created_at: at,
+                });
+            }
+            EventBody::AgentMessageStarted { .. } => {}
+            EventBody::AgentMessageCompleted {
+                message_id,
+                content,
+            } => transcript.push(TranscriptRow {
+                seq,
+                turn_id: message_id.to_string(),
+                role: "assistant".into(),
+                kind: "message".into(),
+                content: content.clone(),
+                interaction_id: None,
+                created_at: at,
+            }),
+            EventBody::ToolCallCreated {
+                tool_call_id,
+                tool_name,
+                tool_input,
+            } => self.tool_calls.push(ToolCallRecord {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                tool_input: tool_input.clone(),
+                tool_result: None,
+                created_at: at,
+                completed_at: None,
+            }),
+            EventBody::ToolCallCompleted {
+                tool_call_id,
+                tool_result,
+            } => {
+                if let Some(call) = self
+                    .tool_calls
+                    .iter_mut()
+                    .rev()
+                    .find(|c| &c.tool_call_id == tool_call_id)
+                {
+                    call.tool_result = Some(tool_result.clone());
+                    call.completed_at = Some(at);
+                }
+            }
+            EventBody::InteractionRendered { interaction } => {
+                self.interaction_events.push(InteractionEventRecord {
+                    interaction_id: interaction.interaction_id.clone(),
+                    interaction_type: interaction.type_name().into(),
+                    status: "pending".into(),
+                    value: None,
+                    client_context: None,
+                    rendered_at: at,
+                    submitted_at: None,
+                });
+                self.pending_interaction = Some((**interaction).clone());
+            }
+            EventBody::InteractionSubmitted {
+                interaction_id,
+                turn_id,
+                status,
+                value,
+                client_context,
+            } => {
+                let pending = self.pending_interaction.take();
+                if let Some(record) = self
+                    .interaction_events
+                    .iter_mut()
+                    .rev()
+                    .find(|r| &r.interaction_id == interaction_id)
+                {
+                    record.status = submit_status(*status).into();
+                    record.value = value.clone();
+                    record.client_context = client_context.clone();
+                    record.submitted_at = Some(at);
+                }
+                let kind = pending.as_ref().map(|p| &p.kind);
+                if !matches!(kind, Some(InteractionKind::Consent { .. })) {
+                    self.turn_count += 1;
+                }
+                transcript.push(TranscriptRow {
+                    seq,
+                    turn_id: turn_id.to_string(),
+                    role: "user".into(),
+                    kind: "interaction".into(),
+                    content: describe_answer(kind, *status, value.as_ref()),
+                    interaction_id: Some(interaction_id.clone()),
+                    created_at: at,
+                });
+            }
+            EventBody::SessionCompleted {
+                summary,
+                summary_confirmed,
+            } => {
+                self.summary = Some(summary.clone());
+                self.summary_confirmed = Some(*summary_confirmed);
+            }
+            EventBody::SessionAbandoned { reason } => self.end_reason = Some(*reason),
+        }
+        self.last_activity_at = Some(at);
+        self.last_seq = seq;
+    }
+}
+
+fn submit_status(status: SubmitStatus) -> &'static str {
+    match status {
+        SubmitStatus::Submitted => "submitted",
+        SubmitStatus::Skipped => "skipped",
+    }
+}
+
+/// The participant's answer in words, for the transcript (never raw JSON).
+pub fn describe_answer(
+    kind: Option<&InteractionKind>,
+    status: SubmitStatus,
+    value: Option<&Value>,
+) -> String {
+    if status == SubmitStatus::Skipped {
+        return "(skipped)".into();
+    }
+    let Some(value) = value else {
+        return String::new();
+    };
+    let label = |options: &[interview_session::interaction::Choice], id: &Value| -> String {
+        let id = id.as_str().unwrap_or_default();
+        options
+            .iter()
+            .find(|o| o.id == id)
+            .map_or_else(|| id.to_string(), |o| o.label.clone())
+    };
+    match kind {
+        Some(InteractionKind::Consent { .. }) => {
+            if value.get("accepted").and_then(Value::as_bool) == Some(true) {
+                "I agree to take part.".into()
+            } else {
+                "I do not agree to take part.".into()
+            }
+        }
+        Some(InteractionKind::SingleChoice { options }) => label(options, value),
+        Some(
+            InteractionKind::MultipleChoice { options, .. } | InteractionKind::Ranking { options },
+        ) => value
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|i| label(options, i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default(),
+        Some(InteractionKind::Likert { scale, labels }) => {
+            let n = value.as_u64().unwrap_or_default();
+            match labels.get(n.saturating_sub(1) as usize) {
+                Some(l) => format!("{n} of {scale} ({l})"),
+                None => format!("{n} of {scale}"),
+            }
+        }
+        Some(InteractionKind::YesNo {}) => if value.as_bool() == Some(true) {
+            "Yes"
+        } else {
+            "No"
+        }
+        .into(),
+        _ => match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,95 @@
+//! Bearer tokens.
+//!
+//! Researcher tokens come from configuration and are compared by SHA-256 digest. A participant
+//! token is `pt_<session id>_<256 random bits>`: it names its session, so a token for another
+//! session is recognised (403) rather than merely unknown (401); only its SHA-256 is stored, in
+//! the `session.created` event. Browsers' EventSource may send it as the `token` query parameter
+//! or the HttpOnly cookie set at session creation.
+
+use actix_web::HttpRequest;
+use interview_session::hash::sha256_hex;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Name of the cookie holding a participant token.
+pub const PARTICIPANT_COOKIE: &str = "participant_token";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    Researcher,
+    Participant { session_id: Uuid },
+}
+
+/// A new participant token for `session_id` and its digest.
+pub fn new_participant_token(session_id: Uuid) -> (String, String) {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the OS random source works");
+    let secret: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let token = format!("pt_{}_{secret}", session_id.simple());
+    let digest = sha256_hex(token.as_bytes());
+    (token, digest)
+}
+
+/// A random hex token of 256 bits (generated researcher tokens).
+pub fn new_researcher_token() -> String {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the OS random source works");
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    format!("rt_{hex}")
+}
+
+/// The token a request carries: Authorization header, then `token` query parameter, then cookie.
+fn presented_token(req: &HttpRequest) -> Option<String> {
+    if let Some(value) = req.headers().get(actix_web::http::header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_string());
+    }
+    let from_query = req
+        .query_string()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "token")
+        .map(|(_, v)| v.to_string());
+    from_query.or_else(|| {
+        req.cookie(PARTICIPANT_COOKIE)
+            .map(|c| c.value().to_string())
+    })
+}
+
+/// Who is calling, or 401.
+pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller, ApiError> {
+    let token = presented_token(req)
+        .filter(|t| !t.is_empty())
+        .ok_or(ApiError::Unauthorized)?;
+    let digest = sha256_hex(token.as_bytes());
+    if state.researcher_token_digests.contains(&digest) {
+        return Ok(Caller::Researcher);
+    }
+    let session_id = token
+        .strip_prefix("pt_")
+        .and_then(|rest| rest.split_once('_'))
+        .and_then(|(id, _)| Uuid::try_parse(id).ok())
+        .ok_or(ApiError::Unauthorized)?;
+    let stored = interview_projections::read::session_state(&state.db, &session_id.to_string())
+        .await?
+        .map(|v| v.participant_token_sha256)
+        .ok_or(ApiError::Unauthorized)?;
+    if stored == digest {
+        Ok(Caller::Participant { session_id })
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+/// Researchers only: 401 without a valid token, 403 for a participant token.
+pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    match authenticate(state, req).await? {
+        Caller::Researcher => Ok(()),
+        Caller::Participant { .. } => Err(ApiError::Forbidden("this needs a researcher token")),
+    }
+}

@@ -1,0 +1,84 @@
+//! Reading JSON request bodies with our own errors: over the size limit → 413, not JSON → 400,
+//! JSON of the wrong shape → 400 naming the field (or 422 where the caller says so).
+
+use actix_web::web;
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::error::ApiError;
+
+/// Reads the whole body, refusing more than `limit` bytes.
+pub async fn read_bytes(
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::BadRequest {
+            code: "invalid_body",
+            message: format!("the request body could not be read: {e}"),
+            details: None,
+        })?;
+        if body.len() + chunk.len() > limit {
+            return Err(ApiError::PayloadTooLarge {
+                what: "request body",
+                limit,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// How a shape error (valid JSON, wrong fields) is answered.
+#[derive(Clone, Copy)]
+pub enum ShapeErrors {
+    /// 400 `invalid_body` with `details.field`.
+    BadRequest,
+    /// 422 `invalid_definition` with `details.field`.
+    Unprocessable,
+}
+
+/// Parses `bytes` as JSON into `T`. An empty body parses as `{}` when `empty_ok`.
+pub fn parse_json<T: DeserializeOwned>(
+    bytes: &[u8],
+    empty_ok: bool,
+    shape: ShapeErrors,
+) -> Result<T, ApiError> {
+    let bytes: &[u8] = if empty_ok && bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest {
+            code: "invalid_json",
+            message: format!("the request body is not valid JSON: {e}"),
+            details: None,
+        })?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        let message = e.into_inner().to_string();
+        match shape {
+            ShapeErrors::BadRequest => ApiError::BadRequest {
+                code: "invalid_body",
+                message: format!("the request body is not valid: {message}"),
+                details: Some(json!({ "field": field })),
+            },
+            ShapeErrors::Unprocessable => ApiError::invalid("invalid_definition", field, message),
+        }
+    })
+}
+
+/// Reads and parses a JSON body in one step.
+pub async fn json_body<T: DeserializeOwned>(
+    payload: web::Payload,
+    limit: usize,
+    empty_ok: bool,
+    shape: ShapeErrors,
+) -> Result<T, ApiError> {
+    let bytes = read_bytes(payload, limit).await?;
+    parse_json(&bytes, empty_ok, shape)
+}

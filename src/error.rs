@@ -1,0 +1,198 @@
+//! The HTTP layer's error type and its one mapping to statuses and bodies.
+//!
+//! Every error answers `{"error": {"code", "message", "details"?}}`. Causes of 500s are logged
+//! and never sent; an unreachable database answers 503 with `Retry-After`.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use cqrs_es::AggregateError;
+use interview_projections::db::is_unavailable;
+use interview_session::error::ErrorKind;
+use interview_session::SessionError;
+use serde_json::{json, Value};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Seconds a client should wait before retrying a 503.
+const RETRY_AFTER_SECS: u32 = 2;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    BadRequest {
+        code: &'static str,
+        message: String,
+        details: Option<Value>,
+    },
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("{message}")]
+    NotFound { code: &'static str, message: String },
+    #[error("{message}")]
+    Conflict {
+        code: &'static str,
+        message: String,
+        details: Option<Value>,
+    },
+    #[error("the {what} is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { what: &'static str, limit: usize },
+    #[error("{message}")]
+    Unprocessable {
+        code: &'static str,
+        message: String,
+        field: String,
+    },
+    #[error(transparent)]
+    Domain(#[from] SessionError),
+    #[error("the service is temporarily unavailable, please retry shortly")]
+    Unavailable(#[source] BoxError),
+    #[error("something went wrong on our side")]
+    Internal(#[source] BoxError),
+}
+
+impl ApiError {
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::NotFound {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(
+        code: &'static str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::Unprocessable {
+            code,
+            message: message.into(),
+            field: field.into(),
+        }
+    }
+
+    pub fn session_not_found() -> Self {
+        Self::not_found("session_not_found", "no such session")
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest { code, .. }
+            | Self::NotFound { code, .. }
+            | Self::Conflict { code, .. }
+            | Self::Unprocessable { code, .. } => code,
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::Domain(e) => e.code(),
+            Self::Unavailable(_) => "service_unavailable",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+
+    fn details(&self) -> Option<Value> {
+        match self {
+            Self::BadRequest { details, .. } | Self::Conflict { details, .. } => details.clone(),
+            Self::Unprocessable { field, .. } => Some(json!({ "field": field })),
+            Self::PayloadTooLarge { limit, .. } => Some(json!({ "limit_bytes": limit })),
+            Self::Domain(e) => e.details(),
+            Self::Unauthorized
+            | Self::Forbidden(_)
+            | Self::NotFound { .. }
+            | Self::Unavailable(_)
+            | Self::Internal(_) => None,
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound { .. } => StatusCode::NOT_FOUND,
+            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Domain(e) => match e.kind() {
+                ErrorKind::NotFound => StatusCode::NOT_FOUND,
+                ErrorKind::Conflict => StatusCode::CONFLICT,
+                ErrorKind::Gone => StatusCode::GONE,
+                ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            },
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            Self::Internal(cause) => tracing::error!(error = %cause, "internal error"),
+            Self::Unavailable(cause) => tracing::warn!(error = %cause, "database unavailable"),
+            _ => {}
+        }
+        let mut error = json!({ "code": self.code(), "message": self.to_string() });
+        if let Some(details) = self.details() {
+            error["details"] = details;
+        }
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self, Self::Unavailable(_)) {
+            response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+        }
+        if matches!(self, Self::Unauthorized) {
+            response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        response.json(json!({ "error": error }))
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        if is_unavailable(&err) {
+            Self::Unavailable(Box::new(err))
+        } else {
+            Self::Internal(Box::new(err))
+        }
+    }
+}
+
+/// True when a boxed store error is, underneath, an unreachable database.
+fn boxed_is_unavailable(err: &BoxError) -> bool {
+    err.downcast_ref::<sqlx::Error>()
+        .is_some_and(is_unavailable)
+}
+
+impl From<AggregateError<SessionError>> for ApiError {
+    fn from(err: AggregateError<SessionError>) -> Self {
+        match err {
+            AggregateError::UserError(e) => Self::Domain(e),
+            AggregateError::AggregateConflict => Self::Conflict {
+                code: "concurrent_update",
+                message: "the session changed at the same time, please retry".into(),
+                details: None,
+            },
+            AggregateError::DatabaseConnectionError(e) => Self::Unavailable(e),
+            AggregateError::DeserializationError(e) => Self::Internal(e),
+            AggregateError::UnexpectedError(e) => {
+                if boxed_is_unavailable(&e) {
+                    Self::Unavailable(e)
+                } else {
+                    Self::Internal(e)
+                }
+            }
+        }
+    }
+}
+
+impl From<interview_projections::ProjectionError> for ApiError {
+    fn from(err: interview_projections::ProjectionError) -> Self {
+        match err {
+            interview_projections::ProjectionError::Db(e) => e.into(),
+            other @ interview_projections::ProjectionError::Decode { .. } => {
+                Self::Internal(Box::new(other))
+            }
+        }
+    }
+}

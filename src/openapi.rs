@@ -1,0 +1,42 @@
+//! The OpenAPI document, generated from the handlers' annotations and served at
+//! `/api/openapi.json`.
+
+use actix_web::{get, HttpResponse};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::routes::{health, sessions, studies};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Interview Runtime API", description = "Event-sourced AI interview runtime"),
+    paths(
+        health::healthz, health::readyz,
+        studies::create, studies::list, studies::get, studies::replace, studies::publish, studies::pause, studies::resume,
+        sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction,
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "participant", description = "Public link, messages, interactions"),
+        (name = "studies", description = "Researcher study management"),
+        (name = "operations", description = "Health and readiness"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+#[get("/api/openapi.json")]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(ApiDoc::openapi())
+}

@@ -1,0 +1,33 @@
+//! HTTP routes. Each handler authenticates, parses, runs one command or query, and answers with
+//! the contract of BRIEF §4; errors go through [`crate::error::ApiError`].
+
+pub mod health;
+pub mod sessions;
+pub mod studies;
+
+use actix_web::web;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(health::healthz)
+        .service(health::readyz)
+        .service(crate::openapi::openapi_json)
+        .service(studies::create)
+        .service(studies::list)
+        .service(studies::get)
+        .service(studies::replace)
+        .service(studies::publish)
+        .service(studies::pause)
+        .service(studies::resume)
+        .service(sessions::create)
+        .service(sessions::get)
+        .service(sessions::post_message)
+        .service(sessions::submit_interaction);
+}
+
+/// Unknown routes answer a JSON 404 like every other error.
+pub async fn not_found() -> Result<actix_web::HttpResponse, crate::error::ApiError> {
+    Err(crate::error::ApiError::not_found(
+        "route_not_found",
+        "there is nothing at this address",
+    ))
+}

@@ -1,0 +1,406 @@
+//! Participant routes: create a session from a public link, post messages, answer widgets, read
+//! the session. Researchers may read any session, with more detail.
+
+use actix_web::cookie::{Cookie, SameSite};
+use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use interview_projections::views::{InteractionEventRecord, ToolCallRecord};
+use interview_projections::{read, SessionStateView};
+use interview_session::events::SubmitStatus;
+use interview_session::SessionCommand;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::auth::{authenticate, Caller, PARTICIPANT_COOKIE};
+use crate::body::{json_body, ShapeErrors};
+use crate::error::ApiError;
+use crate::routes::studies::ConfigVersionsSchema;
+use crate::state::AppState;
+use crate::store::Actor;
+use crate::studies::{self, StudyStatus};
+use crate::telemetry::request_id;
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    /// An opaque reference of the participant's own (a panel id, say); at most 200 characters.
+    #[serde(default)]
+    participant_ref: Option<String>,
+    /// Researchers only: a preview session, kept out of results.
+    #[serde(default)]
+    preview: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CreateSessionResponse {
+    session_id: Uuid,
+    status: String,
+    /// Bearer token for this session only. Also set as an HttpOnly cookie.
+    participant_token: String,
+    config_versions: ConfigVersionsSchema,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostMessageRequest {
+    content: String,
+    /// Makes retries safe: the same id always answers the same `turn_id` and writes once.
+    #[serde(default)]
+    client_message_id: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PostMessageResponse {
+    turn_id: Uuid,
+    /// The session's status after the message was accepted.
+    status: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitInteractionRequest {
+    #[schema(value_type = String, example = "submitted")]
+    status: SubmitStatus,
+    /// The answer; its shape is the interaction's `value_schema`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    value: Option<Value>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    client_context: Option<Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SubmitInteractionResponse {
+    ok: bool,
+    status: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TranscriptTurn {
+    turn_id: String,
+    role: String,
+    /// `message` or `interaction`.
+    kind: String,
+    content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interaction_id: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+/// A session; the fields after `last_activity_at` are for researchers only.
+#[derive(Serialize, ToSchema)]
+pub struct SessionResponse {
+    session_id: String,
+    status: String,
+    current_phase: String,
+    turn_count: u32,
+    config_versions: Option<ConfigVersionsSchema>,
+    transcript: Vec<TranscriptTurn>,
+    /// The pending InteractionToolCall, or null.
+    #[schema(value_type = Object)]
+    pending_interaction: Value,
+    created_at: Option<DateTime<Utc>>,
+    last_activity_at: Option<DateTime<Utc>>,
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    researcher: Option<Map<String, Value>>,
+}
+
+fn parse_session_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::try_parse(raw).map_err(|_| ApiError::session_not_found())
+}
+
+/// Loads the session view and checks the caller may see it.
+async fn authorize(
+    state: &AppState,
+    req: &HttpRequest,
+    raw_id: &str,
+) -> Result<(Caller, Uuid, SessionStateView), ApiError> {
+    let caller = authenticate(state, req).await?;
+    let session_id = parse_session_id(raw_id)?;
+    let view = read::session_state(&state.db, &session_id.to_string())
+        .await?
+        .ok_or_else(ApiError::session_not_found)?;
+    match caller {
+        Caller::Researcher => {}
+        Caller::Participant { session_id: own } if own == session_id => {}
+        Caller::Participant { .. } => {
+            return Err(ApiError::Forbidden("this token belongs to another session"))
+        }
+    }
+    Ok((caller, session_id, view))
+}
+
+/// Participant-only commands: researchers may read sessions but not speak in them.
+async fn authorize_participant(
+    state: &AppState,
+    req: &HttpRequest,
+    raw_id: &str,
+) -> Result<(Uuid, SessionStateView), ApiError> {
+    match authorize(state, req, raw_id).await? {
+        (Caller::Participant { .. }, id, view) => Ok((id, view)),
+        (Caller::Researcher, ..) => Err(ApiError::Forbidden(
+            "only the participant can answer in a session",
+        )),
+    }
+}
+
+async fn current_status(state: &AppState, session_id: Uuid) -> Result<String, ApiError> {
+    let view = read::session_state(&state.db, &session_id.to_string())
+        .await?
+        .ok_or_else(ApiError::session_not_found)?;
+    Ok(view.status.as_str().to_string())
+}
+
+/// Start a session from a study's public link (no login).
+#[utoipa::path(post, path = "/api/public/studies/{public_slug}/sessions", tag = "participant",
+    params(("public_slug" = String, Path)),
+    request_body(content = CreateSessionRequest, description = "optional"),
+    responses((status = 201, body = CreateSessionResponse), (status = 400), (status = 404, description = "unknown or unpublished study"),
+              (status = 409, description = "study_paused"), (status = 413), (status = 422), (status = 503)))]
+#[post("/api/public/studies/{public_slug}/sessions")]
+pub async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let request: CreateSessionRequest =
+        json_body(body, 16 * 1024, true, ShapeErrors::BadRequest).await?;
+    if let Some(r) = &request.participant_ref {
+        if r.chars().count() > 200 {
+            return Err(ApiError::invalid(
+                "invalid_participant_ref",
+                "participant_ref",
+                "at most 200 characters",
+            ));
+        }
+    }
+    if request.preview && authenticate(&state, &req).await? != Caller::Researcher {
+        return Err(ApiError::Forbidden(
+            "preview sessions need a researcher token",
+        ));
+    }
+    let study = studies::by_slug(&state.db, &path).await?;
+    let pinned = match study {
+        Some(s) if s.status == StudyStatus::Paused => {
+            return Err(ApiError::Conflict {
+                code: "study_paused",
+                message: "this study is not taking new participants right now".into(),
+                details: Some(json!({ "status": "paused" })),
+            })
+        }
+        Some(s) => s
+            .published
+            .ok_or_else(|| ApiError::not_found("study_not_found", "no such study"))?,
+        None => return Err(ApiError::not_found("study_not_found", "no such study")),
+    };
+    let session_id = Uuid::new_v4();
+    let (token, token_sha256) = crate::auth::new_participant_token(session_id);
+    let config_versions = (&pinned.config_versions).into();
+    let command = SessionCommand::Create {
+        session_id,
+        study: Box::new(pinned),
+        participant_ref: request.participant_ref,
+        participant_token_sha256: token_sha256,
+        preview: request.preview,
+        at: Utc::now(),
+    };
+    state
+        .store
+        .execute(
+            &session_id.to_string(),
+            command,
+            Actor::Participant,
+            &request_id(&req),
+        )
+        .await?;
+    let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
+        .path(format!("/api/sessions/{session_id}"))
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .finish();
+    Ok(HttpResponse::Created()
+        .cookie(cookie)
+        .json(CreateSessionResponse {
+            session_id,
+            status: "created".into(),
+            participant_token: token,
+            config_versions,
+        }))
+}
+
+/// Post a participant message.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/messages", tag = "participant", security(("bearer" = [])),
+    params(("session_id" = String, Path)), request_body = PostMessageRequest,
+    responses((status = 202, body = PostMessageResponse), (status = 400), (status = 401), (status = 403), (status = 404),
+              (status = 409, description = "a pending interaction or another state conflict; details say which"),
+              (status = 410, description = "the session has ended"), (status = 413), (status = 422), (status = 503)))]
+#[post("/api/sessions/{session_id}/messages")]
+pub async fn post_message(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let limit = state.settings.max_message_bytes;
+    let (session_id, _) = authorize_participant(&state, &req, &path).await?;
+    let request: PostMessageRequest =
+        json_body(body, limit * 6 + 4096, false, ShapeErrors::BadRequest).await?;
+    if request.content.trim().is_empty() {
+        return Err(ApiError::BadRequest {
+            code: "empty_content",
+            message: "the message is empty".into(),
+            details: Some(json!({ "field": "content" })),
+        });
+    }
+    if request.content.len() > limit {
+        return Err(ApiError::PayloadTooLarge {
+            what: "message",
+            limit,
+        });
+    }
+    let turn_id = match &request.client_message_id {
+        Some(id) if id.is_empty() || id.chars().count() > 200 => {
+            return Err(ApiError::invalid(
+                "invalid_client_message_id",
+                "client_message_id",
+                "use 1 to 200 characters",
+            ))
+        }
+        Some(id) => Uuid::new_v5(&session_id, id.as_bytes()),
+        None => Uuid::new_v4(),
+    };
+    let command = SessionCommand::PostMessage {
+        turn_id,
+        client_message_id: request.client_message_id,
+        content: request.content,
+        at: Utc::now(),
+    };
+    state
+        .store
+        .execute(
+            &session_id.to_string(),
+            command,
+            Actor::Participant,
+            &request_id(&req),
+        )
+        .await?;
+    let status = current_status(&state, session_id).await?;
+    Ok(HttpResponse::Accepted().json(PostMessageResponse { turn_id, status }))
+}
+
+/// Answer (or skip) the pending interaction.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/interactions/{interaction_id}/submit", tag = "participant",
+    security(("bearer" = [])),
+    params(("session_id" = String, Path), ("interaction_id" = String, Path)), request_body = SubmitInteractionRequest,
+    responses((status = 200, body = SubmitInteractionResponse), (status = 400), (status = 401), (status = 403),
+              (status = 404, description = "unknown session or interaction"),
+              (status = 409, description = "interaction_already_answered"), (status = 410), (status = 422)))]
+#[post("/api/sessions/{session_id}/interactions/{interaction_id}/submit")]
+pub async fn submit_interaction(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (raw_session, interaction_id) = path.into_inner();
+    let (session_id, _) = authorize_participant(&state, &req, &raw_session).await?;
+    let request: SubmitInteractionRequest = json_body(
+        body,
+        state.settings.max_body_bytes,
+        false,
+        ShapeErrors::BadRequest,
+    )
+    .await?;
+    let command = SessionCommand::SubmitInteraction {
+        turn_id: Uuid::new_v5(
+            &session_id,
+            format!("interaction:{interaction_id}").as_bytes(),
+        ),
+        interaction_id,
+        status: request.status,
+        value: request.value,
+        client_context: request.client_context,
+        at: Utc::now(),
+    };
+    state
+        .store
+        .execute(
+            &session_id.to_string(),
+            command,
+            Actor::Participant,
+            &request_id(&req),
+        )
+        .await?;
+    let status = current_status(&state, session_id).await?;
+    Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
+}
+
+/// Read a session: participants see their conversation; researchers also see tool calls,
+/// interaction events, extracted fields and the decision log.
+#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "participant", security(("bearer" = [])),
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = SessionResponse), (status = 401), (status = 403), (status = 404), (status = 503)))]
+#[get("/api/sessions/{session_id}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let (caller, session_id, view) = authorize(&state, &req, &path).await?;
+    let rows = read::transcript(&state.db, &session_id.to_string()).await?;
+    let transcript = rows
+        .into_iter()
+        .map(|r| TranscriptTurn {
+            turn_id: r.turn_id,
+            role: r.role,
+            kind: r.kind,
+            content: r.content,
+            interaction_id: r.interaction_id,
+            created_at: r.created_at,
+        })
+        .collect();
+    let researcher = (caller == Caller::Researcher).then(|| researcher_fields(&view));
+    let phase = serde_json::to_value(view.current_phase).expect("phases serialize");
+    Ok(HttpResponse::Ok().json(SessionResponse {
+        session_id: view.session_id.clone(),
+        status: view.status.as_str().into(),
+        current_phase: phase.as_str().unwrap_or_default().into(),
+        turn_count: view.turn_count,
+        config_versions: view.config_versions.as_ref().map(Into::into),
+        transcript,
+        pending_interaction: serde_json::to_value(&view.pending_interaction)
+            .expect("interactions serialize"),
+        created_at: view.created_at,
+        last_activity_at: view.last_activity_at,
+        researcher,
+    }))
+}
+
+fn researcher_fields(view: &SessionStateView) -> Map<String, Value> {
+    let tool_calls: &[ToolCallRecord] = &view.tool_calls;
+    let interaction_events: &[InteractionEventRecord] = &view.interaction_events;
+    let fields = json!({
+        "study_id": view.study_id,
+        "public_slug": view.public_slug,
+        "participant_ref": view.participant_ref,
+        "preview": view.preview,
+        "tool_calls": tool_calls,
+        "interaction_events": interaction_events,
+        "extracted_fields": view.extracted_fields,
+        "decision_log": view.decision_log,
+        "summary": view.summary,
+        "summary_confirmed": view.summary_confirmed,
+        "end_reason": view.end_reason,
+        "ended_at": view.ended_at,
+        "last_seq": view.last_seq,
+    });
+    match fields {
+        Value::Object(map) => map,
+        _ => unreachable!("a json! object literal"),
+    }
+}

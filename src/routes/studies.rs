@@ -1,0 +1,205 @@
+//! Researcher routes for studies: drafts, publishing, pause/resume, listing.
+
+use actix_web::{get, post, put, web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use interview_session::study::{ConfigVersions, StudyDefinition};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::auth::require_researcher;
+use crate::body::{json_body, ShapeErrors};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::studies::{self, StudyRecord, StudyStatus};
+
+/// A study as researchers see it.
+#[derive(Serialize, ToSchema)]
+pub struct StudyResponse {
+    study_id: String,
+    status: StudyStatus,
+    title: String,
+    /// Set at first publish.
+    public_slug: Option<String>,
+    /// Where participants start (relative to the server), once published.
+    sessions_url: Option<String>,
+    interview_url: Option<String>,
+    /// The version ids new sessions pin, once published.
+    config_versions: Option<ConfigVersionsSchema>,
+    published_at: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    /// The working definition (see docs/study-definition.md).
+    #[schema(value_type = Object)]
+    definition: Value,
+}
+
+/// The four pinned version ids.
+#[derive(Serialize, ToSchema)]
+pub struct ConfigVersionsSchema {
+    study_config_version_id: String,
+    agent_config_version_id: String,
+    output_schema_version_id: String,
+    model_config_version_id: String,
+}
+
+impl From<&ConfigVersions> for ConfigVersionsSchema {
+    fn from(v: &ConfigVersions) -> Self {
+        Self {
+            study_config_version_id: v.study_config_version_id.clone(),
+            agent_config_version_id: v.agent_config_version_id.clone(),
+            output_schema_version_id: v.output_schema_version_id.clone(),
+            model_config_version_id: v.model_config_version_id.clone(),
+        }
+    }
+}
+
+impl From<StudyRecord> for StudyResponse {
+    fn from(s: StudyRecord) -> Self {
+        let published_slug = s.published.as_ref().map(|p| p.public_slug.clone());
+        Self {
+            study_id: s.study_id,
+            status: s.status,
+            title: s.definition.title.clone(),
+            sessions_url: published_slug
+                .as_ref()
+                .map(|slug| format!("/api/public/studies/{slug}/sessions")),
+            interview_url: published_slug
+                .as_ref()
+                .map(|slug| format!("/interview/{slug}")),
+            public_slug: s.public_slug,
+            config_versions: s.published.as_ref().map(|p| (&p.config_versions).into()),
+            published_at: s.published_at,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+            definition: serde_json::to_value(&s.definition).expect("definitions serialize"),
+        }
+    }
+}
+
+async fn definition_body(
+    state: &AppState,
+    body: web::Payload,
+) -> Result<StudyDefinition, ApiError> {
+    json_body(
+        body,
+        state.settings.max_body_bytes,
+        false,
+        ShapeErrors::Unprocessable,
+    )
+    .await
+}
+
+/// Create a study draft from a definition.
+#[utoipa::path(post, path = "/api/studies", tag = "studies", security(("bearer" = [])),
+    request_body(content = Object, description = "A study definition (docs/study-definition.md)"),
+    responses((status = 201, body = StudyResponse), (status = 400), (status = 401), (status = 403), (status = 413),
+              (status = 422, description = "the definition breaks a rule; details.field names it")))]
+#[post("/api/studies")]
+pub async fn create(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let definition = definition_body(&state, body).await?;
+    let study = studies::create(&state.db, definition).await?;
+    Ok(HttpResponse::Created().json(StudyResponse::from(study)))
+}
+
+/// Replace a study's draft definition (published sessions are unaffected until the next publish).
+#[utoipa::path(put, path = "/api/studies/{study_id}", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    request_body(content = Object, description = "A study definition"),
+    responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 422)))]
+#[put("/api/studies/{study_id}")]
+pub async fn replace(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    studies::get(&state.db, &path).await?;
+    let definition = definition_body(&state, body).await?;
+    let study = studies::replace(&state.db, &path, definition).await?;
+    Ok(HttpResponse::Ok().json(StudyResponse::from(study)))
+}
+
+/// Publish the draft: four content-addressed version ids and the public slug.
+#[utoipa::path(post, path = "/api/studies/{study_id}/publish", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
+              (status = 409, description = "slug_taken"), (status = 422)))]
+#[post("/api/studies/{study_id}/publish")]
+pub async fn publish(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let study = studies::publish(&state.db, &path).await?;
+    tracing::info!(study_id = %study.study_id, slug = ?study.public_slug, "study published");
+    Ok(HttpResponse::Ok().json(StudyResponse::from(study)))
+}
+
+/// Pause a published study: new sessions are refused (409 `study_paused`).
+#[utoipa::path(post, path = "/api/studies/{study_id}/pause", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
+              (status = 409, description = "study_not_published")))]
+#[post("/api/studies/{study_id}/pause")]
+pub async fn pause(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    Ok(HttpResponse::Ok().json(StudyResponse::from(
+        studies::set_paused(&state.db, &path, true).await?,
+    )))
+}
+
+/// Resume a paused study.
+#[utoipa::path(post, path = "/api/studies/{study_id}/resume", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 409)))]
+#[post("/api/studies/{study_id}/resume")]
+pub async fn resume(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    Ok(HttpResponse::Ok().json(StudyResponse::from(
+        studies::set_paused(&state.db, &path, false).await?,
+    )))
+}
+
+/// List studies.
+#[utoipa::path(get, path = "/api/studies", tag = "studies", security(("bearer" = [])),
+    responses((status = 200, body = [StudyResponse]), (status = 401), (status = 403)))]
+#[get("/api/studies")]
+pub async fn list(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let all: Vec<StudyResponse> = studies::list(&state.db)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "studies": all })))
+}
+
+/// One study.
+#[utoipa::path(get, path = "/api/studies/{study_id}", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404)))]
+#[get("/api/studies/{study_id}")]
+pub async fn get(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    Ok(HttpResponse::Ok().json(StudyResponse::from(studies::get(&state.db, &path).await?)))
+}

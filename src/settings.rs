@@ -1,0 +1,240 @@
+//! Configuration: one [`Settings`] struct, read from an optional TOML file and overridden by
+//! environment variables and command-line flags (flags > environment > file > defaults).
+//! Secrets are wrapped in [`Secret`] so they never reach a log line.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// A value that must never be printed.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Command line and environment. Every setting can also come from the `--config` file, under
+/// the same name in snake_case.
+#[derive(Debug, Default, Parser, Deserialize)]
+#[command(
+    name = "interview-runtime",
+    version,
+    about = "Event-sourced AI interview runtime (HTTP + SSE)"
+)]
+#[serde(default, deny_unknown_fields)]
+pub struct Overrides {
+    /// TOML file with settings; environment variables and flags override it.
+    #[arg(long, env = "CONFIG_FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "BIND")]
+    pub bind: Option<String>,
+    /// postgres://… for PostgreSQL, sqlite://PATH for the embedded store
+    /// [default: sqlite://<DATA_DIR>/interview.db].
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Directory for the embedded database and the generated researcher token [default: ./data].
+    #[arg(long, env = "DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Comma-separated researcher bearer tokens. Unset on the embedded store: one is generated
+    /// into DATA_DIR/researcher-token. Required with PostgreSQL.
+    #[arg(long, env = "RESEARCHER_TOKENS")]
+    pub researcher_tokens: Option<Secret>,
+    /// Base URL of an OpenAI-compatible API (used by studies in llm mode).
+    #[arg(long, env = "OPENAI_BASE_URL")]
+    pub openai_base_url: Option<String>,
+    /// API key for OPENAI_BASE_URL.
+    #[arg(long, env = "OPENAI_API_KEY")]
+    pub openai_api_key: Option<Secret>,
+    /// Publish the bundled demo study (slug `demo`) at start-up when none exists [default: true].
+    #[arg(long, env = "DEMO_STUDY")]
+    pub demo_study: Option<bool>,
+    /// Largest participant message, in bytes [default: 8192].
+    #[arg(long, env = "MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// Largest request body, in bytes [default: 1048576].
+    #[arg(long, env = "MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Database pool size [default: 16].
+    #[arg(long, env = "DB_MAX_CONNECTIONS")]
+    pub db_max_connections: Option<u32>,
+    /// Seconds between projection catch-up sweeps [default: 30].
+    #[arg(long, env = "CATCH_UP_INTERVAL_SECS")]
+    pub catch_up_interval_secs: Option<u64>,
+    /// Seconds to let in-flight requests finish on SIGTERM [default: 30].
+    #[arg(long, env = "SHUTDOWN_TIMEOUT_SECS")]
+    pub shutdown_timeout_secs: Option<u64>,
+    /// Log format [default: text].
+    #[arg(long, env = "LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Base URL printed in the start-up log [default: http://BIND].
+    #[arg(long, env = "PUBLIC_BASE_URL")]
+    pub public_base_url: Option<String>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub bind: String,
+    pub database_url: Option<String>,
+    pub data_dir: PathBuf,
+    pub researcher_tokens: Vec<Secret>,
+    pub openai_base_url: Option<String>,
+    pub openai_api_key: Option<Secret>,
+    pub demo_study: bool,
+    pub max_message_bytes: usize,
+    pub max_body_bytes: usize,
+    pub db_max_connections: u32,
+    pub catch_up_interval_secs: u64,
+    pub shutdown_timeout_secs: u64,
+    pub log_format: LogFormat,
+    pub public_base_url: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            database_url: None,
+            data_dir: PathBuf::from("./data"),
+            researcher_tokens: Vec::new(),
+            openai_base_url: None,
+            openai_api_key: None,
+            demo_study: true,
+            max_message_bytes: 8 * 1024,
+            max_body_bytes: 1024 * 1024,
+            db_max_connections: 16,
+            catch_up_interval_secs: 30,
+            shutdown_timeout_secs: 30,
+            log_format: LogFormat::Text,
+            public_base_url: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid: {source}")]
+    Parse {
+        path: String,
+        source: toml::de::Error,
+    },
+}
+
+impl Settings {
+    /// Flags and environment, over the `--config` file, over the defaults.
+    pub fn load(cli: Overrides) -> Result<Self, SettingsError> {
+        let file = match &cli.config {
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Read {
+                    path: shown.clone(),
+                    source,
+                })?;
+                toml::from_str::<Overrides>(&text).map_err(|source| SettingsError::Parse {
+                    path: shown,
+                    source,
+                })?
+            }
+            None => Overrides::default(),
+        };
+        Ok(Self::default().with(file).with(cli))
+    }
+
+    fn with(mut self, o: Overrides) -> Self {
+        macro_rules! take {
+            ($($field:ident),*) => { $( if let Some(v) = o.$field { self.$field = v; } )* };
+        }
+        take!(
+            bind,
+            data_dir,
+            demo_study,
+            max_message_bytes,
+            max_body_bytes,
+            db_max_connections,
+            catch_up_interval_secs,
+            shutdown_timeout_secs,
+            log_format
+        );
+        if o.database_url.is_some() {
+            self.database_url = o.database_url;
+        }
+        if o.openai_base_url.is_some() {
+            self.openai_base_url = o.openai_base_url;
+        }
+        if o.openai_api_key.is_some() {
+            self.openai_api_key = o.openai_api_key;
+        }
+        if o.public_base_url.is_some() {
+            self.public_base_url = o.public_base_url;
+        }
+        if let Some(tokens) = o.researcher_tokens {
+            self.researcher_tokens = tokens
+                .0
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| Secret(t.to_string()))
+                .collect();
+        }
+        self
+    }
+
+    /// The database URL in effect: the configured one, or the embedded file under `data_dir`.
+    pub fn effective_database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("interview.db").display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_the_file_overrides_defaults() {
+        let file: Overrides =
+            toml::from_str("bind = \"0.0.0.0:9000\"\nmax_message_bytes = 100\n").unwrap();
+        let cli = Overrides {
+            max_message_bytes: Some(200),
+            researcher_tokens: Some(Secret("a, b".into())),
+            ..Overrides::default()
+        };
+        let s = Settings::default().with(file).with(cli);
+        assert_eq!(s.bind, "0.0.0.0:9000");
+        assert_eq!(s.max_message_bytes, 200);
+        assert_eq!(
+            s.researcher_tokens,
+            vec![Secret("a".into()), Secret("b".into())]
+        );
+        assert!(!format!("{s:?}").contains("\"a\""));
+    }
+}

@@ -1,0 +1,196 @@
+//! Wiring: database, event store, projector, background catch-up and the HTTP server.
+
+use std::collections::HashSet;
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::middleware::from_fn;
+use actix_web::{web, App, HttpServer};
+use interview_projections::db::PoolSettings;
+use interview_projections::{Db, Projector};
+use interview_session::hash::sha256_hex;
+
+use crate::settings::{Secret, Settings};
+use crate::state::AppState;
+use crate::store::SessionStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Database(#[from] interview_projections::DbError),
+    #[error("RESEARCHER_TOKENS must be set when using PostgreSQL")]
+    MissingResearcherTokens,
+    #[error("cannot write the researcher token file {path}: {source}")]
+    TokenFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {bind}: {source}")]
+    Bind {
+        bind: String,
+        source: std::io::Error,
+    },
+    #[error("start-up failed: {0}")]
+    Other(String),
+}
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: web::Data<AppState>,
+}
+
+impl Application {
+    /// Connects, migrates, catches projections up, publishes the demo study and binds the
+    /// listener (port 0 picks a free port; [`Application::port`] tells which).
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let url = settings.effective_database_url();
+        let pool = PoolSettings {
+            max_connections: settings.db_max_connections,
+            ..PoolSettings::default()
+        };
+        let db = Db::connect(&url, &pool).await?;
+        tracing::info!(backend = db.backend(), "database ready");
+        let tokens = researcher_tokens(&settings, &db)?;
+        let projector = Arc::new(Projector::new(db.clone()));
+        projector
+            .catch_up()
+            .await
+            .map_err(|e| StartupError::Other(format!("projection catch-up: {e}")))?;
+        if settings.demo_study
+            && crate::demo::ensure_demo_study(&db)
+                .await
+                .map_err(|e| StartupError::Other(format!("demo study: {e}")))?
+        {
+            tracing::info!("published the demo study");
+        }
+        let store = SessionStore::new(&db, projector.clone());
+        let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
+            bind: settings.bind.clone(),
+            source,
+        })?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| StartupError::Other(e.to_string()))?
+            .port();
+        let state = web::Data::new(AppState {
+            db,
+            store,
+            projector,
+            researcher_token_digests: tokens,
+            settings: settings.clone(),
+        });
+        spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
+        let app_state = state.clone();
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(from_fn(crate::telemetry::request_span))
+                .app_data(app_state.clone())
+                .configure(crate::routes::configure)
+                .default_service(web::to(crate::routes::not_found))
+        })
+        .shutdown_timeout(settings.shutdown_timeout_secs)
+        .listen(listener)
+        .map_err(|source| StartupError::Bind {
+            bind: settings.bind.clone(),
+            source,
+        })?
+        .run();
+        log_urls(&settings, port);
+        Ok(Self {
+            port,
+            server,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The shared state (tests use it to drive commands the HTTP API does not expose yet).
+    pub fn state(&self) -> web::Data<AppState> {
+        self.state.clone()
+    }
+
+    /// Serves until SIGTERM/SIGINT, then drains in-flight requests and closes the database.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let result = self.server.await;
+        self.state.db.close().await;
+        tracing::info!("stopped");
+        result
+    }
+}
+
+/// Digests of the researcher tokens; on the embedded store a missing token is generated into
+/// `DATA_DIR/researcher-token` (mode 600). The token itself is never logged.
+fn researcher_tokens(settings: &Settings, db: &Db) -> Result<HashSet<String>, StartupError> {
+    let mut tokens: Vec<Secret> = settings.researcher_tokens.clone();
+    if tokens.is_empty() {
+        if db.is_postgres() {
+            return Err(StartupError::MissingResearcherTokens);
+        }
+        let path = settings.data_dir.join("researcher-token");
+        tokens.push(Secret(read_or_create_token_file(&path)?));
+        tracing::info!(path = %path.display(), "researcher token file (RESEARCHER_TOKENS is unset)");
+    }
+    Ok(tokens.iter().map(|t| sha256_hex(t.0.as_bytes())).collect())
+}
+
+fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
+    let fail = |source| StartupError::TokenFile {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        let existing = existing.trim().to_string();
+        if !existing.is_empty() {
+            return Ok(existing);
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let token = crate::auth::new_researcher_token();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path).map_err(fail)?;
+    std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes()).map_err(fail)?;
+    Ok(token)
+}
+
+/// Periodic projection catch-up: a crash between a commit and its projection is repaired here.
+fn spawn_catch_up(state: web::Data<AppState>, every_secs: u64) {
+    if every_secs == 0 {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(every_secs));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Err(error) = state.projector.catch_up().await {
+                tracing::warn!(%error, "projection catch-up failed; will retry");
+            }
+        }
+    });
+}
+
+fn log_urls(settings: &Settings, port: u16) {
+    let base = settings.public_base_url.clone().unwrap_or_else(|| {
+        let host = settings
+            .bind
+            .rsplit_once(':')
+            .map_or("127.0.0.1", |(h, _)| h);
+        format!("http://{host}:{port}")
+    });
+    tracing::info!(
+        "listening: {base}  (API docs {base}/api/openapi.json; demo: POST {base}/api/public/studies/{}/sessions)",
+        crate::demo::DEMO_SLUG
+    );
+}

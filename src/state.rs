@@ -1,0 +1,18 @@
+//! Shared application state handed to every handler.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use interview_projections::{Db, Projector};
+
+use crate::settings::Settings;
+use crate::store::SessionStore;
+
+pub struct AppState {
+    pub db: Db,
+    pub store: SessionStore,
+    pub projector: Arc<Projector>,
+    pub settings: Settings,
+    /// SHA-256 digests of the researcher tokens.
+    pub researcher_token_digests: HashSet<String>,
+}

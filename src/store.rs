@@ -1,0 +1,116 @@
+//! The Session command side: a cqrs-es framework over the configured event store.
+//!
+//! Both stores are plain event stores (no snapshots: cqrs-es 0.5's snapshot stores apply
+//! events twice). After a commit the framework wakes the projector, so a command's response can
+//! read its own writes from the views.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cqrs_es::persist::PersistedEventStore;
+use cqrs_es::{AggregateError, CqrsFramework};
+use interview_projections::{Db, Projector, ProjectorWakeUp};
+use interview_session::{Session, SessionCommand, SessionError};
+use postgres_es::PostgresEventRepository;
+use sqlite_es::SqliteEventRepository;
+
+type PgCqrs = CqrsFramework<Session, PersistedEventStore<PostgresEventRepository, Session>>;
+type SqliteCqrs = CqrsFramework<Session, PersistedEventStore<SqliteEventRepository, Session>>;
+
+/// Who sent a command; stored in each event's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Participant,
+    Agent,
+    System,
+    Researcher,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Participant => "participant",
+            Actor::Agent => "agent",
+            Actor::System => "system",
+            Actor::Researcher => "researcher",
+        }
+    }
+}
+
+pub enum SessionStore {
+    Postgres(PgCqrs),
+    Sqlite(SqliteCqrs),
+}
+
+/// How many times a command is retried after losing an optimistic-lock race. A retry re-reads
+/// the session, so the aggregate judges the command against the state that won.
+const CONFLICT_RETRIES: usize = 3;
+
+impl SessionStore {
+    pub fn new(db: &Db, projector: Arc<Projector>) -> Self {
+        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
+            vec![Box::new(ProjectorWakeUp(projector))];
+        match db {
+            Db::Postgres(pool) => {
+                let store = PersistedEventStore::new_event_store(PostgresEventRepository::new(
+                    pool.clone(),
+                ));
+                SessionStore::Postgres(CqrsFramework::new(store, queries, ()))
+            }
+            Db::Sqlite(sqlite) => {
+                let store = PersistedEventStore::new_event_store(SqliteEventRepository::new(
+                    sqlite.write.clone(),
+                ));
+                SessionStore::Sqlite(CqrsFramework::new(store, queries, ()))
+            }
+        }
+    }
+
+    /// Executes `command` on session `id` in one transaction; retries lost races.
+    #[tracing::instrument(skip(self, command), fields(command = command_name(&command)))]
+    pub async fn execute(
+        &self,
+        id: &str,
+        command: SessionCommand,
+        actor: Actor,
+        request_id: &str,
+    ) -> Result<(), AggregateError<SessionError>> {
+        let metadata = HashMap::from([
+            ("actor".to_string(), actor.as_str().to_string()),
+            ("request_id".to_string(), request_id.to_string()),
+        ]);
+        let mut attempt = 0;
+        loop {
+            let result = match self {
+                SessionStore::Postgres(cqrs) => {
+                    cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
+                        .await
+                }
+                SessionStore::Sqlite(cqrs) => {
+                    cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
+                        .await
+                }
+            };
+            match result {
+                Err(AggregateError::AggregateConflict) if attempt < CONFLICT_RETRIES => {
+                    attempt += 1
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn command_name(command: &SessionCommand) -> &'static str {
+    match command {
+        SessionCommand::Create { .. } => "create",
+        SessionCommand::Start { .. } => "start",
+        SessionCommand::PostMessage { .. } => "post_message",
+        SessionCommand::StartAgentMessage { .. } => "start_agent_message",
+        SessionCommand::CompleteAgentMessage { .. } => "complete_agent_message",
+        SessionCommand::RenderInteraction { .. } => "render_interaction",
+        SessionCommand::SubmitInteraction { .. } => "submit_interaction",
+        SessionCommand::Complete { .. } => "complete",
+        SessionCommand::Abandon { .. } => "abandon",
+    }
+}

@@ -1,0 +1,355 @@
+//! Studies: drafts, publishing into content-addressed configuration documents, pause/resume.
+//!
+//! Studies are configuration, not interview history, so they are plain rows rather than an
+//! event stream; what a session ran under is pinned in its own `session.created` event.
+
+use chrono::{DateTime, Utc};
+use interview_projections::{on_db, Db};
+use interview_session::study::{is_valid_slug, PinnedStudy, StudyDefinition};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StudyStatus {
+    Draft,
+    Published,
+    Paused,
+}
+
+impl StudyStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            StudyStatus::Draft => "draft",
+            StudyStatus::Published => "published",
+            StudyStatus::Paused => "paused",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        match s {
+            "published" => StudyStatus::Published,
+            "paused" => StudyStatus::Paused,
+            _ => StudyStatus::Draft,
+        }
+    }
+}
+
+/// A study as stored.
+#[derive(Debug, Clone)]
+pub struct StudyRecord {
+    pub study_id: String,
+    pub status: StudyStatus,
+    pub definition: StudyDefinition,
+    pub public_slug: Option<String>,
+    pub published: Option<PinnedStudy>,
+    pub published_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn study_not_found() -> ApiError {
+    ApiError::not_found("study_not_found", "no such study")
+}
+
+/// Parses a row of `studies` (definition and published documents are JSON).
+fn record_from_row<R: Row>(row: &R) -> Result<StudyRecord, ApiError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Value: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<Value>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> DateTime<Utc>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<DateTime<Utc>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    let corrupt = |e: serde_json::Error| ApiError::Internal(Box::new(e));
+    let status: String = row.try_get("status")?;
+    let definition: Value = row.try_get("definition")?;
+    let published: Option<Value> = row.try_get("published")?;
+    Ok(StudyRecord {
+        study_id: row.try_get("study_id")?,
+        status: StudyStatus::parse(&status),
+        definition: serde_json::from_value(definition).map_err(corrupt)?,
+        public_slug: row.try_get("public_slug")?,
+        published: published
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(corrupt)?,
+        published_at: row.try_get("published_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+const COLUMNS: &str =
+    "study_id, status, definition, public_slug, published, published_at, created_at, updated_at";
+
+pub async fn get(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
+    let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
+    on_db!(
+        db,
+        read | pool | {
+            let row = sqlx::query(&sql)
+                .bind(study_id)
+                .fetch_optional(pool)
+                .await?;
+            row.as_ref()
+                .map(record_from_row)
+                .transpose()?
+                .ok_or_else(study_not_found)
+        }
+    )
+}
+
+pub async fn by_slug(db: &Db, slug: &str) -> Result<Option<StudyRecord>, ApiError> {
+    let sql = format!("SELECT {COLUMNS} FROM studies WHERE public_slug = $1");
+    on_db!(
+        db,
+        read | pool | {
+            let row = sqlx::query(&sql).bind(slug).fetch_optional(pool).await?;
+            row.as_ref().map(record_from_row).transpose()
+        }
+    )
+}
+
+pub async fn list(db: &Db) -> Result<Vec<StudyRecord>, ApiError> {
+    let sql = format!("SELECT {COLUMNS} FROM studies ORDER BY created_at, study_id");
+    on_db!(
+        db,
+        read | pool | {
+            let rows = sqlx::query(&sql).fetch_all(pool).await?;
+            rows.iter().map(record_from_row).collect()
+        }
+    )
+}
+
+/// Checks a definition's rules: 422 naming the field.
+pub fn validate(definition: &StudyDefinition) -> Result<(), ApiError> {
+    definition
+        .validate()
+        .map_err(|e| ApiError::invalid("invalid_definition", e.field, e.message))
+}
+
+pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord, ApiError> {
+    validate(&definition)?;
+    let study_id = Uuid::new_v4().to_string();
+    let now = Utc::now();
+    let json = serde_json::to_value(&definition).expect("definitions serialize");
+    on_db!(
+        db,
+        write
+            | pool
+            | {
+                sqlx::query(
+            "INSERT INTO studies (study_id, status, definition, created_at, updated_at) VALUES ($1, 'draft', $2, $3, $3)",
+        )
+        .bind(&study_id)
+        .bind(json)
+        .bind(now)
+        .execute(pool)
+        .await?;
+            }
+    );
+    get_written(db, &study_id).await
+}
+
+/// Reads a study just written (through the write side, so SQLite sees its own write at once).
+async fn get_written(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
+    let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
+    on_db!(
+        db,
+        write | pool | {
+            let row = sqlx::query(&sql)
+                .bind(study_id)
+                .fetch_optional(pool)
+                .await?;
+            row.as_ref()
+                .map(record_from_row)
+                .transpose()?
+                .ok_or_else(study_not_found)
+        }
+    )
+}
+
+/// Replaces the draft definition; what is published stays until the next publish.
+pub async fn replace(
+    db: &Db,
+    study_id: &str,
+    definition: StudyDefinition,
+) -> Result<StudyRecord, ApiError> {
+    validate(&definition)?;
+    let json = serde_json::to_value(&definition).expect("definitions serialize");
+    let updated = on_db!(
+        db,
+        write | pool | {
+            sqlx::query("UPDATE studies SET definition = $2, updated_at = $3 WHERE study_id = $1")
+                .bind(study_id)
+                .bind(json)
+                .bind(Utc::now())
+                .execute(pool)
+                .await?
+                .rows_affected()
+        }
+    );
+    if updated == 0 {
+        return Err(study_not_found());
+    }
+    get_written(db, study_id).await
+}
+
+/// Publishes the current draft: stores its four documents (content-addressed, so unchanged
+/// parts keep their ids), assigns the public slug on first publish, and makes it what new
+/// sessions pin. A paused study stays paused.
+pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
+    let study = get_written(db, study_id).await?;
+    validate(&study.definition)?;
+    let slug = match (&study.definition.public_slug, &study.public_slug) {
+        (Some(wanted), _) => wanted.clone(),
+        (None, Some(existing)) => existing.clone(),
+        (None, None) => generate_slug(&study.definition.title),
+    };
+    let docs = study.definition.versioned_documents();
+    let v = &docs.config_versions;
+    let documents = [
+        (
+            v.study_config_version_id.clone(),
+            "study_config",
+            serde_json::to_value(&docs.study_config),
+        ),
+        (
+            v.agent_config_version_id.clone(),
+            "agent_config",
+            serde_json::to_value(&docs.agent_config),
+        ),
+        (
+            v.output_schema_version_id.clone(),
+            "output_schema",
+            serde_json::to_value(&docs.output_schema),
+        ),
+        (
+            v.model_config_version_id.clone(),
+            "model_config",
+            serde_json::to_value(&docs.model_config),
+        ),
+    ];
+    let pinned = docs.pin(study_id, &slug);
+    let pinned_json = serde_json::to_value(&pinned).expect("studies serialize");
+    let status = match study.status {
+        StudyStatus::Paused => StudyStatus::Paused,
+        StudyStatus::Draft | StudyStatus::Published => StudyStatus::Published,
+    };
+    let now = Utc::now();
+    let result: Result<(), sqlx::Error> = on_db!(
+        db,
+        write
+            | pool
+            | {
+                async {
+            let mut tx = pool.begin().await?;
+            for (id, kind, doc) in documents {
+                sqlx::query(
+                    "INSERT INTO config_documents (version_id, kind, document, created_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (version_id) DO NOTHING",
+                )
+                .bind(id)
+                .bind(kind)
+                .bind(doc.expect("documents serialize"))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query(
+                "UPDATE studies SET status = $2, public_slug = $3, published = $4, published_at = $5, updated_at = $5 \
+                 WHERE study_id = $1",
+            )
+            .bind(study_id)
+            .bind(status.as_str())
+            .bind(&slug)
+            .bind(pinned_json)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        }
+        .await
+            }
+    );
+    match result {
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            return Err(ApiError::Conflict {
+                code: "slug_taken",
+                message: format!("another study already uses the public slug {slug:?}"),
+                details: Some(serde_json::json!({ "public_slug": slug })),
+            })
+        }
+        other => other?,
+    }
+    get_written(db, study_id).await
+}
+
+/// Pauses (`paused = true`) or resumes a published study.
+pub async fn set_paused(db: &Db, study_id: &str, paused: bool) -> Result<StudyRecord, ApiError> {
+    let study = get_written(db, study_id).await?;
+    if study.status == StudyStatus::Draft {
+        return Err(ApiError::Conflict {
+            code: "study_not_published",
+            message: "publish the study first".into(),
+            details: Some(serde_json::json!({ "status": "draft" })),
+        });
+    }
+    let status = if paused {
+        StudyStatus::Paused
+    } else {
+        StudyStatus::Published
+    };
+    on_db!(
+        db,
+        write | pool | {
+            sqlx::query("UPDATE studies SET status = $2, updated_at = $3 WHERE study_id = $1")
+                .bind(study_id)
+                .bind(status.as_str())
+                .bind(Utc::now())
+                .execute(pool)
+                .await?;
+        }
+    );
+    get_written(db, study_id).await
+}
+
+/// `title-words-1a2b3c`: readable, and random enough not to collide or be guessed.
+fn generate_slug(title: &str) -> String {
+    let mut base = String::new();
+    for c in title.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() {
+            base.push(c);
+        } else if !base.ends_with('-') && !base.is_empty() {
+            base.push('-');
+        }
+        if base.len() >= 40 {
+            break;
+        }
+    }
+    let base = base.trim_matches('-');
+    let base = if base.is_empty() { "study" } else { base };
+    let mut suffix = [0u8; 3];
+    getrandom::fill(&mut suffix).expect("the OS random source works");
+    let slug = format!("{base}-{:02x}{:02x}{:02x}", suffix[0], suffix[1], suffix[2]);
+    debug_assert!(is_valid_slug(&slug));
+    slug
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn generated_slugs_are_valid() {
+        for title in ["Coffee habits 2026!", "用户访谈", "  --A--  "] {
+            let slug = super::generate_slug(title);
+            assert!(interview_session::study::is_valid_slug(&slug), "{slug}");
+        }
+    }
+}
