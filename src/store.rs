@@ -5,6 +5,7 @@
 //! read its own writes from the views.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use cqrs_es::persist::PersistedEventStore;
@@ -13,6 +14,7 @@ use interview_projections::{Db, Projector, ProjectorWakeUp};
 use interview_session::{Session, SessionCommand, SessionError};
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
+use tokio::sync::Mutex;
 
 type PgCqrs = CqrsFramework<Session, PersistedEventStore<PostgresEventRepository, Session>>;
 type SqliteCqrs = CqrsFramework<Session, PersistedEventStore<SqliteEventRepository, Session>>;
@@ -37,10 +39,20 @@ impl Actor {
     }
 }
 
-pub enum SessionStore {
+enum Framework {
     Postgres(PgCqrs),
     Sqlite(SqliteCqrs),
 }
+
+pub struct SessionStore {
+    framework: Framework,
+    /// Commands on one session are serialized inside this process, so concurrent requests
+    /// queue instead of losing optimistic-lock races and redoing work. Striped by session id:
+    /// bounded memory, no cleanup. Races with other processes are still settled by the lock.
+    stripes: Vec<Mutex<()>>,
+}
+
+const STRIPES: usize = 256;
 
 /// How many times a command is retried after losing an optimistic-lock race. A retry re-reads
 /// the session, so the aggregate judges the command against the state that won.
@@ -50,19 +62,21 @@ impl SessionStore {
     pub fn new(db: &Db, projector: Arc<Projector>) -> Self {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
             vec![Box::new(ProjectorWakeUp(projector))];
-        match db {
+        let framework = match db {
             Db::Postgres(pool) => {
-                let store = PersistedEventStore::new_event_store(PostgresEventRepository::new(
-                    pool.clone(),
-                ));
-                SessionStore::Postgres(CqrsFramework::new(store, queries, ()))
+                let repo = PostgresEventRepository::new(pool.clone());
+                let store = PersistedEventStore::new_event_store(repo);
+                Framework::Postgres(CqrsFramework::new(store, queries, ()))
             }
             Db::Sqlite(sqlite) => {
-                let store = PersistedEventStore::new_event_store(SqliteEventRepository::new(
-                    sqlite.write.clone(),
-                ));
-                SessionStore::Sqlite(CqrsFramework::new(store, queries, ()))
+                let repo = SqliteEventRepository::new(sqlite.write.clone());
+                let store = PersistedEventStore::new_event_store(repo);
+                Framework::Sqlite(CqrsFramework::new(store, queries, ()))
             }
+        };
+        SessionStore {
+            framework,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
         }
     }
 
@@ -79,14 +93,19 @@ impl SessionStore {
             ("actor".to_string(), actor.as_str().to_string()),
             ("request_id".to_string(), request_id.to_string()),
         ]);
+        let mut hasher = DefaultHasher::new();
+        id.hash(&mut hasher);
+        let _serialized = self.stripes[hasher.finish() as usize % STRIPES]
+            .lock()
+            .await;
         let mut attempt = 0;
         loop {
-            let result = match self {
-                SessionStore::Postgres(cqrs) => {
+            let result = match &self.framework {
+                Framework::Postgres(cqrs) => {
                     cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
                         .await
                 }
-                SessionStore::Sqlite(cqrs) => {
+                Framework::Sqlite(cqrs) => {
                     cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
                         .await
                 }

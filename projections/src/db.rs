@@ -104,6 +104,37 @@ impl Db {
         Ok(db)
     }
 
+    /// Opens an existing database without changing it (no migrations; SQLite read-only).
+    /// For tools such as `replay` that must only read the log.
+    pub async fn open_read_only(url: &str) -> Result<Self, DbError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect(url)
+                .await
+                .map_err(DbError::Connect)?;
+            return Ok(Db::Postgres(pool));
+        }
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| DbError::UnsupportedUrl(url.to_string()))?;
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await
+            .map_err(DbError::Connect)?;
+        Ok(Db::Sqlite(SqliteStore {
+            write: pool.clone(),
+            read: pool,
+        }))
+    }
+
     async fn migrate(&self) -> Result<(), DbError> {
         match self {
             Db::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await?,

@@ -104,3 +104,19 @@ pub async fn events(
         }
     )
 }
+
+/// Ids of every session in the log, oldest first.
+pub async fn session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(
+        db,
+        read | pool
+            | {
+                sqlx::query_scalar(
+            "SELECT aggregate_id FROM events WHERE aggregate_type = $1 AND sequence = 1 ORDER BY payload->>'at', aggregate_id",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .fetch_all(pool)
+        .await
+            }
+    )
+}

@@ -37,6 +37,17 @@ impl SessionStatus {
         matches!(self, Self::Completed | Self::Abandoned)
     }
 
+    /// The status machine of BRIEF §3.
+    pub fn can_become(self, to: SessionStatus) -> bool {
+        use SessionStatus::*;
+        match self {
+            Created => matches!(to, Active | Abandoned),
+            Active => matches!(to, WaitingForUser | WaitingForTool | Completed | Abandoned),
+            WaitingForUser | WaitingForTool => matches!(to, Active | Completed | Abandoned),
+            Completed | Abandoned => false,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",

@@ -158,10 +158,12 @@ impl InteractionSpec {
                 Ok(())
             }
             InteractionKind::Rating { min, max, step } => {
-                if !(min < max) || !(*step > 0.0) || !min.is_finite() || !max.is_finite() {
-                    return err("max", "need finite min < max and step > 0");
+                let well_formed = min.is_finite() && max.is_finite() && min < max && *step > 0.0;
+                if well_formed {
+                    Ok(())
+                } else {
+                    err("max", "need finite min < max and step > 0")
                 }
-                Ok(())
             }
             InteractionKind::FreeText { max_length } if !(1..=10_000).contains(max_length) => {
                 err("max_length", "must be between 1 and 10000")

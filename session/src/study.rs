@@ -575,7 +575,8 @@ mod tests {
 
     #[test]
     fn rule_breaking_definitions_name_the_field() {
-        let cases: Vec<(fn(&mut StudyDefinition), &str)> = vec![
+        type Mutation = fn(&mut StudyDefinition);
+        let cases: Vec<(Mutation, &str)> = vec![
             (|d| d.objectives[1].id = "a".into(), "objectives[1].id"),
             (
                 |d| d.output_schema.fields[0].objective_id = "zz".into(),

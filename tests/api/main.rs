@@ -1,1 +1,7 @@
-fn main() {}
+//! End-to-end tests: the real server over HTTP, on both stores.
+
+mod bad_input;
+mod helpers;
+mod operations;
+mod sessions;
+mod studies;

@@ -546,3 +546,31 @@ async fn every_event_is_chained_to_the_one_before() {
     }
     assert_eq!(replayed.head_hash(), head);
 }
+
+#[tokio::test]
+async fn a_stored_stream_is_rechecked_against_the_rules() {
+    let mut commands = vec![
+        create(),
+        C::Start { at: at() },
+        likert("i1"),
+        submit("i1", json!(2)),
+    ];
+    commands.extend(agent_says(10, true));
+    commands.push(complete());
+    let events = history(commands).await;
+    assert_eq!(super::check_stream(&events), Vec::<String>::new());
+
+    // Two pending interactions and an event after the end are both reported.
+    let mut broken = history(vec![create(), C::Start { at: at() }, likert("i1")]).await;
+    broken.push(broken[3].clone());
+    let ended = history(vec![create(), abandon()]).await;
+    let mut after_end = ended.clone();
+    after_end.push(broken[1].clone());
+    assert_eq!(
+        super::check_stream(&broken).len(),
+        1,
+        "{:?}",
+        super::check_stream(&broken)
+    );
+    assert_eq!(super::check_stream(&after_end).len(), 1);
+}

@@ -1,0 +1,273 @@
+//! Spawning the real server on port 0 against a fresh database (a temp SQLite file, or a new
+//! PostgreSQL database on the cluster named by `TEST_DATABASE_URL`), plus small HTTP helpers.
+
+use std::path::PathBuf;
+
+use actix_web::web;
+use interview_projections::Db;
+use interview_runtime::settings::Secret;
+use interview_runtime::state::AppState;
+use interview_runtime::{Application, Settings};
+use reqwest::{Response, StatusCode};
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates one `#[tokio::test]` per store for each named `async fn(Store)`.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name($crate::helpers::Store::Sqlite).await } )*
+        }
+        mod postgres {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name($crate::helpers::Store::Postgres).await } )*
+        }
+    };
+}
+
+pub const RESEARCHER_TOKEN: &str = "test-researcher-token";
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub state: web::Data<AppState>,
+    data_dir: PathBuf,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+async fn fresh_postgres_database() -> String {
+    let server = std::env::var("TEST_DATABASE_URL").expect(
+        "TEST_DATABASE_URL must name a PostgreSQL server for the postgres tests; \
+         run the test command from the README (scripts/test), which starts one",
+    );
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("connect to TEST_DATABASE_URL");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create a test database");
+    let (base, _) = server
+        .rsplit_once('/')
+        .expect("TEST_DATABASE_URL has a database path");
+    format!("{base}/{name}")
+}
+
+impl TestApp {
+    pub async fn spawn(store: Store) -> Self {
+        Self::spawn_with(store, |_| {}).await
+    }
+
+    pub async fn spawn_with(store: Store, customize: impl FnOnce(&mut Settings)) -> Self {
+        if std::env::var_os("TEST_LOG").is_some() {
+            interview_runtime::telemetry::init(Default::default());
+        }
+        let data_dir =
+            std::env::temp_dir().join(format!("interview-test-{}", uuid::Uuid::new_v4().simple()));
+        let database_url = match store {
+            Store::Sqlite => None,
+            Store::Postgres => Some(fresh_postgres_database().await),
+        };
+        let mut settings = Settings {
+            bind: "127.0.0.1:0".into(),
+            database_url,
+            data_dir: data_dir.clone(),
+            researcher_tokens: vec![Secret(RESEARCHER_TOKEN.into())],
+            db_max_connections: 8,
+            ..Settings::default()
+        };
+        customize(&mut settings);
+        let app = Application::build(settings)
+            .await
+            .expect("the server starts");
+        let address = format!("http://127.0.0.1:{}", app.port());
+        let state = app.state();
+        tokio::spawn(app.run_until_stopped());
+        Self {
+            address,
+            client: reqwest::Client::new(),
+            state,
+            data_dir,
+        }
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.state.db
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn get(&self, path: &str, token: Option<&str>) -> Response {
+        let mut req = self.client.get(self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    pub async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Response {
+        self.send(reqwest::Method::POST, path, token, Some(body.to_string()))
+            .await
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<String>,
+    ) -> Response {
+        let mut req = self
+            .client
+            .request(method, self.url(path))
+            .header("content-type", "application/json");
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.body(b);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    /// Creates and publishes a study; returns (study_id, public_slug, the publish response).
+    pub async fn publish_study(&self, definition: &Value) -> (String, String, Value) {
+        let created = self
+            .post("/api/studies", Some(RESEARCHER_TOKEN), definition)
+            .await;
+        assert_eq!(created.status(), StatusCode::CREATED);
+        let id = json_of(created).await["study_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let published = self
+            .post(
+                &format!("/api/studies/{id}/publish"),
+                Some(RESEARCHER_TOKEN),
+                &json!({}),
+            )
+            .await;
+        assert_eq!(published.status(), StatusCode::OK);
+        let body = json_of(published).await;
+        (id, body["public_slug"].as_str().unwrap().to_string(), body)
+    }
+
+    /// Starts a session on `slug`; returns (session_id, participant_token).
+    pub async fn create_session(&self, slug: &str) -> (String, String) {
+        let res = self
+            .post(
+                &format!("/api/public/studies/{slug}/sessions"),
+                None,
+                &json!({}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let body = json_of(res).await;
+        (
+            body["session_id"].as_str().unwrap().to_string(),
+            body["participant_token"].as_str().unwrap().to_string(),
+        )
+    }
+
+    pub async fn post_message(&self, session: &str, token: &str, content: &str) -> Response {
+        self.post(
+            &format!("/api/sessions/{session}/messages"),
+            Some(token),
+            &json!({ "content": content }),
+        )
+        .await
+    }
+
+    /// Every event in the store, across sessions.
+    pub async fn total_events(&self) -> i64 {
+        interview_projections::on_db!(
+            self.db(),
+            read | pool | {
+                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM events")
+                    .fetch_one(pool)
+                    .await
+                    .unwrap()
+            }
+        )
+    }
+
+    pub async fn total_studies(&self) -> i64 {
+        interview_projections::on_db!(
+            self.db(),
+            read | pool | {
+                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM studies")
+                    .fetch_one(pool)
+                    .await
+                    .unwrap()
+            }
+        )
+    }
+
+    /// Runs a command the HTTP API does not expose yet (the harness will send these).
+    pub async fn execute(&self, session: &str, command: interview_session::SessionCommand) {
+        self.state
+            .store
+            .execute(
+                session,
+                command,
+                interview_runtime::store::Actor::System,
+                "test",
+            )
+            .await
+            .expect("command accepted");
+    }
+}
+
+pub async fn json_of(res: Response) -> Value {
+    res.json().await.expect("a JSON body")
+}
+
+/// Asserts status and `error.code`, and that the body has the error shape.
+pub async fn assert_error(res: Response, status: StatusCode, code: &str) -> Value {
+    let actual = res.status();
+    let body: Value = res.json().await.expect("error bodies are JSON");
+    assert_eq!(actual, status, "body: {body}");
+    assert_eq!(body["error"]["code"], code, "body: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "body: {body}"
+    );
+    body
+}
+
+/// A small valid study definition.
+pub fn study_definition() -> Value {
+    json!({
+        "title": "Coffee habits",
+        "locale": "en",
+        "consent": {"text": "We keep your answers for research.", "version": "1"},
+        "objectives": [
+            {"id": "habits", "title": "Habits", "priority": "must", "opening_question": "How do you make your coffee?"},
+            {"id": "brand", "title": "Brand", "priority": "should", "opening_question": "Which brand do you buy?",
+             "interaction": {"type": "single_choice", "prompt": "Pick one",
+                             "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}}
+        ],
+        "output_schema": {"fields": [
+            {"id": "method", "type": "string", "objective_id": "habits", "required": true},
+            {"id": "brand", "type": "string", "objective_id": "brand"}
+        ]}
+    })
+}

@@ -1,0 +1,92 @@
+//! Health, readiness, the OpenAPI document, and an unreachable database.
+
+use std::collections::BTreeSet;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::both_stores;
+use crate::helpers::{assert_error, json_of, Store, TestApp};
+
+async fn health_and_readiness_answer(store: Store) {
+    let app = TestApp::spawn(store).await;
+    assert_eq!(app.get("/healthz", None).await.status(), StatusCode::OK);
+    let ready = json_of(app.get("/readyz", None).await).await;
+    assert_eq!(ready["status"], "ready");
+}
+
+/// Every route the server answers is in the OpenAPI document, and nothing else is.
+async fn the_openapi_document_covers_every_route(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let doc: Value = json_of(app.get("/api/openapi.json", None).await).await;
+    let documented: BTreeSet<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| format!("{} {path}", m.to_uppercase()))
+        })
+        .collect();
+    let served: BTreeSet<String> = [
+        "GET /healthz",
+        "GET /readyz",
+        "POST /api/studies",
+        "GET /api/studies",
+        "GET /api/studies/{study_id}",
+        "PUT /api/studies/{study_id}",
+        "POST /api/studies/{study_id}/publish",
+        "POST /api/studies/{study_id}/pause",
+        "POST /api/studies/{study_id}/resume",
+        "POST /api/public/studies/{public_slug}/sessions",
+        "GET /api/sessions/{session_id}",
+        "POST /api/sessions/{session_id}/messages",
+        "POST /api/sessions/{session_id}/interactions/{interaction_id}/submit",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(documented, served);
+    // And each documented route is really served (not a 404 route_not_found).
+    for route in &served {
+        let (method, path) = route.split_once(' ').unwrap();
+        let concrete = path
+            .replace("{study_id}", "x")
+            .replace("{public_slug}", "x")
+            .replace("{session_id}", "x")
+            .replace("{interaction_id}", "x");
+        let res = app
+            .send(method.parse().unwrap(), &concrete, None, Some("{}".into()))
+            .await;
+        let body: Value = res.json().await.unwrap_or_default();
+        assert_ne!(body["error"]["code"], "route_not_found", "{route}");
+    }
+}
+
+async fn an_unreachable_database_answers_503_with_retry_after(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    app.db().close().await;
+    let res = app.post_message(&session, &token, "hello").await;
+    assert_eq!(
+        res.headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string()),
+        Some("2".into())
+    );
+    assert_error(res, StatusCode::SERVICE_UNAVAILABLE, "service_unavailable").await;
+    assert_error(
+        app.get("/readyz", None).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "service_unavailable",
+    )
+    .await;
+}
+
+both_stores!(
+    health_and_readiness_answer,
+    the_openapi_document_covers_every_route,
+    an_unreachable_database_answers_503_with_retry_after,
+);

@@ -1,0 +1,477 @@
+//! The participant contract: create, message, submit, read; tokens; idempotency; the log.
+
+use chrono::Utc;
+use interview_session::events::AbandonReason;
+use interview_session::interaction::{
+    Choice, InteractionKind, InteractionSpec, InteractionToolCall,
+};
+use interview_session::SessionCommand;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
+
+async fn creating_a_session_answers_the_contract(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (_, slug, published) = app.publish_study(&study_definition()).await;
+    let res = app
+        .post(
+            &format!("/api/public/studies/{slug}/sessions"),
+            None,
+            &json!({"participant_ref": "panel-42"}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let cookie = res
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        cookie.starts_with("participant_token=") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let body = json_of(res).await;
+    assert_eq!(body["status"], "created");
+    assert!(uuid::Uuid::parse_str(body["session_id"].as_str().unwrap()).is_ok());
+    assert!(body["participant_token"].as_str().unwrap().len() >= 32);
+    assert_eq!(body["config_versions"], published["config_versions"]);
+
+    let session = body["session_id"].as_str().unwrap();
+    let researcher = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await;
+    assert_eq!(researcher["participant_ref"], "panel-42");
+}
+
+async fn a_session_reads_back_with_every_contract_key(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let body = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    for key in [
+        "session_id",
+        "status",
+        "current_phase",
+        "turn_count",
+        "config_versions",
+        "transcript",
+        "pending_interaction",
+    ] {
+        assert!(body.get(key).is_some(), "missing {key}: {body}");
+    }
+    assert_eq!(body["pending_interaction"], Value::Null);
+    assert_eq!(body["current_phase"], "LOAD_CONTEXT");
+    for researcher_only in [
+        "tool_calls",
+        "interaction_events",
+        "extracted_fields",
+        "decision_log",
+    ] {
+        assert!(
+            body.get(researcher_only).is_none(),
+            "participants must not see {researcher_only}"
+        );
+    }
+    let full = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await;
+    for key in [
+        "tool_calls",
+        "interaction_events",
+        "extracted_fields",
+        "decision_log",
+    ] {
+        assert!(full.get(key).is_some(), "researchers see {key}: {full}");
+    }
+}
+
+async fn a_message_is_accepted_and_joins_the_transcript(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let res = app
+        .post_message(&session, &token, "I plan on Sundays with a paper list.")
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let body = json_of(res).await;
+    assert_eq!(body["status"], "active");
+    let turn_id = body["turn_id"].as_str().unwrap().to_string();
+    let read = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(read["status"], "active");
+    assert_eq!(read["turn_count"], 1);
+    let turn = &read["transcript"][0];
+    assert_eq!(turn["turn_id"], turn_id.as_str());
+    assert_eq!(turn["role"], "user");
+    assert_eq!(turn["content"], "I plan on Sundays with a paper list.");
+}
+
+async fn a_retried_message_answers_the_same_and_writes_once(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let path = format!("/api/sessions/{session}/messages");
+    let body = json!({"content": "hello", "client_message_id": "m-1"});
+    let first = json_of(app.post(&path, Some(&token), &body).await).await;
+    let events = app.total_events().await;
+    let second = app.post(&path, Some(&token), &body).await;
+    assert_eq!(second.status(), StatusCode::ACCEPTED);
+    assert_eq!(json_of(second).await["turn_id"], first["turn_id"]);
+    assert_eq!(app.total_events().await, events);
+    // Retries racing each other still write once.
+    let retry = json!({"content": "again", "client_message_id": "m-2"});
+    let racing = (0..8).map(|_| app.post(&path, Some(&token), &retry));
+    let answers = futures_util::future::join_all(racing).await;
+    let mut turn_ids = Vec::new();
+    for res in answers {
+        assert_eq!(res.status(), StatusCode::ACCEPTED);
+        turn_ids.push(json_of(res).await["turn_id"].clone());
+    }
+    turn_ids.dedup();
+    assert_eq!(turn_ids.len(), 1);
+    let read = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(read["transcript"].as_array().unwrap().len(), 2);
+}
+
+async fn the_token_also_works_as_query_parameter_and_cookie(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let by_query = app
+        .client
+        .get(app.url(&format!("/api/sessions/{session}?token={token}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_query.status(), StatusCode::OK);
+    let by_cookie = app
+        .client
+        .get(app.url(&format!("/api/sessions/{session}")))
+        .header("cookie", format!("participant_token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_cookie.status(), StatusCode::OK);
+}
+
+fn single_choice(id: &str) -> SessionCommand {
+    let spec = InteractionSpec {
+        prompt: "Which brand?".into(),
+        research_intent: "brand".into(),
+        kind: InteractionKind::SingleChoice {
+            options: vec![
+                Choice {
+                    id: "a".into(),
+                    label: "Alpha".into(),
+                },
+                Choice {
+                    id: "b".into(),
+                    label: "Beta".into(),
+                },
+            ],
+        },
+    };
+    SessionCommand::RenderInteraction {
+        interaction: Box::new(InteractionToolCall::new(
+            id.into(),
+            format!("tc-{id}"),
+            Some("brand".into()),
+            &spec,
+        )),
+        at: Utc::now(),
+    }
+}
+
+async fn an_interaction_is_submitted_once_and_validated(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    app.execute(&session, SessionCommand::Start { at: Utc::now() })
+        .await;
+    app.execute(&session, single_choice("int-1")).await;
+
+    let read = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(read["status"], "waiting_for_tool");
+    assert_eq!(read["pending_interaction"]["interaction_id"], "int-1");
+    assert_eq!(read["pending_interaction"]["type"], "single_choice");
+    assert_eq!(
+        read["pending_interaction"]["value_schema"]["enum"],
+        json!(["a", "b"])
+    );
+
+    // A message while the widget is pending is refused and names it.
+    let before = app.total_events().await;
+    let body = assert_error(
+        app.post_message(&session, &token, "hi").await,
+        StatusCode::CONFLICT,
+        "interaction_pending",
+    )
+    .await;
+    assert_eq!(body["error"]["details"]["pending_interaction_id"], "int-1");
+
+    let submit = format!("/api/sessions/{session}/interactions/int-1/submit");
+    let bad = app
+        .post(
+            &submit,
+            Some(&token),
+            &json!({"status": "submitted", "value": "zzz"}),
+        )
+        .await;
+    let body = assert_error(bad, StatusCode::UNPROCESSABLE_ENTITY, "invalid_value").await;
+    assert_eq!(body["error"]["details"]["field"], "value");
+    let unknown = app
+        .post(
+            &format!("/api/sessions/{session}/interactions/nope/submit"),
+            Some(&token),
+            &json!({"status": "skipped"}),
+        )
+        .await;
+    assert_error(unknown, StatusCode::NOT_FOUND, "interaction_not_found").await;
+    assert_eq!(app.total_events().await, before);
+
+    let ok = app
+        .post(
+            &submit,
+            Some(&token),
+            &json!({"status": "submitted", "value": "b", "client_context": {"ms": 1200}}),
+        )
+        .await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(json_of(ok).await, json!({"ok": true, "status": "active"}));
+    let again = app
+        .post(
+            &submit,
+            Some(&token),
+            &json!({"status": "submitted", "value": "a"}),
+        )
+        .await;
+    assert_error(again, StatusCode::CONFLICT, "interaction_already_answered").await;
+
+    let full = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await;
+    assert_eq!(full["pending_interaction"], Value::Null);
+    assert_eq!(full["tool_calls"][0]["tool_name"], "render_interaction");
+    assert_eq!(full["tool_calls"][0]["tool_result"]["value"], "b");
+    assert_eq!(full["interaction_events"][0]["status"], "submitted");
+    let answer = full["transcript"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(answer["content"], "Beta");
+    assert_eq!(answer["kind"], "interaction");
+}
+
+async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    app.execute(&session, SessionCommand::Start { at: Utc::now() })
+        .await;
+    app.execute(&session, single_choice("int-p")).await;
+    let submit = format!("/api/sessions/{session}/interactions/int-p/submit");
+    let answer = json!({"status": "submitted", "value": "a"});
+    let attempts = (0..20).map(|_| app.post(&submit, Some(&token), &answer));
+    let statuses: Vec<StatusCode> = futures_util::future::join_all(attempts)
+        .await
+        .iter()
+        .map(|r| r.status())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| *s == StatusCode::OK || *s == StatusCode::CONFLICT),
+        "{statuses:?}"
+    );
+    let events = interview_projections::read::events(app.db(), &session)
+        .await
+        .unwrap();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.1 == "interaction.submitted")
+            .count(),
+        1
+    );
+}
+
+async fn an_ended_session_refuses_messages_and_submits_with_410(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    app.execute(&session, SessionCommand::Start { at: Utc::now() })
+        .await;
+    app.execute(&session, single_choice("int-t")).await;
+    app.execute(
+        &session,
+        SessionCommand::Abandon {
+            reason: AbandonReason::ConsentDeclined,
+            at: Utc::now(),
+        },
+    )
+    .await;
+    let before = app.total_events().await;
+    let body = assert_error(
+        app.post_message(&session, &token, "hello?").await,
+        StatusCode::GONE,
+        "session_terminal",
+    )
+    .await;
+    assert_eq!(body["error"]["details"]["status"], "abandoned");
+    let submit = app
+        .post(
+            &format!("/api/sessions/{session}/interactions/int-t/submit"),
+            Some(&token),
+            &json!({"status": "skipped"}),
+        )
+        .await;
+    assert_error(submit, StatusCode::GONE, "session_terminal").await;
+    assert_eq!(app.total_events().await, before);
+    let read = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(read["status"], "abandoned");
+    assert_eq!(read["pending_interaction"], Value::Null);
+}
+
+async fn concurrent_sessions_never_surface_a_database_error(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut sessions = Vec::new();
+    for _ in 0..6 {
+        sessions.push(app.create_session("demo").await);
+    }
+    let posts = sessions
+        .iter()
+        .flat_map(|(s, t)| (0..5).map(move |i| (s.clone(), t.clone(), i)));
+    let results = futures_util::future::join_all(posts.map(|(s, t, i)| {
+        let app = &app;
+        async move {
+            app.post(
+                &format!("/api/sessions/{s}/messages"),
+                Some(&t),
+                &json!({"content": format!("msg {i}"), "client_message_id": format!("c{i}")}),
+            )
+            .await
+        }
+    }))
+    .await;
+    for res in results {
+        assert_eq!(res.status(), StatusCode::ACCEPTED);
+    }
+    for (s, t) in &sessions {
+        let read = json_of(app.get(&format!("/api/sessions/{s}"), Some(t)).await).await;
+        assert_eq!(read["turn_count"], 5, "{read}");
+    }
+}
+
+async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let res = app
+        .client
+        .post(app.url(&format!("/api/sessions/{session}/messages")))
+        .bearer_auth(&token)
+        .header("x-request-id", "req-abc-123")
+        .json(&json!({"content": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers().get("x-request-id").unwrap(), "req-abc-123");
+    let events = interview_projections::read::events(app.db(), &session)
+        .await
+        .unwrap();
+    let types: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "session.created",
+            "participant.message.created",
+            "session.status_changed"
+        ]
+    );
+    for (_, event_type, payload, metadata) in &events {
+        assert_eq!(payload["type"], event_type.as_str());
+        assert!(payload["at"].as_str().is_some());
+        assert!(metadata["actor"] == "participant", "{metadata}");
+    }
+    assert_eq!(events[1].3["request_id"], "req-abc-123");
+    let head = interview_session::hash::verify_chain(
+        events.iter().map(|e| (e.0 as usize, e.1.as_str(), &e.2)),
+    )
+    .unwrap();
+    assert_eq!(head, events[2].2["hash"].as_str().unwrap());
+    assert!(
+        !events[0].2.to_string().contains(&token),
+        "the token itself is never stored"
+    );
+}
+
+async fn views_catch_up_after_a_lost_projection(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    app.post_message(&session, &token, "one").await;
+    // Simulate a crash between commit and projection: forget the views.
+    interview_projections::on_db!(
+        app.db(),
+        write | pool | {
+            sqlx::query("DELETE FROM transcript")
+                .execute(pool)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE session_state SET last_seq = 0, state = '{}'")
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    );
+    let applied = app.state.projector.catch_up().await.unwrap();
+    assert!(applied >= 3, "{applied}");
+    let read = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(read["turn_count"], 1);
+    assert_eq!(read["transcript"][0]["content"], "one");
+}
+
+both_stores!(
+    creating_a_session_answers_the_contract,
+    a_session_reads_back_with_every_contract_key,
+    a_message_is_accepted_and_joins_the_transcript,
+    a_retried_message_answers_the_same_and_writes_once,
+    the_token_also_works_as_query_parameter_and_cookie,
+    an_interaction_is_submitted_once_and_validated,
+    parallel_submits_of_one_interaction_succeed_once,
+    an_ended_session_refuses_messages_and_submits_with_410,
+    concurrent_sessions_never_surface_a_database_error,
+    every_event_carries_time_actor_request_id_and_a_verified_chain,
+    views_catch_up_after_a_lost_projection,
+);
