@@ -410,12 +410,12 @@ pub fn check_stream(events: &[SessionEvent]) -> Vec<String> {
                     ));
                 }
             }
-            EventBody::InteractionSubmitted { interaction_id, .. } => {
-                if state.pending.as_ref().map(|p| &p.interaction_id) != Some(interaction_id) {
-                    problem(format!(
-                        "{interaction_id} answered but it was not the pending interaction"
-                    ));
-                }
+            EventBody::InteractionSubmitted { interaction_id, .. }
+                if state.pending.as_ref().map(|p| &p.interaction_id) != Some(interaction_id) =>
+            {
+                problem(format!(
+                    "{interaction_id} answered but it was not the pending interaction"
+                ));
             }
             EventBody::ParticipantMessageCreated { .. } => {
                 if let Some(p) = &state.pending {
