@@ -176,18 +176,21 @@ pub async fn resume(
     )))
 }
 
+/// Every study, oldest first.
+#[derive(Serialize, ToSchema)]
+pub struct StudyList {
+    studies: Vec<StudyResponse>,
+}
+
 /// List studies.
 #[utoipa::path(get, path = "/api/studies", tag = "studies", security(("bearer" = [])),
-    responses((status = 200, body = [StudyResponse]), (status = 401), (status = 403)))]
+    responses((status = 200, body = StudyList), (status = 401), (status = 403)))]
 #[get("/api/studies")]
 pub async fn list(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
-    let all: Vec<StudyResponse> = studies::list(&state.db)
-        .await?
-        .into_iter()
-        .map(Into::into)
-        .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "studies": all })))
+    let studies = studies::list(&state.db).await?;
+    let studies = studies.into_iter().map(Into::into).collect();
+    Ok(HttpResponse::Ok().json(StudyList { studies }))
 }
 
 /// One study.

@@ -48,7 +48,7 @@ impl Drop for TestApp {
     }
 }
 
-async fn fresh_postgres_database() -> String {
+pub async fn fresh_postgres_database() -> String {
     let server = std::env::var("TEST_DATABASE_URL").expect(
         "TEST_DATABASE_URL must name a PostgreSQL server for the postgres tests; \
          run the test command from the README (scripts/test), which starts one",
@@ -103,6 +103,10 @@ impl TestApp {
             state,
             data_dir,
         }
+    }
+
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
     }
 
     pub fn db(&self) -> &Db {

@@ -90,3 +90,50 @@ both_stores!(
     the_openapi_document_covers_every_route,
     an_unreachable_database_answers_503_with_retry_after,
 );
+
+#[tokio::test]
+async fn postgres_refuses_to_start_without_researcher_tokens() {
+    let url = crate::helpers::fresh_postgres_database().await;
+    let dir =
+        std::env::temp_dir().join(format!("interview-test-{}", uuid::Uuid::new_v4().simple()));
+    let settings = interview_runtime::Settings {
+        bind: "127.0.0.1:0".into(),
+        database_url: Some(url),
+        data_dir: dir.clone(),
+        ..Default::default()
+    };
+    let err = interview_runtime::Application::build(settings)
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            err,
+            interview_runtime::startup::StartupError::MissingResearcherTokens
+        ),
+        "{err}"
+    );
+    assert!(!dir.join("researcher-token").exists());
+}
+
+#[tokio::test]
+async fn the_embedded_store_generates_a_private_researcher_token_file() {
+    let app = TestApp::spawn_with(Store::Sqlite, |s| s.researcher_tokens.clear()).await;
+    let path = app.data_dir().join("researcher-token");
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        app.get("/api/studies", Some(&token)).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.get("/api/studies", Some(crate::helpers::RESEARCHER_TOKEN))
+            .await
+            .status(),
+        StatusCode::UNAUTHORIZED
+    );
+}

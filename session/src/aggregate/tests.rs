@@ -574,3 +574,108 @@ async fn a_stored_stream_is_rechecked_against_the_rules() {
     );
     assert_eq!(super::check_stream(&after_end).len(), 1);
 }
+
+#[tokio::test]
+async fn an_open_session_can_complete_from_every_interview_status() {
+    let mut waiting_for_user = vec![create(), C::Start { at: at() }];
+    waiting_for_user.extend(agent_says(10, true));
+    let cases = vec![
+        (vec![create(), C::Start { at: at() }], S::Active),
+        (waiting_for_user, S::WaitingForUser),
+        (
+            vec![create(), C::Start { at: at() }, likert("i1")],
+            S::WaitingForTool,
+        ),
+    ];
+    for (given, from) in cases {
+        let events = when(given, complete()).await.unwrap();
+        assert_eq!(status_changes(&events), [(from, S::Completed)]);
+    }
+}
+
+#[tokio::test]
+async fn an_utterance_completes_only_under_its_own_claim() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.push(agent_says(10, true).remove(0));
+    let other = agent_says(20, true).remove(1);
+    expect_error(
+        given,
+        other,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    let unclaimed = agent_says(30, true).remove(1);
+    expect_error(
+        vec![create(), C::Start { at: at() }],
+        unclaimed,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_utterance_that_expects_no_reply_keeps_the_session_active() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    let mut says = agent_says(10, false);
+    given.push(says.remove(0));
+    let events = when(given, says.remove(0)).await.unwrap();
+    assert_eq!(types(&events), ["agent.message.completed"]);
+}
+
+#[tokio::test]
+async fn interactions_render_only_while_the_interviewer_holds_the_turn() {
+    expect_error(
+        vec![create()],
+        likert("i1"),
+        SessionError::InvalidState { status: S::Created },
+    )
+    .await;
+    let mut waiting = vec![create(), C::Start { at: at() }];
+    waiting.extend(agent_says(10, true));
+    expect_error(
+        waiting,
+        likert("i1"),
+        SessionError::InvalidState {
+            status: S::WaitingForUser,
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_answered_interaction_is_never_rendered_again() {
+    expect_error(
+        vec![
+            create(),
+            C::Start { at: at() },
+            likert("i1"),
+            submit("i1", json!(1)),
+        ],
+        likert("i1"),
+        SessionError::InteractionAlreadyAnswered {
+            interaction_id: "i1".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_submitted_answer_needs_a_value() {
+    let no_value = C::SubmitInteraction {
+        interaction_id: "i1".into(),
+        turn_id: Uuid::from_u128(5),
+        status: SubmitStatus::Submitted,
+        value: None,
+        client_context: None,
+        at: at(),
+    };
+    expect_error(
+        vec![create(), C::Start { at: at() }, likert("i1")],
+        no_value,
+        SessionError::InvalidValue {
+            field: "value".into(),
+            message: "an answer is needed (or skip the question)".into(),
+        },
+    )
+    .await;
+}

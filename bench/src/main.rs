@@ -1,0 +1,222 @@
+//! `bench`: drives the real server over HTTP (loopback) and prints latency percentiles and
+//! throughput for session creation and participant messages, on the embedded store and on
+//! PostgreSQL (`TEST_DATABASE_URL` names a server; a fresh database is created on it).
+//!
+//! The server runs on its own Tokio runtime in its own thread, the load generator on another, so
+//! client work does not queue behind server work on the same scheduler. Run it through
+//! `scripts/bench`, which builds in release mode and starts a throwaway PostgreSQL.
+#![forbid(unsafe_code)]
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use interview_runtime::settings::Secret;
+use interview_runtime::{Application, Settings};
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+#[derive(Parser)]
+#[command(about = "HTTP benchmarks of the interview runtime on both stores")]
+struct Args {
+    /// Requests per measurement.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Concurrent clients, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    concurrency: Vec<usize>,
+    /// `sqlite`, `postgres` or `both`.
+    #[arg(long, default_value = "both")]
+    store: String,
+}
+
+struct Server {
+    base: String,
+    _runtime_thread: std::thread::JoinHandle<()>,
+}
+
+fn start_server(database_url: Option<String>) -> Server {
+    let data_dir =
+        std::env::temp_dir().join(format!("interview-bench-{}", uuid::Uuid::new_v4().simple()));
+    let settings = Settings {
+        bind: "127.0.0.1:0".into(),
+        database_url,
+        data_dir,
+        researcher_tokens: vec![Secret("bench".into())],
+        ..Settings::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = Application::build(settings).await.expect("server starts");
+            tx.send(app.port()).unwrap();
+            app.run_until_stopped().await.unwrap();
+        });
+    });
+    let port = rx.recv().expect("server reports its port");
+    Server {
+        base: format!("http://127.0.0.1:{port}"),
+        _runtime_thread: handle,
+    }
+}
+
+async fn fresh_postgres() -> Option<String> {
+    let server = std::env::var("TEST_DATABASE_URL").ok()?;
+    let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("connect to TEST_DATABASE_URL");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (base, _) = server.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    throughput: f64,
+}
+
+fn stats(mut latencies: Vec<Duration>, wall: Duration) -> Stats {
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+    Stats {
+        p50: at(0.50),
+        p99: at(0.99),
+        max: *latencies.last().unwrap(),
+        throughput: latencies.len() as f64 / wall.as_secs_f64(),
+    }
+}
+
+/// Runs `total` requests split over `clients` concurrent clients; `make(client, i)` sends one.
+async fn measure<F, Fut>(clients: usize, total: usize, make: F) -> Stats
+where
+    F: Fn(usize, usize) -> Fut + Clone,
+    Fut: std::future::Future<Output = ()>,
+{
+    let started = Instant::now();
+    let per_client = total / clients;
+    let runs = (0..clients).map(|c| {
+        let make = make.clone();
+        async move {
+            let mut latencies = Vec::with_capacity(per_client);
+            for i in 0..per_client {
+                let t = Instant::now();
+                make(c, i).await;
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }
+    });
+    let latencies: Vec<Duration> = futures_util::future::join_all(runs)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    stats(latencies, started.elapsed())
+}
+
+async fn create_session(http: &reqwest::Client, base: &str) -> (String, String) {
+    let res = http
+        .post(format!("{base}/api/public/studies/demo/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let body: Value = res.json().await.unwrap();
+    (
+        body["session_id"].as_str().unwrap().into(),
+        body["participant_token"].as_str().unwrap().into(),
+    )
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
+    let server = start_server(database_url);
+    let base = server.base.clone();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
+    // Warm up connections and caches.
+    for _ in 0..20 {
+        create_session(&http, &base).await;
+    }
+    for &clients in &args.concurrency {
+        let s = measure(clients, args.requests, |_, _| {
+            let (http, base) = (http.clone(), base.clone());
+            async move {
+                create_session(&http, &base).await;
+            }
+        })
+        .await;
+        row(label, "create session", clients, args.requests, &s);
+
+        // One session per client, so clients do not queue behind each other on one session.
+        let mut sessions = Vec::new();
+        for _ in 0..clients {
+            sessions.push(create_session(&http, &base).await);
+        }
+        let s = measure(clients, args.requests, |c, i| {
+            let (http, base) = (http.clone(), base.clone());
+            let (session, token) = sessions[c].clone();
+            async move {
+                let res = http
+                    .post(format!("{base}/api/sessions/{session}/messages"))
+                    .bearer_auth(token)
+                    .json(&json!({"content": format!("answer number {i}: we plan on Sundays"), "client_message_id": format!("m{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 202);
+            }
+        })
+        .await;
+        row(label, "post message", clients, args.requests, &s);
+    }
+}
+
+fn row(store: &str, what: &str, clients: usize, n: usize, s: &Stats) {
+    println!(
+        "| {store:<10} | {what:<14} | {clients:>7} | {n:>8} | {:>8} | {:>8} | {:>8} | {:>10.0} |",
+        ms(s.p50),
+        ms(s.p99),
+        ms(s.max),
+        s.throughput
+    );
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        println!("| store      | request        | clients | requests | p50 ms   | p99 ms   | max ms   | req/s      |");
+        println!("|------------|----------------|---------|----------|----------|----------|----------|------------|");
+        if args.store == "sqlite" || args.store == "both" {
+            bench_store("sqlite", None, &args).await;
+        }
+        if args.store == "postgres" || args.store == "both" {
+            match fresh_postgres().await {
+                Some(url) => bench_store("postgres", Some(url), &args).await,
+                None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
+            }
+        }
+    });
+    std::process::exit(0);
+}
