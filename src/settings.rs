@@ -60,13 +60,13 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     /// Comma-separated researcher bearer tokens. Unset on the embedded store: one is generated
     /// into DATA_DIR/researcher-token. Required with PostgreSQL.
-    #[arg(long, env = "RESEARCHER_TOKENS")]
+    #[arg(long, env = "RESEARCHER_TOKENS", hide_env_values = true)]
     pub researcher_tokens: Option<Secret>,
     /// Base URL of an OpenAI-compatible API (used by studies in llm mode).
     #[arg(long, env = "OPENAI_BASE_URL")]
     pub openai_base_url: Option<String>,
     /// API key for OPENAI_BASE_URL.
-    #[arg(long, env = "OPENAI_API_KEY")]
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
     pub openai_api_key: Option<Secret>,
     /// Publish the bundled demo study (slug `demo`) at start-up when none exists [default: true].
     #[arg(long, env = "DEMO_STUDY")]
