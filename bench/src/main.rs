@@ -24,6 +24,9 @@ struct Args {
     /// Concurrent clients, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
+    /// Messages per session before a client moves to a fresh session (a 20-turn interview).
+    #[arg(long, default_value_t = 20)]
+    turns_per_session: usize,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -164,14 +167,19 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .await;
         row(label, "create session", clients, args.requests, &s);
 
-        // One session per client, so clients do not queue behind each other on one session.
+        // Each client talks in its own sessions, `turns_per_session` messages each, so the
+        // numbers are those of realistic interviews and clients never queue on one session.
+        let per_client = args.requests / clients;
+        let sessions_per_client = per_client.div_ceil(args.turns_per_session);
         let mut sessions = Vec::new();
-        for _ in 0..clients {
+        for _ in 0..clients * sessions_per_client {
             sessions.push(create_session(&http, &base).await);
         }
+        let turns = args.turns_per_session;
+        let sessions = &sessions;
         let s = measure(clients, args.requests, |c, i| {
             let (http, base) = (http.clone(), base.clone());
-            let (session, token) = sessions[c].clone();
+            let (session, token) = sessions[c * sessions_per_client + i / turns].clone();
             async move {
                 let res = http
                     .post(format!("{base}/api/sessions/{session}/messages"))
