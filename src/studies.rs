@@ -91,41 +91,32 @@ const COLUMNS: &str =
 
 pub async fn get(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
     let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
-    on_db!(
-        db,
-        read | pool | {
-            let row = sqlx::query(&sql)
-                .bind(study_id)
-                .fetch_optional(pool)
-                .await?;
-            row.as_ref()
-                .map(record_from_row)
-                .transpose()?
-                .ok_or_else(study_not_found)
-        }
-    )
+    on_db!(read(db), |pool| {
+        let row = sqlx::query(&sql)
+            .bind(study_id)
+            .fetch_optional(pool)
+            .await?;
+        row.as_ref()
+            .map(record_from_row)
+            .transpose()?
+            .ok_or_else(study_not_found)
+    })
 }
 
 pub async fn by_slug(db: &Db, slug: &str) -> Result<Option<StudyRecord>, ApiError> {
     let sql = format!("SELECT {COLUMNS} FROM studies WHERE public_slug = $1");
-    on_db!(
-        db,
-        read | pool | {
-            let row = sqlx::query(&sql).bind(slug).fetch_optional(pool).await?;
-            row.as_ref().map(record_from_row).transpose()
-        }
-    )
+    on_db!(read(db), |pool| {
+        let row = sqlx::query(&sql).bind(slug).fetch_optional(pool).await?;
+        row.as_ref().map(record_from_row).transpose()
+    })
 }
 
 pub async fn list(db: &Db) -> Result<Vec<StudyRecord>, ApiError> {
     let sql = format!("SELECT {COLUMNS} FROM studies ORDER BY created_at, study_id");
-    on_db!(
-        db,
-        read | pool | {
-            let rows = sqlx::query(&sql).fetch_all(pool).await?;
-            rows.iter().map(record_from_row).collect()
-        }
-    )
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(&sql).fetch_all(pool).await?;
+        rows.iter().map(record_from_row).collect()
+    })
 }
 
 /// Checks a definition's rules: 422 naming the field.
@@ -140,12 +131,8 @@ pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord,
     let study_id = Uuid::new_v4().to_string();
     let now = Utc::now();
     let json = serde_json::to_value(&definition).expect("definitions serialize");
-    on_db!(
-        db,
-        write
-            | pool
-            | {
-                sqlx::query(
+    on_db!(write(db), |pool| {
+        sqlx::query(
             "INSERT INTO studies (study_id, status, definition, created_at, updated_at) VALUES ($1, 'draft', $2, $3, $3)",
         )
         .bind(&study_id)
@@ -153,27 +140,23 @@ pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord,
         .bind(now)
         .execute(pool)
         .await?;
-            }
-    );
+    });
     get_written(db, &study_id).await
 }
 
 /// Reads a study just written (through the write side, so SQLite sees its own write at once).
 async fn get_written(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
     let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
-    on_db!(
-        db,
-        write | pool | {
-            let row = sqlx::query(&sql)
-                .bind(study_id)
-                .fetch_optional(pool)
-                .await?;
-            row.as_ref()
-                .map(record_from_row)
-                .transpose()?
-                .ok_or_else(study_not_found)
-        }
-    )
+    on_db!(write(db), |pool| {
+        let row = sqlx::query(&sql)
+            .bind(study_id)
+            .fetch_optional(pool)
+            .await?;
+        row.as_ref()
+            .map(record_from_row)
+            .transpose()?
+            .ok_or_else(study_not_found)
+    })
 }
 
 /// Replaces the draft definition; what is published stays until the next publish.
@@ -184,18 +167,15 @@ pub async fn replace(
 ) -> Result<StudyRecord, ApiError> {
     validate(&definition)?;
     let json = serde_json::to_value(&definition).expect("definitions serialize");
-    let updated = on_db!(
-        db,
-        write | pool | {
-            sqlx::query("UPDATE studies SET definition = $2, updated_at = $3 WHERE study_id = $1")
-                .bind(study_id)
-                .bind(json)
-                .bind(Utc::now())
-                .execute(pool)
-                .await?
-                .rows_affected()
-        }
-    );
+    let updated = on_db!(write(db), |pool| {
+        sqlx::query("UPDATE studies SET definition = $2, updated_at = $3 WHERE study_id = $1")
+            .bind(study_id)
+            .bind(json)
+            .bind(Utc::now())
+            .execute(pool)
+            .await?
+            .rows_affected()
+    });
     if updated == 0 {
         return Err(study_not_found());
     }
@@ -244,12 +224,8 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
         StudyStatus::Draft | StudyStatus::Published => StudyStatus::Published,
     };
     let now = Utc::now();
-    let result: Result<(), sqlx::Error> = on_db!(
-        db,
-        write
-            | pool
-            | {
-                async {
+    let result: Result<(), sqlx::Error> = on_db!(write(db), |pool| {
+        async {
             let mut tx = pool.begin().await?;
             for (id, kind, doc) in documents {
                 sqlx::query(
@@ -277,8 +253,7 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
             tx.commit().await
         }
         .await
-            }
-    );
+    });
     match result {
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             return Err(ApiError::Conflict {
@@ -307,17 +282,14 @@ pub async fn set_paused(db: &Db, study_id: &str, paused: bool) -> Result<StudyRe
     } else {
         StudyStatus::Published
     };
-    on_db!(
-        db,
-        write | pool | {
-            sqlx::query("UPDATE studies SET status = $2, updated_at = $3 WHERE study_id = $1")
-                .bind(study_id)
-                .bind(status.as_str())
-                .bind(Utc::now())
-                .execute(pool)
-                .await?;
-        }
-    );
+    on_db!(write(db), |pool| {
+        sqlx::query("UPDATE studies SET status = $2, updated_at = $3 WHERE study_id = $1")
+            .bind(study_id)
+            .bind(status.as_str())
+            .bind(Utc::now())
+            .execute(pool)
+            .await?;
+    });
     get_written(db, study_id).await
 }
 

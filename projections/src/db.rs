@@ -13,11 +13,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-/// Runs `$body` with `$pool` bound to the backend's pool (`write` or `read` side for SQLite).
+/// `on_db!(write(db), |pool| body)` runs `body` with `pool` bound to the backend's pool (the
+/// `write` or `read` side for SQLite).
 /// The body is compiled once per backend, so one query text serves both when it is portable.
 #[macro_export]
 macro_rules! on_db {
-    ($db:expr, write |$pool:ident| $body:expr) => {
+    (write($db:expr), |$pool:ident| $body:expr) => {
         match $db {
             $crate::db::Db::Postgres($pool) => $body,
             $crate::db::Db::Sqlite(sqlite) => {
@@ -26,7 +27,7 @@ macro_rules! on_db {
             }
         }
     };
-    ($db:expr, read |$pool:ident| $body:expr) => {
+    (read($db:expr), |$pool:ident| $body:expr) => {
         match $db {
             $crate::db::Db::Postgres($pool) => $body,
             $crate::db::Db::Sqlite(sqlite) => {
@@ -156,10 +157,10 @@ impl Db {
 
     /// One round trip to the database (readiness).
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
-        on_db!(
-            self,
-            write | pool | sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
-        )
+        on_db!(write(self), |pool| sqlx::query("SELECT 1")
+            .execute(pool)
+            .await
+            .map(|_| ()))
     }
 
     pub async fn close(&self) {

@@ -50,22 +50,18 @@ impl Projector {
         let select_view = format!(
             "SELECT last_seq, participant_token_sha256, state FROM session_state WHERE session_id = $1{lock}"
         );
-        on_db!(
-            &self.db,
-            write
-                | pool
-                | {
-                    let mut tx = pool.begin().await?;
-                    sqlx::query("INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING")
+        on_db!(write(&self.db), |pool| {
+            let mut tx = pool.begin().await?;
+            sqlx::query("INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING")
                 .bind(session_id)
                 .execute(&mut *tx)
                 .await?;
-                    let row = sqlx::query(&select_view)
-                        .bind(session_id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let last_seq: i64 = row.try_get("last_seq")?;
-                    let events = sqlx::query(
+            let row = sqlx::query(&select_view)
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+            let last_seq: i64 = row.try_get("last_seq")?;
+            let events = sqlx::query(
                 "SELECT sequence, payload FROM events \
                  WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
             )
@@ -74,60 +70,51 @@ impl Projector {
             .bind(last_seq)
             .fetch_all(&mut *tx)
             .await?;
-                    if events.is_empty() {
-                        tx.rollback().await?;
-                        return Ok(0);
-                    }
-                    let mut view: SessionStateView = if last_seq == 0 {
-                        SessionStateView::default()
-                    } else {
-                        let state: Value = row.try_get("state")?;
-                        let mut view: SessionStateView =
-                            serde_json::from_value(state).map_err(|source| {
-                                ProjectionError::Decode {
-                                    session_id: session_id.into(),
-                                    sequence: last_seq as u64,
-                                    source,
-                                }
-                            })?;
-                        view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
-                        view
-                    };
-                    let mut transcript = Vec::new();
-                    for event_row in &events {
-                        let sequence: i64 = event_row.try_get("sequence")?;
-                        let payload: Value = event_row.try_get("payload")?;
-                        let event = decode_event(session_id, sequence as u64, payload)?;
-                        view.apply(sequence as u64, &event, &mut transcript);
-                    }
-                    write_view(&mut tx, session_id, &view).await?;
-                    for t in &transcript {
-                        write_transcript_row(&mut tx, session_id, t).await?;
-                    }
-                    tx.commit().await?;
-                    Ok(events.len() as u64)
-                }
-        )
+            if events.is_empty() {
+                tx.rollback().await?;
+                return Ok(0);
+            }
+            let mut view: SessionStateView = if last_seq == 0 {
+                SessionStateView::default()
+            } else {
+                let state: Value = row.try_get("state")?;
+                let mut view: SessionStateView =
+                    serde_json::from_value(state).map_err(|source| ProjectionError::Decode {
+                        session_id: session_id.into(),
+                        sequence: last_seq as u64,
+                        source,
+                    })?;
+                view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
+                view
+            };
+            let mut transcript = Vec::new();
+            for event_row in &events {
+                let sequence: i64 = event_row.try_get("sequence")?;
+                let payload: Value = event_row.try_get("payload")?;
+                let event = decode_event(session_id, sequence as u64, payload)?;
+                view.apply(sequence as u64, &event, &mut transcript);
+            }
+            write_views(&mut tx, session_id, &view, &transcript).await?;
+            tx.commit().await?;
+            Ok(events.len() as u64)
+        })
     }
 
     /// Projects every session whose views lag its event stream (start-up and periodic catch-up).
     #[tracing::instrument(skip(self), err)]
     pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
-        let lagging: Vec<String> = on_db!(
-            &self.db,
-            read | pool | {
-                sqlx::query_scalar(
-                    "SELECT e.aggregate_id FROM events e \
+        let lagging: Vec<String> = on_db!(read(&self.db), |pool| {
+            sqlx::query_scalar(
+                "SELECT e.aggregate_id FROM events e \
                  LEFT JOIN session_state s ON s.session_id = e.aggregate_id \
                  WHERE e.aggregate_type = $1 \
                  GROUP BY e.aggregate_id, s.last_seq \
                  HAVING MAX(e.sequence) > COALESCE(s.last_seq, 0)",
-                )
-                .bind(AGGREGATE_TYPE)
-                .fetch_all(pool)
-                .await?
-            }
-        );
+            )
+            .bind(AGGREGATE_TYPE)
+            .fetch_all(pool)
+            .await?
+        });
         let mut applied = 0;
         for session_id in &lagging {
             applied += self.project(session_id).await?;
@@ -156,10 +143,13 @@ pub fn decode_event(
     })
 }
 
-async fn write_view<'c, DB>(
+/// Writes the folded `session_state` row and the new `transcript` rows in the caller's
+/// transaction. Generic over the backend: the SQL is the same text on both.
+async fn write_views<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     view: &SessionStateView,
+    transcript: &[TranscriptRow],
 ) -> Result<(), sqlx::Error>
 where
     DB: sqlx::Database,
@@ -170,6 +160,8 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let state = serde_json::to_value(view).expect("views serialize");
@@ -191,38 +183,22 @@ where
     .bind(state)
     .execute(&mut **tx)
     .await?;
-    Ok(())
-}
-
-async fn write_transcript_row<'c, DB>(
-    tx: &mut sqlx::Transaction<'c, DB>,
-    session_id: &str,
-    t: &TranscriptRow,
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    sqlx::query(
-        "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, seq) DO NOTHING",
-    )
-    .bind(session_id)
-    .bind(t.seq as i64)
-    .bind(t.turn_id.clone())
-    .bind(t.role.clone())
-    .bind(t.kind.clone())
-    .bind(t.content.clone())
-    .bind(t.interaction_id.clone())
-    .bind(t.created_at)
-    .execute(&mut **tx)
-    .await?;
+    for t in transcript {
+        sqlx::query(
+            "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, seq) DO NOTHING",
+        )
+        .bind(session_id)
+        .bind(t.seq as i64)
+        .bind(t.turn_id.clone())
+        .bind(t.role.clone())
+        .bind(t.kind.clone())
+        .bind(t.content.clone())
+        .bind(t.interaction_id.clone())
+        .bind(t.created_at)
+        .execute(&mut **tx)
+        .await?;
+    }
     Ok(())
 }
 

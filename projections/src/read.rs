@@ -12,11 +12,8 @@ pub async fn session_state(
     db: &Db,
     session_id: &str,
 ) -> Result<Option<SessionStateView>, sqlx::Error> {
-    let row = on_db!(
-        db,
-        read | pool
-            | {
-                sqlx::query("SELECT participant_token_sha256, state FROM session_state WHERE session_id = $1 AND last_seq > 0")
+    let row = on_db!(read(db), |pool| {
+        sqlx::query("SELECT participant_token_sha256, state FROM session_state WHERE session_id = $1 AND last_seq > 0")
             .bind(session_id)
             .fetch_optional(pool)
             .await?
@@ -24,8 +21,7 @@ pub async fn session_state(
                 Ok((row.try_get("participant_token_sha256")?, row.try_get("state")?))
             })
             .transpose()?
-            }
-    );
+    });
     Ok(row.and_then(|(token, state)| {
         let mut view: SessionStateView = serde_json::from_value(state).ok()?;
         view.participant_token_sha256 = token;
@@ -35,44 +31,38 @@ pub async fn session_state(
 
 /// The session's transcript in event order.
 pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>, sqlx::Error> {
-    on_db!(
-        db,
-        read | pool | {
-            let rows = sqlx::query(
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(
             "SELECT seq, turn_id, role, kind, content, interaction_id, created_at FROM transcript \
              WHERE session_id = $1 ORDER BY seq",
         )
         .bind(session_id)
         .fetch_all(pool)
         .await?;
-            rows.into_iter()
-                .map(|r| {
-                    Ok(TranscriptRow {
-                        seq: r.try_get::<i64, _>("seq")? as u64,
-                        turn_id: r.try_get("turn_id")?,
-                        role: r.try_get("role")?,
-                        kind: r.try_get("kind")?,
-                        content: r.try_get("content")?,
-                        interaction_id: r.try_get("interaction_id")?,
-                        created_at: r.try_get("created_at")?,
-                    })
+        rows.into_iter()
+            .map(|r| {
+                Ok(TranscriptRow {
+                    seq: r.try_get::<i64, _>("seq")? as u64,
+                    turn_id: r.try_get("turn_id")?,
+                    role: r.try_get("role")?,
+                    kind: r.try_get("kind")?,
+                    content: r.try_get("content")?,
+                    interaction_id: r.try_get("interaction_id")?,
+                    created_at: r.try_get("created_at")?,
                 })
-                .collect()
-        }
-    )
+            })
+            .collect()
+    })
 }
 
 /// Number of events stored for a session (0 if unknown).
 pub async fn event_count(db: &Db, session_id: &str) -> Result<i64, sqlx::Error> {
-    on_db!(
-        db,
-        read | pool | {
-            sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
-                .bind(session_id)
-                .fetch_one(pool)
-                .await
-        }
-    )
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
+            .bind(session_id)
+            .fetch_one(pool)
+            .await
+    })
 }
 
 /// Every stored event of a session: `(sequence, event_type, payload, metadata)` in order.
@@ -80,43 +70,36 @@ pub async fn events(
     db: &Db,
     session_id: &str,
 ) -> Result<Vec<(u64, String, Value, Value)>, sqlx::Error> {
-    on_db!(
-        db,
-        read | pool | {
-            let rows = sqlx::query(
-                "SELECT sequence, event_type, payload, metadata FROM events \
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(
+            "SELECT sequence, event_type, payload, metadata FROM events \
              WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
-            )
-            .bind(interview_session::AGGREGATE_TYPE)
-            .bind(session_id)
-            .fetch_all(pool)
-            .await?;
-            rows.into_iter()
-                .map(|r| {
-                    Ok((
-                        r.try_get::<i64, _>("sequence")? as u64,
-                        r.try_get("event_type")?,
-                        r.try_get("payload")?,
-                        r.try_get("metadata")?,
-                    ))
-                })
-                .collect()
-        }
-    )
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .bind(session_id)
+        .fetch_all(pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("sequence")? as u64,
+                    r.try_get("event_type")?,
+                    r.try_get("payload")?,
+                    r.try_get("metadata")?,
+                ))
+            })
+            .collect()
+    })
 }
 
 /// Ids of every session in the log, oldest first.
 pub async fn session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
-    on_db!(
-        db,
-        read | pool
-            | {
-                sqlx::query_scalar(
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
             "SELECT aggregate_id FROM events WHERE aggregate_type = $1 AND sequence = 1 ORDER BY payload->>'at', aggregate_id",
         )
         .bind(interview_session::AGGREGATE_TYPE)
         .fetch_all(pool)
         .await
-            }
-    )
+    })
 }

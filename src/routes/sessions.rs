@@ -148,8 +148,20 @@ async fn authorize_participant(
     }
 }
 
-async fn current_status(state: &AppState, session_id: Uuid) -> Result<String, ApiError> {
-    let view = read::session_state(&state.db, &session_id.to_string())
+/// Runs a participant's command and answers the session's status after it.
+async fn execute_participant(
+    state: &AppState,
+    req: &HttpRequest,
+    session_id: Uuid,
+    command: SessionCommand,
+) -> Result<String, ApiError> {
+    let id = session_id.to_string();
+    let actor = Actor::Participant;
+    state
+        .store
+        .execute(&id, command, actor, &request_id(req))
+        .await?;
+    let view = read::session_state(&state.db, &id)
         .await?
         .ok_or_else(ApiError::session_not_found)?;
     Ok(view.status.as_str().to_string())
@@ -280,16 +292,7 @@ pub async fn post_message(
         content: request.content,
         at: Utc::now(),
     };
-    state
-        .store
-        .execute(
-            &session_id.to_string(),
-            command,
-            Actor::Participant,
-            &request_id(&req),
-        )
-        .await?;
-    let status = current_status(&state, session_id).await?;
+    let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Accepted().json(PostMessageResponse { turn_id, status }))
 }
 
@@ -327,16 +330,7 @@ pub async fn submit_interaction(
         client_context: request.client_context,
         at: Utc::now(),
     };
-    state
-        .store
-        .execute(
-            &session_id.to_string(),
-            command,
-            Actor::Participant,
-            &request_id(&req),
-        )
-        .await?;
-    let status = current_status(&state, session_id).await?;
+    let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
 

@@ -200,27 +200,21 @@ impl TestApp {
 
     /// Every event in the store, across sessions.
     pub async fn total_events(&self) -> i64 {
-        interview_projections::on_db!(
-            self.db(),
-            read | pool | {
-                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM events")
-                    .fetch_one(pool)
-                    .await
-                    .unwrap()
-            }
-        )
+        interview_projections::on_db!(read(self.db()), |pool| {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM events")
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        })
     }
 
     pub async fn total_studies(&self) -> i64 {
-        interview_projections::on_db!(
-            self.db(),
-            read | pool | {
-                sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM studies")
-                    .fetch_one(pool)
-                    .await
-                    .unwrap()
-            }
-        )
+        interview_projections::on_db!(read(self.db()), |pool| {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM studies")
+                .fetch_one(pool)
+                .await
+                .unwrap()
+        })
     }
 
     /// Runs a command the HTTP API does not expose yet (the harness will send these).

@@ -438,19 +438,16 @@ async fn views_catch_up_after_a_lost_projection(store: Store) {
     let (session, token) = app.create_session("demo").await;
     app.post_message(&session, &token, "one").await;
     // Simulate a crash between commit and projection: forget the views.
-    interview_projections::on_db!(
-        app.db(),
-        write | pool | {
-            sqlx::query("DELETE FROM transcript")
-                .execute(pool)
-                .await
-                .unwrap();
-            sqlx::query("UPDATE session_state SET last_seq = 0, state = '{}'")
-                .execute(pool)
-                .await
-                .unwrap();
-        }
-    );
+    interview_projections::on_db!(write(app.db()), |pool| {
+        sqlx::query("DELETE FROM transcript")
+            .execute(pool)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE session_state SET last_seq = 0, state = '{}'")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
     let applied = app.state.projector.catch_up().await.unwrap();
     assert!(applied >= 3, "{applied}");
     let read = json_of(
