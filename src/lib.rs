@@ -12,6 +12,7 @@ pub mod settings;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod stream_hub;
 pub mod studies;
 pub mod telemetry;
 

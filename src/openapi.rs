@@ -5,7 +5,7 @@ use actix_web::{get, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{health, sessions, studies};
+use crate::routes::{health, sessions, stream, studies};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -14,6 +14,7 @@ use crate::routes::{health, sessions, studies};
         health::healthz, health::readyz,
         studies::create, studies::list, studies::get, studies::replace, studies::publish, studies::pause, studies::resume,
         sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction,
+        stream::stream,
     ),
     modifiers(&BearerAuth),
     tags(

@@ -86,6 +86,9 @@ pub struct Overrides {
     /// Seconds to let in-flight requests finish on SIGTERM [default: 30].
     #[arg(long, env = "SHUTDOWN_TIMEOUT_SECS")]
     pub shutdown_timeout_secs: Option<u64>,
+    /// Seconds between keep-alive comments on idle SSE streams [default: 15].
+    #[arg(long, env = "SSE_KEEPALIVE_SECS")]
+    pub sse_keepalive_secs: Option<u64>,
     /// Log format [default: text].
     #[arg(long, env = "LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -109,6 +112,7 @@ pub struct Settings {
     pub db_max_connections: u32,
     pub catch_up_interval_secs: u64,
     pub shutdown_timeout_secs: u64,
+    pub sse_keepalive_secs: u64,
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
 }
@@ -128,6 +132,7 @@ impl Default for Settings {
             db_max_connections: 16,
             catch_up_interval_secs: 30,
             shutdown_timeout_secs: 30,
+            sse_keepalive_secs: 15,
             log_format: LogFormat::Text,
             public_base_url: None,
         }
@@ -181,6 +186,7 @@ impl Settings {
             db_max_connections,
             catch_up_interval_secs,
             shutdown_timeout_secs,
+            sse_keepalive_secs,
             log_format
         );
         if o.database_url.is_some() {

@@ -16,6 +16,7 @@ use interview_session::hash::sha256_hex;
 use crate::settings::{Secret, Settings};
 use crate::state::AppState;
 use crate::store::SessionStore;
+use crate::stream_hub::StreamHub;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -67,7 +68,8 @@ impl Application {
         {
             tracing::info!("published the demo study");
         }
-        let store = SessionStore::new(&db, projector.clone());
+        let hub = Arc::new(StreamHub::default());
+        let store = SessionStore::new(&db, projector.clone(), hub.clone());
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
             source,
@@ -80,6 +82,7 @@ impl Application {
             db,
             store,
             projector,
+            hub,
             researcher_token_digests: tokens,
             settings: settings.clone(),
         });

@@ -7,11 +7,13 @@ use interview_projections::{Db, Projector};
 
 use crate::settings::Settings;
 use crate::store::SessionStore;
+use crate::stream_hub::StreamHub;
 
 pub struct AppState {
     pub db: Db,
     pub store: SessionStore,
     pub projector: Arc<Projector>,
+    pub hub: Arc<StreamHub>,
     pub settings: Settings,
     /// SHA-256 digests of the researcher tokens.
     pub researcher_token_digests: HashSet<String>,

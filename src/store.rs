@@ -16,6 +16,8 @@ use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
 use tokio::sync::Mutex;
 
+use crate::stream_hub::{StreamHub, StreamNotifier};
+
 type PgCqrs = CqrsFramework<Session, PersistedEventStore<PostgresEventRepository, Session>>;
 type SqliteCqrs = CqrsFramework<Session, PersistedEventStore<SqliteEventRepository, Session>>;
 
@@ -59,9 +61,13 @@ const STRIPES: usize = 256;
 const CONFLICT_RETRIES: usize = 3;
 
 impl SessionStore {
-    pub fn new(db: &Db, projector: Arc<Projector>) -> Self {
-        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
-            vec![Box::new(ProjectorWakeUp(projector))];
+    /// The projector runs first, so a client woken by the hub reads views that include the
+    /// commit it was told about.
+    pub fn new(db: &Db, projector: Arc<Projector>, hub: Arc<StreamHub>) -> Self {
+        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> = vec![
+            Box::new(ProjectorWakeUp(projector)),
+            Box::new(StreamNotifier(hub)),
+        ];
         let framework = match db {
             Db::Postgres(pool) => {
                 let repo = PostgresEventRepository::new(pool.clone());

@@ -8,6 +8,7 @@
 pub mod db;
 pub mod projector;
 pub mod read;
+pub mod stream;
 pub mod views;
 
 pub use db::{Db, DbError};

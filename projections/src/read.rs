@@ -103,3 +103,30 @@ pub async fn session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
         .await
     })
 }
+
+/// A session's decoded events after sequence `after`, in order.
+pub async fn decoded_events_after(
+    db: &Db,
+    session_id: &str,
+    after: u64,
+) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
+    let rows: Vec<(i64, Value)> = on_db!(read(db), |pool| {
+        sqlx::query_as(
+            "SELECT sequence, payload FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .bind(session_id)
+        .bind(after as i64)
+        .fetch_all(pool)
+        .await?
+    });
+    rows.into_iter()
+        .map(|(seq, payload)| {
+            Ok((
+                seq as u64,
+                crate::projector::decode_event(session_id, seq as u64, payload)?,
+            ))
+        })
+        .collect()
+}

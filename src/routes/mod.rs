@@ -3,6 +3,7 @@
 
 pub mod health;
 pub mod sessions;
+pub mod stream;
 pub mod studies;
 
 use actix_web::web;
@@ -21,7 +22,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::create)
         .service(sessions::get)
         .service(sessions::post_message)
-        .service(sessions::submit_interaction);
+        .service(sessions::submit_interaction)
+        .service(stream::stream);
 }
 
 /// Unknown routes answer a JSON 404 like every other error.

@@ -114,7 +114,7 @@ fn parse_session_id(raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// Loads the session view and checks the caller may see it.
-async fn authorize(
+pub(crate) async fn authorize(
     state: &AppState,
     req: &HttpRequest,
     raw_id: &str,

@@ -4,4 +4,6 @@ mod bad_input;
 mod helpers;
 mod operations;
 mod sessions;
+mod sse;
+mod stream;
 mod studies;

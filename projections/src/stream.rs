@@ -1,0 +1,152 @@
+//! Participant-visible StreamEvents (BRIEF §4) folded from the event stream.
+//!
+//! The live SSE route and (later) `replay stream` use the same fold, so a stream replayed from
+//! the log is the stream participants saw. Each persisted event yields at most one StreamEvent,
+//! which carries that event's sequence as its SSE id. Nothing here exposes internal fields:
+//! extraction results go out as ids and values only.
+
+use interview_session::events::{EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus};
+use serde_json::{json, Value};
+
+/// One StreamEvent: its SSE event name and its JSON (which repeats the name as `type`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEvent {
+    pub event_type: &'static str,
+    pub data: Value,
+}
+
+impl StreamEvent {
+    fn new(event_type: &'static str, mut data: Value) -> Self {
+        data["type"] = Value::String(event_type.into());
+        Self { event_type, data }
+    }
+
+    /// A live, unpersisted piece of an utterance being streamed.
+    pub fn delta(message_id: &str, content: &str) -> Self {
+        Self::new(
+            "message.delta",
+            json!({ "message_id": message_id, "content": content }),
+        )
+    }
+
+    /// The SSE frame: `event:`, `id:` for persisted events, `data:`.
+    pub fn to_sse(&self, id: Option<u64>) -> String {
+        let mut frame = format!("event: {}\n", self.event_type);
+        if let Some(id) = id {
+            frame.push_str(&format!("id: {id}\n"));
+        }
+        frame.push_str(&format!("data: {}\n\n", self.data));
+        frame
+    }
+}
+
+/// Folds events in sequence order, remembering the status and phase that `session.status`
+/// reports.
+#[derive(Debug, Default, Clone)]
+pub struct StreamFolder {
+    status: SessionStatus,
+    phase: Phase,
+}
+
+impl StreamFolder {
+    pub fn next(&mut self, event: &SessionEvent) -> Option<StreamEvent> {
+        let status = |s: SessionStatus, p: Phase| {
+            StreamEvent::new("session.status", json!({ "status": s, "phase": p }))
+        };
+        match &event.body {
+            EventBody::SessionCreated { .. } => Some(status(self.status, self.phase)),
+            EventBody::StatusChanged { to, .. } => {
+                self.status = *to;
+                Some(status(self.status, self.phase))
+            }
+            EventBody::ParticipantMessageCreated {
+                turn_id, content, ..
+            } => Some(StreamEvent::new(
+                "message.completed",
+                json!({ "turn_id": turn_id, "message_id": turn_id, "role": "user", "content": content }),
+            )),
+            EventBody::AgentMessageCompleted {
+                message_id,
+                content,
+            } => Some(StreamEvent::new(
+                "message.completed",
+                json!({ "turn_id": message_id, "message_id": message_id, "role": "assistant", "content": content }),
+            )),
+            EventBody::ToolCallCreated {
+                tool_call_id,
+                tool_name,
+                tool_input,
+            } => Some(StreamEvent::new(
+                "tool.call",
+                json!({ "tool_call_id": tool_call_id, "tool_name": tool_name, "tool_input": tool_input }),
+            )),
+            EventBody::InteractionRendered { interaction } => Some(StreamEvent::new(
+                "interaction.render",
+                json!({ "interaction": interaction }),
+            )),
+            EventBody::InteractionSubmitted {
+                interaction_id,
+                status,
+                ..
+            } => Some(StreamEvent::new(
+                "interaction.resolved",
+                json!({
+                    "interaction_id": interaction_id,
+                    "status": match status { SubmitStatus::Submitted => "submitted", SubmitStatus::Skipped => "skipped" },
+                }),
+            )),
+            EventBody::SessionCompleted { summary, .. } => Some(StreamEvent::new(
+                "session.completed",
+                json!({ "summary": summary }),
+            )),
+            EventBody::AgentMessageStarted { .. }
+            | EventBody::ToolCallCompleted { .. }
+            | EventBody::SessionAbandoned { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use interview_session::hash::GENESIS_HASH;
+    use uuid::Uuid;
+
+    fn event(body: EventBody) -> SessionEvent {
+        SessionEvent::seal(body, Utc::now(), GENESIS_HASH)
+    }
+
+    #[test]
+    fn status_events_carry_the_current_phase_and_frames_carry_ids() {
+        let mut folder = StreamFolder::default();
+        let e = folder
+            .next(&event(EventBody::StatusChanged {
+                from: SessionStatus::Created,
+                to: SessionStatus::Active,
+            }))
+            .unwrap();
+        assert_eq!(
+            e.data,
+            json!({"type": "session.status", "status": "active", "phase": "LOAD_CONTEXT"})
+        );
+        assert_eq!(
+            e.to_sse(Some(7)),
+            "event: session.status\nid: 7\ndata: {\"phase\":\"LOAD_CONTEXT\",\"status\":\"active\",\"type\":\"session.status\"}\n\n"
+        );
+        let m = folder
+            .next(&event(EventBody::ParticipantMessageCreated {
+                turn_id: Uuid::nil(),
+                client_message_id: None,
+                content: "hi".into(),
+            }))
+            .unwrap();
+        assert_eq!(m.data["role"], "user");
+        assert!(folder
+            .next(&event(EventBody::AgentMessageStarted {
+                message_id: Uuid::nil(),
+                run_id: Uuid::nil()
+            }))
+            .is_none());
+    }
+}

@@ -1,0 +1,167 @@
+//! `GET /api/sessions/{id}/stream`: the session's StreamEvents over Server-Sent Events.
+//!
+//! A subscriber first subscribes to the live hub, then reads the log after its last id
+//! (`Last-Event-ID` header or `last_event_id` query parameter; from the start otherwise) and
+//! keeps reading after each commit note: no gap, no duplicate. Persisted events carry `id:`
+//! (their sequence); utterance deltas do not. A comment line every `SSE_KEEPALIVE_SECS` keeps
+//! proxies from closing an idle stream, and is how a vanished client is noticed.
+
+use std::time::Duration;
+
+use actix_web::web::Bytes;
+use actix_web::{get, web, HttpRequest, HttpResponse};
+use interview_projections::read;
+use interview_projections::stream::{StreamEvent, StreamFolder};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::error::ApiError;
+use crate::routes::sessions::authorize;
+use crate::state::AppState;
+use crate::stream_hub::{Live, Subscription};
+
+/// Frames buffered for one client before its pump waits (only that client waits).
+const CLIENT_BUFFER: usize = 64;
+
+fn last_event_id(req: &HttpRequest) -> Result<u64, ApiError> {
+    let from_header = req
+        .headers()
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("?").to_string());
+    let from_query = || {
+        req.query_string()
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| *k == "last_event_id")
+            .map(|(_, v)| v.to_string())
+    };
+    match from_header.or_else(from_query) {
+        None => Ok(0),
+        Some(raw) if raw.trim().is_empty() => Ok(0),
+        Some(raw) => raw.trim().parse().map_err(|_| ApiError::BadRequest {
+            code: "invalid_last_event_id",
+            message: "Last-Event-ID must be an event id received from this stream".into(),
+            details: None,
+        }),
+    }
+}
+
+/// Stream a session's events live (Server-Sent Events), resuming after `Last-Event-ID`.
+#[utoipa::path(get, path = "/api/sessions/{session_id}/stream", tag = "participant", security(("bearer" = [])),
+    params(("session_id" = String, Path),
+           ("last_event_id" = Option<u64>, Query, description = "resume after this id (or the Last-Event-ID header)"),
+           ("token" = Option<String>, Query, description = "the participant token, for EventSource")),
+    responses((status = 200, description = "text/event-stream of StreamEvents", content_type = "text/event-stream"),
+              (status = 400), (status = 401), (status = 403), (status = 404)))]
+#[get("/api/sessions/{session_id}/stream")]
+pub async fn stream(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let (_, session_id, _) = authorize(&state, &req, &path).await?;
+    let after = last_event_id(&req)?;
+    let session_id = session_id.to_string();
+    // Subscribe before the first read, so nothing committed in between is missed.
+    let subscription = state.hub.subscribe(&session_id);
+    let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
+    tokio::spawn(pump(state.clone(), session_id, after, subscription, tx));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|frame| (Ok::<_, actix_web::Error>(frame), rx))
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(body))
+}
+
+/// Feeds one client until it goes away, falls behind, or the log cannot be read.
+async fn pump(
+    state: web::Data<AppState>,
+    session_id: String,
+    after: u64,
+    mut sub: Subscription,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let mut reader = Reader {
+        folder: StreamFolder::default(),
+        folded: 0,
+        after,
+    };
+    if tx
+        .send(Bytes::from_static(b"retry: 2000\n\n"))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    if reader.catch_up(&state, &session_id, &tx).await.is_err() {
+        return;
+    }
+    let every = Duration::from_secs(state.settings.sse_keepalive_secs.max(1));
+    let mut keepalive = tokio::time::interval(every);
+    keepalive.tick().await;
+    loop {
+        tokio::select! {
+            note = sub.receiver.recv() => match note {
+                Ok(Live::Committed(seq)) if seq > reader.folded => {
+                    if reader.catch_up(&state, &session_id, &tx).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Live::Committed(_)) => {}
+                Ok(Live::Delta { message_id, content }) => {
+                    let frame = StreamEvent::delta(&message_id, &content).to_sse(None);
+                    if tx.send(Bytes::from(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                // Fell behind the live channel, or the hub went away: the client reconnects
+                // with Last-Event-ID and resumes from the log.
+                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = keepalive.tick() => {
+                if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    return;
+                }
+            }
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+struct Reader {
+    folder: StreamFolder,
+    /// Last sequence folded.
+    folded: u64,
+    /// Send only events after this id.
+    after: u64,
+}
+
+impl Reader {
+    async fn catch_up(
+        &mut self,
+        state: &AppState,
+        session_id: &str,
+        tx: &mpsc::Sender<Bytes>,
+    ) -> Result<(), ()> {
+        let events = read::decoded_events_after(&state.db, session_id, self.folded)
+            .await
+            .map_err(
+                |error| tracing::warn!(%error, session_id, "stream closed: cannot read the log"),
+            )?;
+        for (seq, event) in events {
+            self.folded = seq;
+            if let Some(stream_event) = self.folder.next(&event) {
+                if seq > self.after {
+                    tx.send(Bytes::from(stream_event.to_sse(Some(seq))))
+                        .await
+                        .map_err(|_| ())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

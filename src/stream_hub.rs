@@ -1,0 +1,93 @@
+//! Live fan-out to SSE subscribers, in process.
+//!
+//! After each commit a `Committed(sequence)` note is broadcast on the session's channel; each
+//! subscriber then reads the new events from the database itself. So live delivery and resume
+//! after a reconnect are one code path (read after my last id), nothing is lost between a
+//! subscriber's catch-up read and its first note, and notes stay tiny (the same shape will cross
+//! processes through PostgreSQL NOTIFY). Utterance deltas, which are never stored, travel on the
+//! same channel. Channels are bounded: a subscriber that falls behind is cut off (it reconnects
+//! with `Last-Event-ID`); publishing never waits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use cqrs_es::{EventEnvelope, Query};
+use interview_session::Session;
+use tokio::sync::broadcast;
+
+/// Notes per session a subscriber may fall behind before it is cut off.
+const CHANNEL_CAPACITY: usize = 256;
+
+#[derive(Debug, Clone)]
+pub enum Live {
+    /// Events up to this sequence are committed.
+    Committed(u64),
+    /// A piece of an utterance being streamed (not stored).
+    Delta { message_id: String, content: String },
+}
+
+#[derive(Default)]
+pub struct StreamHub {
+    channels: Mutex<HashMap<String, broadcast::Sender<Live>>>,
+}
+
+/// A subscription; dropping the last one of a session frees its channel.
+pub struct Subscription {
+    pub receiver: broadcast::Receiver<Live>,
+    hub: Arc<StreamHub>,
+    session_id: String,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut channels = self.hub.channels.lock().expect("hub lock");
+        // Our own receiver is still counted here.
+        if channels
+            .get(&self.session_id)
+            .is_some_and(|tx| tx.receiver_count() <= 1)
+        {
+            channels.remove(&self.session_id);
+        }
+    }
+}
+
+impl StreamHub {
+    pub fn subscribe(self: &Arc<Self>, session_id: &str) -> Subscription {
+        let mut channels = self.channels.lock().expect("hub lock");
+        let receiver = channels
+            .entry(session_id.to_string())
+            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+            .subscribe();
+        Subscription {
+            receiver,
+            hub: self.clone(),
+            session_id: session_id.to_string(),
+        }
+    }
+
+    /// Sends to the session's subscribers, if any; never waits.
+    pub fn publish(&self, session_id: &str, item: Live) {
+        if let Some(tx) = self.channels.lock().expect("hub lock").get(session_id) {
+            let _ = tx.send(item);
+        }
+    }
+
+    /// Sessions with at least one subscriber (for tests and metrics).
+    pub fn open_channels(&self) -> usize {
+        self.channels.lock().expect("hub lock").len()
+    }
+}
+
+/// Registered after the projector with the cqrs framework: announces each commit.
+pub struct StreamNotifier(pub Arc<StreamHub>);
+
+#[async_trait]
+impl Query<Session> for StreamNotifier {
+    async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
+        if let Some(last) = events.last() {
+            self.0
+                .publish(aggregate_id, Live::Committed(last.sequence as u64));
+        }
+    }
+}
