@@ -135,6 +135,9 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::CompleteAgentMessage { .. } => "complete_agent_message",
         SessionCommand::RenderInteraction { .. } => "render_interaction",
         SessionCommand::SubmitInteraction { .. } => "submit_interaction",
+        SessionCommand::Decide { .. } => "decide",
+        SessionCommand::ConfirmSummary { .. } => "confirm_summary",
+        SessionCommand::RecordError { .. } => "record_error",
         SessionCommand::Complete { .. } => "complete",
         SessionCommand::Abandon { .. } => "abandon",
     }

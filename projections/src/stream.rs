@@ -59,6 +59,15 @@ impl StreamFolder {
                 self.status = *to;
                 Some(status(self.status, self.phase))
             }
+            EventBody::PhaseChanged { to, .. } => {
+                self.phase = *to;
+                Some(status(self.status, self.phase))
+            }
+            // Ids and values only: confidence, evidence and rationale stay with researchers.
+            EventBody::ExtractionCompleted { fields, .. } => Some(StreamEvent::new(
+                "extraction.completed",
+                json!({ "fields": fields.iter().map(|f| json!({ "field_id": f.field_id, "value": f.value })).collect::<Vec<_>>() }),
+            )),
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
             } => Some(StreamEvent::new(
@@ -101,6 +110,12 @@ impl StreamFolder {
             )),
             EventBody::AgentMessageStarted { .. }
             | EventBody::ToolCallCompleted { .. }
+            | EventBody::ConsentRecorded { .. }
+            | EventBody::DecisionRecorded { .. }
+            | EventBody::SummaryProposed { .. }
+            | EventBody::SummaryConfirmed { .. }
+            | EventBody::ExtractionStarted { .. }
+            | EventBody::ErrorRecorded { .. }
             | EventBody::SessionAbandoned { .. } => None,
         }
     }

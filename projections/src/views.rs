@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use interview_session::events::{
-    AbandonReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus,
+    ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus,
 };
 use interview_session::interaction::{InteractionKind, InteractionToolCall};
 use interview_session::study::ConfigVersions;
@@ -53,9 +53,12 @@ pub struct SessionStateView {
     pub interaction_events: Vec<InteractionEventRecord>,
     pub extracted_fields: Map<String, Value>,
     pub decision_log: Vec<Value>,
+    /// Handled failures (refused decisions, model errors), for researchers.
+    pub errors: Vec<Value>,
+    pub consent: Option<bool>,
     pub summary: Option<String>,
     pub summary_confirmed: Option<bool>,
-    pub end_reason: Option<AbandonReason>,
+    pub end_reason: Option<ConcludeReason>,
     pub created_at: Option<DateTime<Utc>>,
     pub last_activity_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -193,7 +196,7 @@ impl SessionStateView {
                     record.submitted_at = Some(at);
                 }
                 let kind = pending.as_ref().map(|p| &p.kind);
-                if !matches!(kind, Some(InteractionKind::Consent { .. })) {
+                if !matches!(kind, Some(InteractionKind::Consent { .. })) && self.current_phase.counts_turns() {
                     self.turn_count += 1;
                 }
                 transcript.push(TranscriptRow {
@@ -209,10 +212,59 @@ impl SessionStateView {
             EventBody::SessionCompleted {
                 summary,
                 summary_confirmed,
+                reason,
             } => {
                 self.summary = Some(summary.clone());
                 self.summary_confirmed = Some(*summary_confirmed);
+                self.end_reason = Some(*reason);
             }
+            EventBody::PhaseChanged { to, .. } => self.current_phase = *to,
+            EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(*accepted),
+            EventBody::DecisionRecorded {
+                decision_id,
+                turn_id,
+                phase,
+                input_summary,
+                selected_action,
+                proposed_action,
+                rationale,
+                model,
+                prompt_version_id,
+                latency_ms,
+                token_usage,
+            } => self.decision_log.push(serde_json::json!({
+                "decision_id": decision_id,
+                "session_id": self.session_id,
+                "turn_id": turn_id,
+                "phase": phase,
+                "input_summary": input_summary,
+                "selected_action": selected_action,
+                "proposed_action": proposed_action,
+                "rationale": rationale,
+                "model": model,
+                "prompt_version_id": prompt_version_id,
+                "latency_ms": latency_ms,
+                "token_usage": token_usage,
+                "created_at": at,
+                "sequence": seq,
+            })),
+            EventBody::SummaryProposed { summary } => {
+                self.summary = Some(summary.clone());
+                self.summary_confirmed = None;
+            }
+            EventBody::SummaryConfirmed { confirmed, .. } => self.summary_confirmed = Some(*confirmed),
+            EventBody::ExtractionCompleted { fields, .. } => {
+                for f in fields {
+                    self.extracted_fields.insert(
+                        f.field_id.clone(),
+                        serde_json::to_value(f).expect("fields serialize"),
+                    );
+                }
+            }
+            EventBody::ExtractionStarted { .. } => {}
+            EventBody::ErrorRecorded { source, code, message } => self.errors.push(serde_json::json!({
+                "source": source, "code": code, "message": message, "created_at": at, "sequence": seq,
+            })),
             EventBody::SessionAbandoned { reason } => self.end_reason = Some(*reason),
         }
         self.last_activity_at = Some(at);

@@ -243,16 +243,83 @@ fn describe(body: &EventBody) -> String {
         EventBody::SessionCompleted {
             summary,
             summary_confirmed,
+            reason,
+        } => format!(
+            "{reason:?}, summary {}: {summary:?}",
+            if *summary_confirmed {
+                "confirmed"
+            } else {
+                "unconfirmed"
+            }
+        ),
+        EventBody::PhaseChanged { from, to } => format!("{from:?} -> {to:?}"),
+        EventBody::ConsentRecorded {
+            accepted,
+            consent_version,
         } => {
             format!(
-                "summary {}: {summary:?}",
-                if *summary_confirmed {
-                    "confirmed"
-                } else {
-                    "unconfirmed"
-                }
+                "{} (consent version {consent_version})",
+                if *accepted { "accepted" } else { "declined" }
             )
         }
+        EventBody::DecisionRecorded {
+            selected_action,
+            proposed_action,
+            rationale,
+            model,
+            latency_ms,
+            token_usage,
+            ..
+        } => format!(
+            "{}{} — {rationale:?} [{model}, {latency_ms} ms, {} tokens]",
+            serde_json::to_string(selected_action).unwrap_or_default(),
+            proposed_action
+                .as_ref()
+                .map(|p| format!(
+                    " (rewritten from {})",
+                    serde_json::to_string(p).unwrap_or_default()
+                ))
+                .unwrap_or_default(),
+            token_usage.total_tokens
+        ),
+        EventBody::SummaryProposed { summary } => format!("{summary:?}"),
+        EventBody::SummaryConfirmed {
+            confirmed,
+            addition,
+        } => format!(
+            "{}{}",
+            if *confirmed {
+                "confirmed"
+            } else {
+                "not confirmed"
+            },
+            addition
+                .as_ref()
+                .map(|a| format!(", added {a:?}"))
+                .unwrap_or_default()
+        ),
+        EventBody::ExtractionStarted {
+            extraction_id,
+            is_final,
+        } => {
+            format!("{extraction_id}{}", if *is_final { " (final)" } else { "" })
+        }
+        EventBody::ExtractionCompleted {
+            fields, is_final, ..
+        } => format!(
+            "{}{}",
+            fields
+                .iter()
+                .map(|f| format!("{}={} ({:.2})", f.field_id, f.value, f.confidence))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if *is_final { " (final)" } else { "" }
+        ),
+        EventBody::ErrorRecorded {
+            source,
+            code,
+            message,
+        } => format!("{source}/{code}: {message}"),
         EventBody::SessionAbandoned { reason } => format!("reason {reason:?}"),
     }
 }
@@ -261,7 +328,7 @@ fn describe(body: &EventBody) -> String {
 mod tests {
     use super::*;
     use chrono::Utc;
-    use interview_session::events::{AbandonReason, SessionStatus};
+    use interview_session::events::{ConcludeReason, SessionStatus};
     use interview_session::hash::GENESIS_HASH;
 
     fn stored(bodies: Vec<EventBody>) -> Stored {
@@ -291,7 +358,7 @@ mod tests {
                 preview: false,
             },
             EventBody::SessionAbandoned {
-                reason: AbandonReason::Timeout,
+                reason: ConcludeReason::Timeout,
             },
             EventBody::StatusChanged {
                 from: SessionStatus::Created,

@@ -3,9 +3,12 @@
 //! `handle` checks a command against the state folded from earlier events and writes new
 //! events; `apply` folds an event into the state. Each written event is sealed onto the hash
 //! chain with the hash of the event before it, so the chain is built here, deterministically,
-//! with no I/O.
+//! with no I/O. Interviewer decisions are judged in [`decide`].
 
-use std::collections::BTreeSet;
+mod check;
+mod decide;
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
@@ -14,29 +17,60 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
+pub use check::check_stream;
+
 use crate::commands::SessionCommand;
+use crate::decision::{AgentAction, ConcludeReason, ExtractedField};
 use crate::error::SessionError;
-use crate::events::{EventBody, SessionEvent, SessionStatus, SubmitStatus};
+use crate::events::{EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus};
 use crate::hash::GENESIS_HASH;
-use crate::interaction::InteractionToolCall;
+use crate::interaction::{InteractionKind, InteractionToolCall};
 use crate::study::PinnedStudy;
+use crate::text;
+
+/// What the session knows about one objective.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectiveProgress {
+    pub asked: bool,
+    pub answered: bool,
+    pub probes: u32,
+    pub interaction_rendered: bool,
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Session {
     session_id: Option<Uuid>,
     status: SessionStatus,
+    phase: Phase,
     study: Option<Box<PinnedStudy>>,
+    created_at: Option<DateTime<Utc>>,
     turn_count: u32,
     turn_ids: BTreeSet<Uuid>,
+    last_turn_id: Option<Uuid>,
     pending: Option<Box<InteractionToolCall>>,
     answered: BTreeSet<String>,
-    open_message: Option<Uuid>,
+    open_message: Option<(Uuid, DateTime<Utc>)>,
+    consent: Option<bool>,
+    objectives: BTreeMap<String, ObjectiveProgress>,
+    current_objective: Option<String>,
+    one_word_streak: u32,
+    end_requested: bool,
+    fields: BTreeMap<String, ExtractedField>,
+    summary: Option<String>,
+    summary_confirmed: Option<bool>,
     last_hash: Option<String>,
 }
+
+/// A claim older than this may be taken over: its run is presumed dead.
+pub const CLAIM_TIMEOUT_SECS: i64 = 120;
 
 impl Session {
     pub fn status(&self) -> SessionStatus {
         self.status
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
     }
 
     pub fn turn_count(&self) -> u32 {
@@ -49,6 +83,46 @@ impl Session {
 
     pub fn pending_interaction(&self) -> Option<&InteractionToolCall> {
         self.pending.as_deref()
+    }
+
+    pub fn consent(&self) -> Option<bool> {
+        self.consent
+    }
+
+    pub fn objective(&self, id: &str) -> ObjectiveProgress {
+        self.objectives.get(id).cloned().unwrap_or_default()
+    }
+
+    pub fn current_objective(&self) -> Option<&str> {
+        self.current_objective.as_deref()
+    }
+
+    pub fn last_turn_id(&self) -> Option<Uuid> {
+        self.last_turn_id
+    }
+
+    pub fn fields(&self) -> &BTreeMap<String, ExtractedField> {
+        &self.fields
+    }
+
+    pub fn summary(&self) -> Option<&str> {
+        self.summary.as_deref()
+    }
+
+    pub fn summary_confirmed(&self) -> Option<bool> {
+        self.summary_confirmed
+    }
+
+    pub fn end_requested(&self) -> bool {
+        self.end_requested
+    }
+
+    pub fn one_word_streak(&self) -> u32 {
+        self.one_word_streak
+    }
+
+    pub fn created_at(&self) -> Option<DateTime<Utc>> {
+        self.created_at
     }
 
     /// Hash of the last applied event (the chain head).
@@ -73,6 +147,32 @@ impl Session {
             self.emit(sink, EventBody::StatusChanged { from, to }, at)
                 .await;
         }
+    }
+
+    async fn change_phase(&mut self, sink: &EventSink<Self>, to: Phase, at: DateTime<Utc>) {
+        if self.phase != to {
+            let from = self.phase;
+            self.emit(sink, EventBody::PhaseChanged { from, to }, at)
+                .await;
+        }
+    }
+
+    /// Ends the session: the closing words, then `session.completed` or `session.abandoned`.
+    async fn end(&mut self, sink: &EventSink<Self>, reason: ConcludeReason, at: DateTime<Utc>) {
+        if reason.abandons() {
+            self.emit(sink, EventBody::SessionAbandoned { reason }, at)
+                .await;
+            self.change_status(sink, SessionStatus::Abandoned, at).await;
+        } else {
+            let body = EventBody::SessionCompleted {
+                summary: self.summary.clone().unwrap_or_default(),
+                summary_confirmed: self.summary_confirmed.unwrap_or(false),
+                reason,
+            };
+            self.emit(sink, body, at).await;
+            self.change_status(sink, SessionStatus::Completed, at).await;
+        }
+        self.change_phase(sink, Phase::End, at).await;
     }
 
     /// Refuses commands on a session that does not exist or has ended.
@@ -105,6 +205,12 @@ impl Session {
                 status: self.status,
             })
         }
+    }
+
+    /// Whether participant input now is a turn (BRIEF §3): consent, screening answers and the
+    /// reply to the summary are not.
+    fn is_turn(&self) -> bool {
+        self.phase.counts_turns()
     }
 }
 
@@ -181,10 +287,13 @@ impl Aggregate for Session {
             } => {
                 self.ensure_open()?;
                 self.ensure_status(&[Active])?;
-                if self.open_message.is_some() {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
+                if let Some((_, claimed_at)) = self.open_message {
+                    // Another run holds the turn, unless its claim is stale (its process died).
+                    if (at - claimed_at).num_seconds() < CLAIM_TIMEOUT_SECS {
+                        return Err(SessionError::InvalidState {
+                            status: self.status,
+                        });
+                    }
                 }
                 self.emit(
                     sink,
@@ -200,7 +309,7 @@ impl Aggregate for Session {
                 at,
             } => {
                 self.ensure_open()?;
-                if self.open_message != Some(message_id) {
+                if self.open_message.map(|(id, _)| id) != Some(message_id) {
                     return Err(SessionError::InvalidState {
                         status: self.status,
                     });
@@ -222,22 +331,25 @@ impl Aggregate for Session {
                 self.ensure_open()?;
                 self.ensure_no_pending()?;
                 self.ensure_status(&[Active])?;
-                if self.answered.contains(&interaction.interaction_id) {
-                    return Err(SessionError::InteractionAlreadyAnswered {
-                        interaction_id: interaction.interaction_id.clone(),
+                self.render(sink, interaction, at).await?;
+            }
+            SessionCommand::Decide {
+                message_id,
+                interaction_id,
+                proposal,
+                at,
+            } => {
+                self.ensure_open()?;
+                self.ensure_no_pending()?;
+                self.ensure_status(&[Active])?;
+                if self.open_message.map(|(id, _)| id) != Some(message_id) {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
                     });
                 }
-                let tool_input =
-                    serde_json::to_value(&interaction).expect("interactions serialize");
-                let created = EventBody::ToolCallCreated {
-                    tool_call_id: interaction.tool_call_id.clone(),
-                    tool_name: "render_interaction".into(),
-                    tool_input,
-                };
-                self.emit(sink, created, at).await;
-                self.emit(sink, EventBody::InteractionRendered { interaction }, at)
-                    .await;
-                self.change_status(sink, WaitingForTool, at).await;
+                let judged = self.judge(&proposal, interaction_id, at)?;
+                self.carry_out(sink, message_id, *proposal, judged, at)
+                    .await?;
             }
             SessionCommand::SubmitInteraction {
                 interaction_id,
@@ -271,8 +383,18 @@ impl Aggregate for Session {
                     }
                     SubmitStatus::Skipped => None,
                 };
+                let consent_version = match &pending.kind {
+                    InteractionKind::Consent {
+                        consent_version, ..
+                    } => Some(consent_version.clone()),
+                    _ => None,
+                };
                 let tool_call_id = pending.tool_call_id.clone();
                 let tool_result = json!({ "status": status, "value": value });
+                let accepted = value
+                    .as_ref()
+                    .and_then(|v| v.get("accepted"))
+                    .and_then(|a| a.as_bool());
                 let submitted = EventBody::InteractionSubmitted {
                     interaction_id,
                     turn_id,
@@ -290,18 +412,80 @@ impl Aggregate for Session {
                     at,
                 )
                 .await;
+                if let Some(consent_version) = consent_version {
+                    // Skipping the consent panel is not consent.
+                    let accepted = accepted.unwrap_or(false);
+                    self.emit(
+                        sink,
+                        EventBody::ConsentRecorded {
+                            accepted,
+                            consent_version,
+                        },
+                        at,
+                    )
+                    .await;
+                }
                 self.change_status(sink, Active, at).await;
+            }
+            SessionCommand::ConfirmSummary {
+                confirmed,
+                addition,
+                at,
+            } => {
+                self.ensure_open()?;
+                if self.summary.is_none() {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
+                    });
+                }
+                self.emit(
+                    sink,
+                    EventBody::SummaryConfirmed {
+                        confirmed,
+                        addition,
+                    },
+                    at,
+                )
+                .await;
+            }
+            SessionCommand::RecordError {
+                source,
+                code,
+                message,
+                at,
+            } => {
+                if self.session_id.is_none() {
+                    return Err(SessionError::NotCreated);
+                }
+                self.emit(
+                    sink,
+                    EventBody::ErrorRecorded {
+                        source,
+                        code,
+                        message,
+                    },
+                    at,
+                )
+                .await;
             }
             SessionCommand::Complete {
                 summary,
                 summary_confirmed,
+                reason,
                 at,
             } => {
                 self.ensure_open()?;
                 self.ensure_status(&[Active, WaitingForUser, WaitingForTool])?;
+                if reason.abandons() {
+                    return Err(SessionError::InvalidValue {
+                        field: "reason".into(),
+                        message: "this reason abandons the session".into(),
+                    });
+                }
                 let body = EventBody::SessionCompleted {
                     summary,
                     summary_confirmed,
+                    reason,
                 };
                 self.emit(sink, body, at).await;
                 self.change_status(sink, Completed, at).await;
@@ -323,6 +507,7 @@ impl Aggregate for Session {
             } => {
                 self.session_id = Some(session_id);
                 self.study = Some(study);
+                self.created_at = Some(event.at);
             }
             EventBody::StatusChanged { to, .. } => {
                 self.status = to;
@@ -331,32 +516,81 @@ impl Aggregate for Session {
                     self.open_message = None;
                 }
             }
-            EventBody::ParticipantMessageCreated { turn_id, .. } => {
+            EventBody::PhaseChanged { to, .. } => self.phase = to,
+            EventBody::ParticipantMessageCreated {
+                turn_id, content, ..
+            } => {
                 self.turn_ids.insert(turn_id);
-                self.turn_count += 1;
+                self.last_turn_id = Some(turn_id);
+                if self.is_turn() {
+                    self.turn_count += 1;
+                    if let Some(objective) = &self.current_objective {
+                        self.objectives
+                            .entry(objective.clone())
+                            .or_default()
+                            .answered = true;
+                    }
+                    self.one_word_streak = if text::is_one_word(&content) {
+                        self.one_word_streak + 1
+                    } else {
+                        0
+                    };
+                }
+                let study = self.study.as_deref();
+                if study
+                    .is_some_and(|s| text::matches_phrase(&content, &s.agent_config.end_phrases))
+                {
+                    self.end_requested = true;
+                }
             }
             EventBody::AgentMessageStarted { message_id, .. } => {
-                self.open_message = Some(message_id)
+                self.open_message = Some((message_id, event.at))
             }
-            EventBody::AgentMessageCompleted { .. } => self.open_message = None,
+            EventBody::AgentMessageCompleted { .. } | EventBody::DecisionRecorded { .. } => {
+                if let EventBody::DecisionRecorded {
+                    selected_action, ..
+                } = &event.body
+                {
+                    self.record_action(selected_action);
+                }
+                self.open_message = None;
+            }
             EventBody::InteractionRendered { interaction } => self.pending = Some(interaction),
             EventBody::InteractionSubmitted {
                 interaction_id,
                 turn_id,
                 ..
             } => {
-                let was_consent = self
-                    .pending
-                    .take()
-                    .is_some_and(|p| p.type_name() == "consent");
-                if !was_consent {
+                let pending = self.pending.take();
+                let counts =
+                    pending.as_ref().is_some_and(|p| p.type_name() != "consent") && self.is_turn();
+                if counts {
                     self.turn_count += 1;
                     self.turn_ids.insert(turn_id);
+                    self.last_turn_id = Some(turn_id);
+                    if let Some(objective) = pending.and_then(|p| p.objective_id) {
+                        self.objectives.entry(objective).or_default().answered = true;
+                    }
                 }
                 self.answered.insert(interaction_id);
             }
+            EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(accepted),
+            EventBody::ExtractionCompleted { fields, .. } => {
+                for field in fields {
+                    self.fields.insert(field.field_id.clone(), field);
+                }
+            }
+            EventBody::SummaryProposed { summary } => {
+                self.summary = Some(summary);
+                self.summary_confirmed = None;
+            }
+            EventBody::SummaryConfirmed { confirmed, .. } => {
+                self.summary_confirmed = Some(confirmed)
+            }
             EventBody::ToolCallCreated { .. }
             | EventBody::ToolCallCompleted { .. }
+            | EventBody::ExtractionStarted { .. }
+            | EventBody::ErrorRecorded { .. }
             | EventBody::SessionCompleted { .. }
             | EventBody::SessionAbandoned { .. } => {}
         }
@@ -364,77 +598,64 @@ impl Aggregate for Session {
     }
 }
 
-/// Re-checks a stored stream against the aggregate's rules, event by event: it starts with
-/// `session.created`, every status change follows the status machine from the current status,
-/// at most one interaction is pending, answers match the pending interaction, nothing but
-/// system work follows a terminal status, and time never runs backwards. Returns every problem.
-pub fn check_stream(events: &[SessionEvent]) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut state = Session::default();
-    let mut last_at: Option<DateTime<Utc>> = None;
-    for (i, event) in events.iter().enumerate() {
-        let seq = i + 1;
-        let mut problem =
-            |p: String| problems.push(format!("event {seq} ({}): {p}", event.body.event_type()));
-        let created = state.session_id.is_some();
-        match &event.body {
-            EventBody::SessionCreated { .. } if created => {
-                problem("a second session.created".into())
+impl Session {
+    fn record_action(&mut self, action: &AgentAction) {
+        match action {
+            AgentAction::AskQuestion { objective_id } => {
+                self.objectives
+                    .entry(objective_id.clone())
+                    .or_default()
+                    .asked = true;
+                self.current_objective = Some(objective_id.clone());
             }
-            EventBody::SessionCreated { .. } => {}
-            _ if !created => problem("the stream does not start with session.created".into()),
-            _ if state.status.is_terminal() => {
-                problem(format!("after the session was {}", state.status.as_str()))
+            AgentAction::Probe { objective_id, .. } => {
+                self.objectives
+                    .entry(objective_id.clone())
+                    .or_default()
+                    .probes += 1;
+                self.current_objective = Some(objective_id.clone());
             }
-            EventBody::StatusChanged { from, to } => {
-                if *from != state.status {
-                    problem(format!(
-                        "says the status was {} but it was {}",
-                        from.as_str(),
-                        state.status.as_str()
-                    ));
-                }
-                if !state.status.can_become(*to) {
-                    problem(format!(
-                        "{} -> {} is not a valid transition",
-                        state.status.as_str(),
-                        to.as_str()
-                    ));
-                }
-            }
-            EventBody::InteractionRendered { interaction } => {
-                if let Some(p) = &state.pending {
-                    problem(format!(
-                        "{} rendered while {} was pending",
-                        interaction.interaction_id, p.interaction_id
-                    ));
-                }
-            }
-            EventBody::InteractionSubmitted { interaction_id, .. }
-                if state.pending.as_ref().map(|p| &p.interaction_id) != Some(interaction_id) =>
-            {
-                problem(format!(
-                    "{interaction_id} answered but it was not the pending interaction"
-                ));
-            }
-            EventBody::ParticipantMessageCreated { .. } => {
-                if let Some(p) = &state.pending {
-                    problem(format!(
-                        "a message accepted while {} was pending",
-                        p.interaction_id
-                    ));
-                }
+            AgentAction::RenderInteraction {
+                objective_id: Some(objective_id),
+            } => {
+                self.objectives
+                    .entry(objective_id.clone())
+                    .or_default()
+                    .interaction_rendered = true;
+                self.current_objective = Some(objective_id.clone());
             }
             _ => {}
         }
-        if last_at.is_some_and(|prev| event.at < prev) {
-            problem("its time is earlier than the event before".into());
-        }
-        last_at = Some(event.at);
-        state.apply(event.clone());
     }
-    problems
+
+    /// Shows a widget: the tool call, the rendered interaction, and the wait for its answer.
+    async fn render(
+        &mut self,
+        sink: &EventSink<Self>,
+        interaction: Box<InteractionToolCall>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        if self.answered.contains(&interaction.interaction_id) {
+            return Err(SessionError::InteractionAlreadyAnswered {
+                interaction_id: interaction.interaction_id.clone(),
+            });
+        }
+        let tool_input = serde_json::to_value(&interaction).expect("interactions serialize");
+        let created = EventBody::ToolCallCreated {
+            tool_call_id: interaction.tool_call_id.clone(),
+            tool_name: "render_interaction".into(),
+            tool_input,
+        };
+        self.emit(sink, created, at).await;
+        self.emit(sink, EventBody::InteractionRendered { interaction }, at)
+            .await;
+        self.change_status(sink, SessionStatus::WaitingForTool, at)
+            .await;
+        Ok(())
+    }
 }
 
+#[cfg(test)]
+mod decide_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::events::{AbandonReason, SubmitStatus};
+use crate::decision::Proposal;
+use crate::events::{ConcludeReason, SubmitStatus};
 use crate::interaction::InteractionToolCall;
 use crate::study::PinnedStudy;
 
@@ -59,15 +60,39 @@ pub enum SessionCommand {
         client_context: Option<Value>,
         at: DateTime<Utc>,
     },
-    /// The interview ends normally, after its summary was proposed.
+    /// An interviewer decision, under the claim `message_id` (see `StartAgentMessage`). The
+    /// aggregate judges it: a decision that breaks a rule is rewritten (`proposed_action` kept)
+    /// or refused. `interaction_id` names the widget a `render_interaction` shows.
+    Decide {
+        message_id: Uuid,
+        interaction_id: Option<String>,
+        proposal: Box<Proposal>,
+        at: DateTime<Utc>,
+    },
+    /// The participant's reply to the proposed summary: a confirmation, or an addition.
+    ConfirmSummary {
+        confirmed: bool,
+        addition: Option<String>,
+        at: DateTime<Utc>,
+    },
+    /// A handled failure, kept for auditors.
+    RecordError {
+        source: String,
+        code: String,
+        message: String,
+        at: DateTime<Utc>,
+    },
+    /// The system completes a session (for example one idle at summary confirmation, with the
+    /// summary unconfirmed).
     Complete {
         summary: String,
         summary_confirmed: bool,
+        reason: ConcludeReason,
         at: DateTime<Utc>,
     },
     /// The interview ends early.
     Abandon {
-        reason: AbandonReason,
+        reason: ConcludeReason,
         at: DateTime<Utc>,
     },
 }

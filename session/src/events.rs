@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use crate::decision::ConcludeReason;
+use crate::decision::{AgentAction, ExtractedField, TokenUsage};
 use crate::hash::event_hash;
 use crate::interaction::InteractionToolCall;
 use crate::study::PinnedStudy;
@@ -60,6 +62,14 @@ impl SessionStatus {
     }
 }
 
+impl Phase {
+    /// Participant input in this phase counts as a turn (not consent, screening or the summary
+    /// confirmation reply).
+    pub fn counts_turns(self) -> bool {
+        !matches!(self, Phase::ConsentOrScreening | Phase::SummaryConfirmation)
+    }
+}
+
 /// Harness phases (FR-04-9).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -77,16 +87,6 @@ pub enum Phase {
     Conclude,
     PostSessionExtraction,
     End,
-}
-
-/// Why a session was abandoned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbandonReason {
-    ConsentDeclined,
-    ScreeningFailed,
-    SafetyTriggered,
-    Timeout,
 }
 
 /// A participant's answer to an interaction.
@@ -114,6 +114,59 @@ pub enum EventBody {
     StatusChanged {
         from: SessionStatus,
         to: SessionStatus,
+    },
+    #[serde(rename = "session.phase_changed")]
+    PhaseChanged { from: Phase, to: Phase },
+    #[serde(rename = "consent.recorded")]
+    ConsentRecorded {
+        accepted: bool,
+        consent_version: String,
+    },
+    /// One interviewer decision with its full log (BRIEF §3). `proposed_action` is set when a
+    /// guard rewrote what the policy proposed.
+    #[serde(rename = "agent.decision.recorded")]
+    DecisionRecorded {
+        decision_id: Uuid,
+        /// The participant turn the decision answers, if any.
+        turn_id: Option<Uuid>,
+        phase: Phase,
+        input_summary: String,
+        selected_action: AgentAction,
+        proposed_action: Option<AgentAction>,
+        rationale: String,
+        model: String,
+        prompt_version_id: String,
+        latency_ms: u64,
+        token_usage: TokenUsage,
+    },
+    #[serde(rename = "summary.proposed")]
+    SummaryProposed { summary: String },
+    #[serde(rename = "summary.confirmed")]
+    SummaryConfirmed {
+        confirmed: bool,
+        /// What the participant added instead of confirming.
+        addition: Option<String>,
+    },
+    #[serde(rename = "extraction.started")]
+    ExtractionStarted {
+        extraction_id: Uuid,
+        #[serde(rename = "final")]
+        is_final: bool,
+    },
+    #[serde(rename = "extraction.completed")]
+    ExtractionCompleted {
+        extraction_id: Uuid,
+        fields: Vec<ExtractedField>,
+        #[serde(rename = "final")]
+        is_final: bool,
+    },
+    /// Something went wrong and was handled (a refused decision, a model failure): kept for
+    /// auditors, never shown to participants.
+    #[serde(rename = "error.recorded")]
+    ErrorRecorded {
+        source: String,
+        code: String,
+        message: String,
     },
     #[serde(rename = "participant.message.created")]
     ParticipantMessageCreated {
@@ -152,9 +205,10 @@ pub enum EventBody {
     SessionCompleted {
         summary: String,
         summary_confirmed: bool,
+        reason: ConcludeReason,
     },
     #[serde(rename = "session.abandoned")]
-    SessionAbandoned { reason: AbandonReason },
+    SessionAbandoned { reason: ConcludeReason },
 }
 
 impl EventBody {
@@ -162,6 +216,14 @@ impl EventBody {
         match self {
             Self::SessionCreated { .. } => "session.created",
             Self::StatusChanged { .. } => "session.status_changed",
+            Self::PhaseChanged { .. } => "session.phase_changed",
+            Self::ConsentRecorded { .. } => "consent.recorded",
+            Self::DecisionRecorded { .. } => "agent.decision.recorded",
+            Self::SummaryProposed { .. } => "summary.proposed",
+            Self::SummaryConfirmed { .. } => "summary.confirmed",
+            Self::ExtractionStarted { .. } => "extraction.started",
+            Self::ExtractionCompleted { .. } => "extraction.completed",
+            Self::ErrorRecorded { .. } => "error.recorded",
             Self::ParticipantMessageCreated { .. } => "participant.message.created",
             Self::AgentMessageStarted { .. } => "agent.message.started",
             Self::AgentMessageCompleted { .. } => "agent.message.completed",
@@ -219,7 +281,7 @@ mod tests {
     fn payload_is_flat_and_tagged_with_the_event_type() {
         let e = SessionEvent::seal(
             EventBody::SessionAbandoned {
-                reason: AbandonReason::Timeout,
+                reason: ConcludeReason::Timeout,
             },
             DateTime::UNIX_EPOCH,
             GENESIS_HASH,

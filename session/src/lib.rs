@@ -9,17 +9,20 @@
 
 pub mod aggregate;
 pub mod commands;
+pub mod decision;
 pub mod error;
 pub mod events;
 pub mod hash;
 pub mod interaction;
+pub mod phrases;
 pub mod study;
+pub mod text;
 
 pub use aggregate::Session;
 pub use commands::SessionCommand;
 pub use error::{ErrorKind, SessionError};
 pub use events::{
-    AbandonReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,
+    ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,
 };
 pub use study::{PinnedStudy, StudyDefinition};
 

@@ -70,7 +70,7 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
     app.execute(
         &ended,
         interview_session::SessionCommand::Abandon {
-            reason: interview_session::AbandonReason::Timeout,
+            reason: interview_session::ConcludeReason::Timeout,
             at: chrono::Utc::now(),
         },
     )

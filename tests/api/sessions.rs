@@ -1,7 +1,7 @@
 //! The participant contract: create, message, submit, read; tokens; idempotency; the log.
 
 use chrono::Utc;
-use interview_session::events::AbandonReason;
+use interview_session::events::ConcludeReason;
 use interview_session::interaction::{
     Choice, InteractionKind, InteractionSpec, InteractionToolCall,
 };
@@ -330,7 +330,7 @@ async fn an_ended_session_refuses_messages_and_submits_with_410(store: Store) {
     app.execute(
         &session,
         SessionCommand::Abandon {
-            reason: AbandonReason::ConsentDeclined,
+            reason: ConcludeReason::ConsentDeclined,
             at: Utc::now(),
         },
     )

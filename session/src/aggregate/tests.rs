@@ -10,14 +10,14 @@ use uuid::Uuid;
 use super::Session;
 use crate::commands::SessionCommand as C;
 use crate::error::SessionError;
-use crate::events::{AbandonReason, EventBody, SessionEvent, SessionStatus as S, SubmitStatus};
+use crate::events::{ConcludeReason, EventBody, SessionEvent, SessionStatus as S, SubmitStatus};
 use crate::hash::{verify_chain, GENESIS_HASH};
 use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
 use crate::study::{PinnedStudy, StudyDefinition};
 
 type Framework = TestFramework<Session>;
 
-fn at() -> DateTime<Utc> {
+pub(super) fn at() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()
 }
 
@@ -25,15 +25,23 @@ fn study() -> PinnedStudy {
     let d: StudyDefinition = serde_json::from_value(json!({
         "title": "Coffee habits",
         "consent": {"text": "We keep your answers.", "version": "1"},
-        "objectives": [{"id": "o1", "title": "Habits", "priority": "must",
-                        "opening_question": "How do you make coffee?"}],
-        "output_schema": {"fields": [{"id": "f1", "type": "string", "objective_id": "o1"}]}
+        "objectives": [
+            {"id": "o1", "title": "Habits", "priority": "must", "opening_question": "How do you make coffee?",
+             "max_probe_count": 1,
+             "interaction": {"type": "likert", "prompt": "How much do you like it?", "scale": 5}},
+            {"id": "o2", "title": "Brands", "priority": "should", "opening_question": "Which brand?"}
+        ],
+        "output_schema": {"fields": [
+            {"id": "f1", "type": "string", "objective_id": "o1", "required": true},
+            {"id": "f2", "type": "string", "objective_id": "o2"}
+        ]},
+        "limits": {"max_turn_count": 4, "max_duration_minutes": 30}
     }))
     .unwrap();
     d.versioned_documents().pin("study-1", "coffee")
 }
 
-fn create() -> C {
+pub(super) fn create() -> C {
     C::Create {
         session_id: Uuid::nil(),
         study: Box::new(study()),
@@ -44,7 +52,7 @@ fn create() -> C {
     }
 }
 
-fn message(turn: u128, content: &str) -> C {
+pub(super) fn message(turn: u128, content: &str) -> C {
     C::PostMessage {
         turn_id: Uuid::from_u128(turn),
         client_message_id: None,
@@ -125,19 +133,20 @@ fn complete() -> C {
     C::Complete {
         summary: "You drink coffee daily.".into(),
         summary_confirmed: true,
+        reason: ConcludeReason::AllMustObjectivesCovered,
         at: at(),
     }
 }
 
 fn abandon() -> C {
     C::Abandon {
-        reason: AbandonReason::Timeout,
+        reason: ConcludeReason::Timeout,
         at: at(),
     }
 }
 
 /// Runs commands against a fresh aggregate and returns the events they wrote.
-async fn history(commands: Vec<C>) -> Vec<SessionEvent> {
+pub(super) async fn history(commands: Vec<C>) -> Vec<SessionEvent> {
     let mut session = Session::default();
     let mut events = Vec::new();
     for command in commands {
@@ -151,7 +160,7 @@ async fn history(commands: Vec<C>) -> Vec<SessionEvent> {
     events
 }
 
-async fn when(given: Vec<C>, command: C) -> Result<Vec<SessionEvent>, SessionError> {
+pub(super) async fn when(given: Vec<C>, command: C) -> Result<Vec<SessionEvent>, SessionError> {
     Framework::with(())
         .given(history(given).await)
         .when_async(command)

@@ -1,0 +1,469 @@
+//! Judging and carrying out interviewer decisions: the guards of BRIEF §3.
+//!
+//! [`Session::judge`] is pure: the harness calls it on its loaded state before it streams a
+//! word (so nothing shown is later contradicted), and the aggregate calls it again at commit.
+//! A decision that breaks a rule is either rewritten deterministically (the original kept as
+//! `proposed_action`) or refused with the reason, and the harness falls back.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::event_sink::EventSink;
+use uuid::Uuid;
+
+use super::Session;
+use crate::decision::{AgentAction, ConcludeReason, ExtractedField, Proposal};
+use crate::error::SessionError;
+use crate::events::{EventBody, SessionStatus};
+use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
+use crate::phrases;
+use crate::study::{Objective, Priority};
+
+/// One-word answers in a row that mean the participant is tired (FR-04-15).
+pub const FATIGUE_STREAK: u32 = 3;
+
+/// A decision as the aggregate will carry it out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub action: AgentAction,
+    /// What the policy proposed, when a guard rewrote it.
+    pub proposed: Option<AgentAction>,
+    pub message: Option<String>,
+    pub interaction: Option<Box<InteractionToolCall>>,
+    pub summary: Option<String>,
+    pub fields: Vec<ExtractedField>,
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> SessionError {
+    SessionError::InvalidValue {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn non_empty(text: &Option<String>) -> Option<String> {
+    text.as_ref()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+}
+
+impl Session {
+    fn find_objective(&self, id: &str) -> Option<&Objective> {
+        self.study
+            .as_deref()?
+            .study_config
+            .objectives
+            .iter()
+            .find(|o| o.id == id)
+    }
+
+    /// Objectives in the order they are covered: must, then should, then could.
+    pub fn objectives_in_order(&self) -> Vec<&Objective> {
+        let Some(study) = self.study.as_deref() else {
+            return Vec::new();
+        };
+        let mut all: Vec<&Objective> = study.study_config.objectives.iter().collect();
+        all.sort_by_key(|o| match o.priority {
+            Priority::Must => 0,
+            Priority::Should => 1,
+            Priority::Could => 2,
+        });
+        all
+    }
+
+    /// BRIEF §3: answered, and either every required field of the objective has reached the
+    /// confidence threshold or its probes reached the cap.
+    pub fn objective_covered(&self, id: &str) -> bool {
+        let (Some(study), Some(objective)) = (self.study.as_deref(), self.find_objective(id))
+        else {
+            return false;
+        };
+        let progress = self.objective(id);
+        if !progress.answered {
+            return false;
+        }
+        let threshold = study.study_config.limits.confidence_threshold;
+        let fields_met = study
+            .output_schema
+            .fields
+            .iter()
+            .filter(|f| f.required && f.objective_id == id)
+            .all(|f| {
+                self.fields
+                    .get(&f.id)
+                    .is_some_and(|x| x.confidence >= threshold)
+            });
+        fields_met || progress.probes >= objective.max_probe_count
+    }
+
+    pub fn all_must_covered(&self) -> bool {
+        self.objectives_in_order()
+            .iter()
+            .filter(|o| o.priority == Priority::Must)
+            .all(|o| self.objective_covered(&o.id))
+    }
+
+    /// Every required output field has reached the confidence threshold (FR-04-21).
+    pub fn required_fields_met(&self) -> bool {
+        let Some(study) = self.study.as_deref() else {
+            return false;
+        };
+        let threshold = study.study_config.limits.confidence_threshold;
+        let mut required = study
+            .output_schema
+            .fields
+            .iter()
+            .filter(|f| f.required)
+            .peekable();
+        required.peek().is_some()
+            && required.all(|f| {
+                self.fields
+                    .get(&f.id)
+                    .is_some_and(|x| x.confidence >= threshold)
+            })
+    }
+
+    /// Why questioning must stop now, if it must: end intent, limits, fatigue.
+    pub fn stop_reason(&self, at: DateTime<Utc>) -> Option<ConcludeReason> {
+        let limits = &self.study.as_deref()?.study_config.limits;
+        if self.end_requested {
+            return Some(ConcludeReason::ParticipantRequestedEnd);
+        }
+        if self.turn_count >= limits.max_turn_count {
+            return Some(ConcludeReason::MaxTurnsReached);
+        }
+        let elapsed = self
+            .created_at
+            .map(|c| (at - c).num_seconds())
+            .unwrap_or_default();
+        if elapsed >= i64::from(limits.max_duration_minutes) * 60 {
+            return Some(ConcludeReason::MaxDurationReached);
+        }
+        if self.one_word_streak >= FATIGUE_STREAK {
+            return Some(ConcludeReason::ParticipantFatigue);
+        }
+        None
+    }
+
+    fn reason_holds(&self, reason: ConcludeReason, at: DateTime<Utc>) -> bool {
+        use ConcludeReason::*;
+        match reason {
+            AllMustObjectivesCovered => self.all_must_covered(),
+            ConfidenceThresholdMet => self.required_fields_met(),
+            ConsentDeclined => self.consent == Some(false),
+            ScreeningFailed | SafetyTriggered => true,
+            Timeout => false,
+            MaxTurnsReached | MaxDurationReached | ParticipantRequestedEnd | ParticipantFatigue => {
+                self.stop_reason(at) == Some(reason)
+                    || (reason == ParticipantRequestedEnd && self.end_requested)
+                    || (reason == ParticipantFatigue && self.one_word_streak >= FATIGUE_STREAK)
+            }
+        }
+    }
+
+    /// A summary written from what was extracted, for when the policy gave none.
+    pub fn default_summary(&self) -> String {
+        let Some(study) = self.study.as_deref() else {
+            return String::new();
+        };
+        let locale = &study.study_config.locale;
+        let lines: Vec<String> = study
+            .output_schema
+            .fields
+            .iter()
+            .filter_map(|f| {
+                let v = self.fields.get(&f.id)?;
+                let shown = match &v.value {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let label = if f.description.is_empty() {
+                    f.id.as_str()
+                } else {
+                    f.description.as_str()
+                };
+                Some(format!("- {label}: {shown}"))
+            })
+            .collect();
+        if lines.is_empty() {
+            phrases::nothing_to_summarize(locale).to_string()
+        } else {
+            lines.join("\n")
+        }
+    }
+
+    /// Judges a proposal: returns what will be carried out, or why it cannot be.
+    pub fn judge(
+        &self,
+        p: &Proposal,
+        interaction_id: Option<String>,
+        at: DateTime<Utc>,
+    ) -> Result<Judged, SessionError> {
+        if p.rationale.trim().is_empty() {
+            return Err(invalid("rationale", "every decision needs a rationale"));
+        }
+        let study = self.study.as_deref().ok_or(SessionError::NotCreated)?;
+        let locale = study.study_config.locale.as_str();
+        let mut action = p.action.clone();
+
+        // Consent comes before everything; a declined consent only ends the session.
+        match self.consent {
+            None if !matches!(
+                action,
+                AgentAction::RenderInteraction { objective_id: None }
+            ) =>
+            {
+                action = AgentAction::RenderInteraction { objective_id: None };
+            }
+            Some(false) => {
+                action = AgentAction::Conclude {
+                    reason: ConcludeReason::ConsentDeclined,
+                }
+            }
+            Some(true)
+                if matches!(
+                    action,
+                    AgentAction::RenderInteraction { objective_id: None }
+                ) =>
+            {
+                return Err(invalid("action", "consent was already given"));
+            }
+            _ => {}
+        }
+        // Limits, end intent and fatigue stop questioning: summary first, then conclude.
+        let questioning = matches!(
+            action,
+            AgentAction::AskQuestion { .. }
+                | AgentAction::Probe { .. }
+                | AgentAction::RenderInteraction {
+                    objective_id: Some(_)
+                }
+        );
+        if let (true, Some(reason)) = (questioning, self.stop_reason(at)) {
+            action = if self.summary.is_none() {
+                AgentAction::SummarizeAndConfirm
+            } else {
+                AgentAction::Conclude { reason }
+            };
+        }
+        // Objective rules: it exists; it opens with its question; probes stay under the cap.
+        if let Some(objective_id) = action.objective_id().map(String::from) {
+            let objective = self
+                .find_objective(&objective_id)
+                .ok_or_else(|| invalid("objective_id", format!("no objective {objective_id:?}")))?;
+            let progress = self.objective(&objective_id);
+            if !progress.asked && !matches!(action, AgentAction::AskQuestion { .. }) {
+                action = AgentAction::AskQuestion { objective_id };
+            } else if matches!(action, AgentAction::Probe { .. })
+                && progress.probes >= objective.max_probe_count
+            {
+                action = if objective.interaction.is_some() && !progress.interaction_rendered {
+                    AgentAction::RenderInteraction {
+                        objective_id: Some(objective_id),
+                    }
+                } else {
+                    AgentAction::ExtractFields
+                };
+            } else if matches!(action, AgentAction::RenderInteraction { .. })
+                && progress.interaction_rendered
+            {
+                return Err(invalid(
+                    "action",
+                    "this objective's widget was already shown",
+                ));
+            }
+        }
+        // Conclusions must be true, and a completed interview confirms its summary first.
+        if let AgentAction::Conclude { reason } = action {
+            if !self.reason_holds(reason, at) {
+                return Err(invalid(
+                    "reason",
+                    format!("{reason:?} does not hold for this session"),
+                ));
+            }
+            if !reason.abandons() && self.summary.is_none() {
+                action = AgentAction::SummarizeAndConfirm;
+            }
+        }
+
+        let rewritten = action != p.action;
+        let proposed = rewritten.then(|| p.action.clone());
+        let own = |text: &Option<String>| if rewritten { None } else { non_empty(text) };
+        let mut judged = Judged {
+            action: action.clone(),
+            proposed,
+            message: None,
+            interaction: None,
+            summary: None,
+            fields: Vec::new(),
+        };
+        match &action {
+            AgentAction::AskQuestion { objective_id } => {
+                let objective = self.find_objective(objective_id).expect("checked above");
+                judged.message =
+                    Some(own(&p.message).unwrap_or_else(|| objective.opening_question.clone()));
+            }
+            AgentAction::Probe { .. } => {
+                judged.message = Some(
+                    own(&p.message)
+                        .ok_or_else(|| invalid("message", "a probe needs its question"))?,
+                );
+            }
+            AgentAction::RenderInteraction { objective_id } => {
+                let interaction_id = interaction_id
+                    .ok_or_else(|| invalid("interaction_id", "a widget needs an interaction id"))?;
+                let spec = match objective_id {
+                    None => InteractionSpec {
+                        prompt: phrases::consent_prompt(locale).into(),
+                        research_intent: "consent".into(),
+                        kind: InteractionKind::Consent {
+                            consent_text: study.study_config.consent.text.clone(),
+                            consent_version: study.study_config.consent.version.clone(),
+                        },
+                    },
+                    Some(id) => {
+                        let configured =
+                            self.find_objective(id).and_then(|o| o.interaction.clone());
+                        let offered = if rewritten {
+                            None
+                        } else {
+                            p.interaction.clone()
+                        };
+                        offered.or(configured).ok_or_else(|| {
+                            invalid(
+                                "interaction",
+                                "no widget was given or configured for this objective",
+                            )
+                        })?
+                    }
+                };
+                spec.validate("interaction")
+                    .map_err(|(field, message)| invalid(&field, message))?;
+                if matches!(spec.kind, InteractionKind::Consent { .. }) != objective_id.is_none() {
+                    return Err(invalid(
+                        "interaction.type",
+                        "consent is asked only by the runtime",
+                    ));
+                }
+                let tool_call_id = format!("tc_{interaction_id}");
+                judged.message = own(&p.message);
+                judged.interaction = Some(Box::new(InteractionToolCall::new(
+                    interaction_id,
+                    tool_call_id,
+                    objective_id.clone(),
+                    &spec,
+                )));
+            }
+            AgentAction::ExtractFields => {
+                let schema = &study.output_schema.fields;
+                for f in &p.fields {
+                    if !schema.iter().any(|s| s.id == f.field_id) {
+                        return Err(invalid(
+                            "fields",
+                            format!("no output field {:?}", f.field_id),
+                        ));
+                    }
+                    if !(0.0..=1.0).contains(&f.confidence) {
+                        return Err(invalid("fields", "confidence must be between 0 and 1"));
+                    }
+                }
+                judged.fields = if rewritten {
+                    Vec::new()
+                } else {
+                    p.fields.clone()
+                };
+            }
+            AgentAction::SummarizeAndConfirm => {
+                let summary = own(&p.summary).unwrap_or_else(|| self.default_summary());
+                let message = own(&p.message).unwrap_or_else(|| {
+                    format!(
+                        "{}\n{summary}\n{}",
+                        phrases::summary_intro(locale),
+                        phrases::confirm_question(locale)
+                    )
+                });
+                judged.summary = Some(summary);
+                judged.message = Some(message);
+            }
+            AgentAction::Conclude { reason } => {
+                judged.message = Some(
+                    own(&p.message)
+                        .unwrap_or_else(|| phrases::closing(locale, *reason).to_string()),
+                );
+            }
+        }
+        Ok(judged)
+    }
+
+    /// Writes a judged decision's events.
+    pub(super) async fn carry_out(
+        &mut self,
+        sink: &EventSink<Self>,
+        message_id: Uuid,
+        proposal: Proposal,
+        judged: Judged,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        let first_question = !self.objectives.values().any(|o| o.asked);
+        let phase = judged.action.phase(first_question);
+        self.change_phase(sink, phase, at).await;
+        let decision = EventBody::DecisionRecorded {
+            decision_id: Uuid::new_v5(&message_id, b"decision"),
+            turn_id: self.last_turn_id,
+            phase,
+            input_summary: proposal.input_summary,
+            selected_action: judged.action.clone(),
+            proposed_action: judged.proposed,
+            rationale: proposal.rationale,
+            model: proposal.provenance.model,
+            prompt_version_id: proposal.provenance.prompt_version_id,
+            latency_ms: proposal.provenance.latency_ms,
+            token_usage: proposal.provenance.token_usage,
+        };
+        self.emit(sink, decision, at).await;
+        let say = |content: String| EventBody::AgentMessageCompleted {
+            message_id,
+            content,
+        };
+        match judged.action {
+            AgentAction::AskQuestion { .. } | AgentAction::Probe { .. } => {
+                self.emit(sink, say(judged.message.unwrap_or_default()), at)
+                    .await;
+                self.change_status(sink, SessionStatus::WaitingForUser, at)
+                    .await;
+            }
+            AgentAction::RenderInteraction { .. } => {
+                if let Some(message) = judged.message {
+                    self.emit(sink, say(message), at).await;
+                }
+                let interaction = judged
+                    .interaction
+                    .expect("judged widgets carry their interaction");
+                self.render(sink, interaction, at).await?;
+            }
+            AgentAction::ExtractFields => {
+                let extraction_id = Uuid::new_v5(&message_id, b"extraction");
+                let body = EventBody::ExtractionCompleted {
+                    extraction_id,
+                    fields: judged.fields,
+                    is_final: false,
+                };
+                self.emit(sink, body, at).await;
+            }
+            AgentAction::SummarizeAndConfirm => {
+                let summary = judged.summary.unwrap_or_default();
+                self.emit(sink, EventBody::SummaryProposed { summary }, at)
+                    .await;
+                self.emit(sink, say(judged.message.unwrap_or_default()), at)
+                    .await;
+                self.change_status(sink, SessionStatus::WaitingForUser, at)
+                    .await;
+            }
+            AgentAction::Conclude { reason } => {
+                self.emit(sink, say(judged.message.unwrap_or_default()), at)
+                    .await;
+                self.end(sink, reason, at).await;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,619 @@
+//! One given/when/then test per guard on interviewer decisions.
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::tests::{at, create, history, message, when};
+use crate::commands::SessionCommand as C;
+use crate::decision::{
+    AgentAction as A, ConcludeReason as R, ExtractedField, ProbeTrigger, Proposal, Provenance,
+    TokenUsage,
+};
+use crate::error::SessionError;
+use crate::events::{EventBody, Phase, SessionEvent, SessionStatus as S, SubmitStatus};
+
+fn later(secs: i64) -> DateTime<Utc> {
+    at() + Duration::seconds(secs)
+}
+
+fn proposal(action: A, message: Option<&str>) -> Proposal {
+    Proposal {
+        action,
+        rationale: "the test says so".into(),
+        message: message.map(String::from),
+        interaction: None,
+        fields: Vec::new(),
+        summary: None,
+        input_summary: "test".into(),
+        provenance: Provenance {
+            model: "rules".into(),
+            prompt_version_id: "rules-v1".into(),
+            latency_ms: 3,
+            token_usage: TokenUsage::default(),
+        },
+    }
+}
+
+fn claim(n: u128) -> C {
+    C::StartAgentMessage {
+        message_id: Uuid::from_u128(n),
+        run_id: Uuid::from_u128(n + 1000),
+        at: at(),
+    }
+}
+
+fn decide_with(n: u128, p: Proposal) -> C {
+    C::Decide {
+        message_id: Uuid::from_u128(n),
+        interaction_id: Some(format!("int-{n}")),
+        proposal: Box::new(p),
+        at: at(),
+    }
+}
+
+fn decide(n: u128, action: A, message: Option<&str>) -> C {
+    decide_with(n, proposal(action, message))
+}
+
+/// Claim + decision, as the harness sends them.
+fn step(n: u128, action: A, message: Option<&str>) -> Vec<C> {
+    vec![claim(n), decide(n, action, message)]
+}
+
+fn answer_consent(n: u128, accepted: bool) -> C {
+    C::SubmitInteraction {
+        interaction_id: format!("int-{n}"),
+        turn_id: Uuid::from_u128(n + 500),
+        status: SubmitStatus::Submitted,
+        value: Some(json!({ "accepted": accepted })),
+        client_context: None,
+        at: at(),
+    }
+}
+
+fn ask(objective: &str) -> A {
+    A::AskQuestion {
+        objective_id: objective.into(),
+    }
+}
+
+fn probe(objective: &str) -> A {
+    A::Probe {
+        objective_id: objective.into(),
+        based_on_turn_id: None,
+        trigger: ProbeTrigger::Vague,
+    }
+}
+
+/// Created, started, consent shown and accepted.
+fn consented() -> Vec<C> {
+    let mut c = vec![create(), C::Start { at: at() }];
+    c.extend(step(1, A::RenderInteraction { objective_id: None }, None));
+    c.push(answer_consent(1, true));
+    c
+}
+
+fn decision(events: &[SessionEvent]) -> (A, Option<A>) {
+    events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::DecisionRecorded {
+                selected_action,
+                proposed_action,
+                ..
+            } => Some((selected_action.clone(), proposed_action.clone())),
+            _ => None,
+        })
+        .expect("a decision was recorded")
+}
+
+fn said(events: &[SessionEvent]) -> Option<String> {
+    events.iter().find_map(|e| match &e.body {
+        EventBody::AgentMessageCompleted { content, .. } => Some(content.clone()),
+        _ => None,
+    })
+}
+
+fn status_after(events: &[SessionEvent]) -> Option<S> {
+    events.iter().rev().find_map(|e| match e.body {
+        EventBody::StatusChanged { to, .. } => Some(to),
+        _ => None,
+    })
+}
+
+async fn expect_error(given: Vec<C>, command: C, expected: SessionError) {
+    assert_eq!(when(given, command).await.unwrap_err(), expected);
+}
+
+#[tokio::test]
+async fn every_decision_needs_a_rationale() {
+    let mut given = consented();
+    given.push(claim(2));
+    let mut p = proposal(ask("o1"), None);
+    p.rationale = " ".into();
+    expect_error(
+        given,
+        decide_with(2, p),
+        SessionError::InvalidValue {
+            field: "rationale".into(),
+            message: "every decision needs a rationale".into(),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_decision_needs_the_claim_it_was_made_under() {
+    expect_error(
+        consented(),
+        decide(9, ask("o1"), None),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
+    let mut given = consented();
+    given.push(claim(2));
+    let fresh = C::StartAgentMessage {
+        message_id: Uuid::from_u128(3),
+        run_id: Uuid::from_u128(4),
+        at: later(10),
+    };
+    expect_error(
+        given.clone(),
+        fresh,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    let stale = C::StartAgentMessage {
+        message_id: Uuid::from_u128(3),
+        run_id: Uuid::from_u128(4),
+        at: later(121),
+    };
+    assert_eq!(when(given, stale).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn consent_comes_before_any_question() {
+    let mut given = vec![create(), C::Start { at: at() }, claim(1)];
+    given.truncate(3);
+    let events = when(given, decide(1, ask("o1"), Some("How do you make coffee?")))
+        .await
+        .unwrap();
+    let (selected, proposed) = decision(&events);
+    assert_eq!(selected, A::RenderInteraction { objective_id: None });
+    assert_eq!(proposed, Some(ask("o1")));
+    let rendered = events.iter().find_map(|e| match &e.body {
+        EventBody::InteractionRendered { interaction } => Some(interaction.clone()),
+        _ => None,
+    });
+    let rendered = rendered.expect("the consent panel");
+    assert_eq!(rendered.type_name(), "consent");
+    assert_eq!(rendered.value_schema["required"], json!(["accepted"]));
+    assert_eq!(status_after(&events), Some(S::WaitingForTool));
+}
+
+#[tokio::test]
+async fn a_declined_consent_abandons_the_session_with_a_kind_word() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(step(1, A::RenderInteraction { objective_id: None }, None));
+    given.push(answer_consent(1, false));
+    given.push(claim(2));
+    let events = when(given, decide(2, ask("o1"), None)).await.unwrap();
+    let (selected, _) = decision(&events);
+    assert_eq!(
+        selected,
+        A::Conclude {
+            reason: R::ConsentDeclined
+        }
+    );
+    assert!(said(&events).unwrap().contains("thank you"));
+    assert!(events.iter().any(|e| matches!(
+        e.body,
+        EventBody::SessionAbandoned {
+            reason: R::ConsentDeclined
+        }
+    )));
+    assert_eq!(status_after(&events), Some(S::Abandoned));
+}
+
+#[tokio::test]
+async fn an_objective_opens_with_its_question() {
+    for opening in [
+        probe("o1"),
+        A::RenderInteraction {
+            objective_id: Some("o1".into()),
+        },
+    ] {
+        let mut given = consented();
+        given.push(claim(2));
+        let events = when(given, decide(2, opening.clone(), Some("Tell me more?")))
+            .await
+            .unwrap();
+        let (selected, proposed) = decision(&events);
+        assert_eq!(selected, ask("o1"));
+        assert_eq!(proposed, Some(opening));
+        assert_eq!(said(&events).as_deref(), Some("How do you make coffee?"));
+        assert_eq!(status_after(&events), Some(S::WaitingForUser));
+        assert!(events.iter().any(|e| matches!(
+            e.body,
+            EventBody::PhaseChanged {
+                to: Phase::Opening,
+                ..
+            }
+        )));
+    }
+}
+
+#[tokio::test]
+async fn probes_stop_at_the_objectives_cap() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot every morning"));
+    given.extend(step(3, probe("o1"), Some("What do you like about it?")));
+    given.push(message(11, "It is quick and the coffee is strong"));
+    given.push(claim(4));
+    // max_probe_count is 1: the second probe becomes the objective's widget…
+    let events = when(
+        given.clone(),
+        decide(4, probe("o1"), Some("Anything else?")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        decision(&events),
+        (
+            A::RenderInteraction {
+                objective_id: Some("o1".into())
+            },
+            Some(probe("o1"))
+        )
+    );
+    // …and once the widget was shown, an extraction.
+    given.push(decide(
+        4,
+        A::RenderInteraction {
+            objective_id: Some("o1".into()),
+        },
+        None,
+    ));
+    given.push(C::SubmitInteraction {
+        interaction_id: "int-4".into(),
+        turn_id: Uuid::from_u128(12),
+        status: SubmitStatus::Submitted,
+        value: Some(json!(4)),
+        client_context: None,
+        at: at(),
+    });
+    given.push(claim(5));
+    let events = when(given, decide(5, probe("o1"), Some("And?")))
+        .await
+        .unwrap();
+    assert_eq!(decision(&events), (A::ExtractFields, Some(probe("o1"))));
+    assert_eq!(
+        status_after(&events),
+        None,
+        "extraction keeps the interviewer's turn"
+    );
+}
+
+#[tokio::test]
+async fn at_the_turn_limit_questions_give_way_to_the_summary_then_the_conclusion() {
+    let mut given = consented();
+    let questions = [ask("o1"), probe("o1"), ask("o2"), probe("o2")];
+    for (i, q) in questions.into_iter().enumerate() {
+        given.extend(step(2 + i as u128, q, Some("more?")));
+        given.push(message(20 + i as u128, "a long enough answer here"));
+    }
+    given.push(claim(9));
+    let events = when(given.clone(), decide(9, probe("o2"), Some("Why?")))
+        .await
+        .unwrap();
+    assert_eq!(
+        decision(&events),
+        (A::SummarizeAndConfirm, Some(probe("o2")))
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(e.body, EventBody::SummaryProposed { .. })));
+    given.push(decide(9, A::SummarizeAndConfirm, None));
+    given.push(message(30, "yes"));
+    given.push(C::ConfirmSummary {
+        confirmed: true,
+        addition: None,
+        at: at(),
+    });
+    given.push(claim(10));
+    let events = when(given, decide(10, probe("o2"), Some("And?")))
+        .await
+        .unwrap();
+    assert_eq!(
+        decision(&events).0,
+        A::Conclude {
+            reason: R::MaxTurnsReached
+        }
+    );
+    assert!(events.iter().any(|e| matches!(
+        &e.body,
+        EventBody::SessionCompleted {
+            reason: R::MaxTurnsReached,
+            summary_confirmed: true,
+            ..
+        }
+    )));
+    assert_eq!(status_after(&events), Some(S::Completed));
+}
+
+#[tokio::test]
+async fn the_reply_to_the_summary_is_not_a_turn() {
+    let mut given = consented();
+    given.extend(step(2, A::SummarizeAndConfirm, None));
+    let events = history(given.clone()).await;
+    let mut session = super::Session::default();
+    for e in events {
+        cqrs_es::Aggregate::apply(&mut session, e);
+    }
+    assert_eq!(session.phase(), Phase::SummaryConfirmation);
+    let before = session.turn_count();
+    for e in when(given, message(40, "yes")).await.unwrap() {
+        cqrs_es::Aggregate::apply(&mut session, e);
+    }
+    assert_eq!(session.turn_count(), before);
+}
+
+#[tokio::test]
+async fn an_end_request_stops_questions() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "结束"));
+    given.push(claim(3));
+    let events = when(given.clone(), decide(3, probe("o1"), Some("Why?")))
+        .await
+        .unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+    given.push(decide(3, A::SummarizeAndConfirm, None));
+    given.push(message(11, "对"));
+    given.push(claim(4));
+    let events = when(
+        given,
+        decide(
+            4,
+            A::Conclude {
+                reason: R::ParticipantRequestedEnd,
+            },
+            None,
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        decision(&events),
+        (
+            A::Conclude {
+                reason: R::ParticipantRequestedEnd
+            },
+            None
+        )
+    );
+}
+
+#[tokio::test]
+async fn three_one_word_answers_in_a_row_stop_the_probing() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "yes"));
+    given.extend(step(3, probe("o1"), Some("How so?")));
+    given.push(message(11, "fine"));
+    given.extend(step(4, ask("o2"), None));
+    given.push(message(12, "none"));
+    given.push(claim(5));
+    let events = when(given, decide(5, probe("o2"), Some("Why none?")))
+        .await
+        .unwrap();
+    assert_eq!(
+        decision(&events),
+        (A::SummarizeAndConfirm, Some(probe("o2")))
+    );
+}
+
+#[tokio::test]
+async fn questioning_stops_at_the_duration_limit() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "every day with a moka pot"));
+    given.push(C::StartAgentMessage {
+        message_id: Uuid::from_u128(3),
+        run_id: Uuid::from_u128(4),
+        at: later(31 * 60),
+    });
+    let late = C::Decide {
+        message_id: Uuid::from_u128(3),
+        interaction_id: None,
+        proposal: Box::new(proposal(ask("o2"), None)),
+        at: later(31 * 60),
+    };
+    let events = when(given, late).await.unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+}
+
+#[tokio::test]
+async fn a_conclusion_must_be_true() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot"));
+    given.push(claim(3));
+    for reason in [
+        R::AllMustObjectivesCovered,
+        R::ConfidenceThresholdMet,
+        R::MaxTurnsReached,
+        R::ParticipantFatigue,
+        R::Timeout,
+    ] {
+        let refused = when(given.clone(), decide(3, A::Conclude { reason }, None))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, SessionError::InvalidValue { ref field, .. } if field == "reason"),
+            "{reason:?}: {refused:?}"
+        );
+    }
+}
+
+fn extract(n: u128, confidence: f64) -> Vec<C> {
+    let mut p = proposal(A::ExtractFields, None);
+    p.fields = vec![ExtractedField {
+        field_id: "f1".into(),
+        value: json!("moka pot"),
+        confidence,
+        evidence_turn_ids: vec![Uuid::from_u128(10)],
+        quote: Some("I use a moka pot".into()),
+    }];
+    vec![claim(n), decide_with(n, p)]
+}
+
+#[tokio::test]
+async fn covered_must_objectives_allow_concluding_after_the_summary() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot every morning"));
+    given.extend(extract(3, 0.9));
+    given.push(claim(4));
+    // Covered, but no summary yet: the conclusion becomes the summary.
+    let events = when(
+        given.clone(),
+        decide(
+            4,
+            A::Conclude {
+                reason: R::AllMustObjectivesCovered,
+            },
+            None,
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+    let summary = events.iter().find_map(|e| match &e.body {
+        EventBody::SummaryProposed { summary } => Some(summary.clone()),
+        _ => None,
+    });
+    assert!(
+        summary.unwrap().contains("moka pot"),
+        "the default summary is written from the extracted fields"
+    );
+    given.push(decide(4, A::SummarizeAndConfirm, None));
+    given.push(message(11, "yes"));
+    given.push(C::ConfirmSummary {
+        confirmed: true,
+        addition: None,
+        at: at(),
+    });
+    given.push(claim(5));
+    for reason in [R::AllMustObjectivesCovered, R::ConfidenceThresholdMet] {
+        let events = when(given.clone(), decide(5, A::Conclude { reason }, None))
+            .await
+            .unwrap();
+        assert_eq!(decision(&events), (A::Conclude { reason }, None));
+        assert_eq!(status_after(&events), Some(S::Completed));
+    }
+}
+
+#[tokio::test]
+async fn low_confidence_does_not_meet_the_threshold() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot every morning"));
+    given.extend(extract(3, 0.4));
+    given.push(claim(4));
+    let refused = when(
+        given,
+        decide(
+            4,
+            A::Conclude {
+                reason: R::ConfidenceThresholdMet,
+            },
+            None,
+        ),
+    )
+    .await;
+    assert!(refused.is_err());
+}
+
+#[tokio::test]
+async fn extractions_name_real_fields_with_sane_confidence() {
+    let mut given = consented();
+    given.push(claim(3));
+    let mut p = proposal(A::ExtractFields, None);
+    p.fields = vec![ExtractedField {
+        field_id: "nope".into(),
+        value: json!(1),
+        confidence: 0.5,
+        evidence_turn_ids: vec![],
+        quote: None,
+    }];
+    assert!(when(given.clone(), decide_with(3, p.clone()))
+        .await
+        .is_err());
+    p.fields[0].field_id = "f1".into();
+    p.fields[0].confidence = 1.5;
+    assert!(when(given, decide_with(3, p)).await.is_err());
+}
+
+#[tokio::test]
+async fn every_decision_is_logged_with_its_provenance() {
+    let mut given = consented();
+    given.push(claim(2));
+    let events = when(
+        given,
+        decide(2, ask("o1"), Some("So, how do you make your coffee?")),
+    )
+    .await
+    .unwrap();
+    let logged = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::DecisionRecorded {
+                rationale,
+                model,
+                prompt_version_id,
+                latency_ms,
+                phase,
+                ..
+            } => Some((
+                rationale.clone(),
+                model.clone(),
+                prompt_version_id.clone(),
+                *latency_ms,
+                *phase,
+            )),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        logged,
+        (
+            "the test says so".into(),
+            "rules".into(),
+            "rules-v1".into(),
+            3,
+            Phase::Opening
+        )
+    );
+    assert_eq!(
+        said(&events).as_deref(),
+        Some("So, how do you make your coffee?")
+    );
+    assert_eq!(
+        super::check_stream(
+            &history({
+                let mut all = consented();
+                all.extend(step(2, ask("o1"), None));
+                all
+            })
+            .await
+        ),
+        Vec::<String>::new()
+    );
+}

@@ -1,0 +1,150 @@
+//! Interviewer decisions: the one action per decision, why it was taken, and the log BRIEF §3
+//! asks for. A decision is proposed by a policy (the rules interviewer or a model) and judged by
+//! the aggregate, which may rewrite it (`proposed_action` keeps what was asked for).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::events::Phase;
+use crate::interaction::InteractionSpec;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeTrigger {
+    Vague,
+    StrongEmotion,
+    Contradiction,
+    MissingField,
+}
+
+/// Why a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcludeReason {
+    AllMustObjectivesCovered,
+    ConfidenceThresholdMet,
+    MaxTurnsReached,
+    MaxDurationReached,
+    ParticipantRequestedEnd,
+    ParticipantFatigue,
+    ScreeningFailed,
+    SafetyTriggered,
+    ConsentDeclined,
+    Timeout,
+}
+
+impl ConcludeReason {
+    /// Reasons that end a session as `abandoned` rather than `completed`.
+    pub fn abandons(self) -> bool {
+        matches!(
+            self,
+            Self::ScreeningFailed | Self::SafetyTriggered | Self::ConsentDeclined
+        )
+    }
+}
+
+/// The action of a decision: exactly one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum AgentAction {
+    AskQuestion {
+        objective_id: String,
+    },
+    Probe {
+        objective_id: String,
+        based_on_turn_id: Option<Uuid>,
+        trigger: ProbeTrigger,
+    },
+    /// A widget: for an objective, or (no objective) the runtime's consent panel.
+    RenderInteraction {
+        objective_id: Option<String>,
+    },
+    ExtractFields,
+    SummarizeAndConfirm,
+    Conclude {
+        reason: ConcludeReason,
+    },
+}
+
+impl AgentAction {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AskQuestion { .. } => "ask_question",
+            Self::Probe { .. } => "probe",
+            Self::RenderInteraction { .. } => "render_interaction",
+            Self::ExtractFields => "extract_fields",
+            Self::SummarizeAndConfirm => "summarize_and_confirm",
+            Self::Conclude { .. } => "conclude",
+        }
+    }
+
+    pub fn objective_id(&self) -> Option<&str> {
+        match self {
+            Self::AskQuestion { objective_id } | Self::Probe { objective_id, .. } => {
+                Some(objective_id)
+            }
+            Self::RenderInteraction { objective_id } => objective_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The harness phase (FR-04-9) a decision with this action belongs to.
+    pub fn phase(&self, first_question: bool) -> Phase {
+        match self {
+            Self::AskQuestion { .. } if first_question => Phase::Opening,
+            Self::AskQuestion { .. } | Self::Probe { .. } => Phase::AskOrProbe,
+            Self::RenderInteraction { objective_id: None } => Phase::ConsentOrScreening,
+            Self::RenderInteraction { .. } => Phase::OptionalInteraction,
+            Self::ExtractFields => Phase::Extract,
+            Self::SummarizeAndConfirm => Phase::SummaryConfirmation,
+            Self::Conclude { .. } => Phase::Conclude,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+}
+
+/// One extracted output field, with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractedField {
+    pub field_id: String,
+    pub value: Value,
+    pub confidence: f64,
+    #[serde(default)]
+    pub evidence_turn_ids: Vec<Uuid>,
+    #[serde(default)]
+    pub quote: Option<String>,
+}
+
+/// Who decided and at what cost: the provenance half of the decision log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// `rules` for the built-in interviewer, else the model name.
+    pub model: String,
+    pub prompt_version_id: String,
+    pub latency_ms: u64,
+    pub token_usage: TokenUsage,
+}
+
+/// What a policy proposes; the aggregate judges it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proposal {
+    pub action: AgentAction,
+    pub rationale: String,
+    /// What the participant is told (ask, probe, summary, closing; optional with a widget).
+    pub message: Option<String>,
+    /// The widget to render with `render_interaction`.
+    pub interaction: Option<InteractionSpec>,
+    /// Fields extracted with `extract_fields`.
+    pub fields: Vec<ExtractedField>,
+    /// The summary proposed with `summarize_and_confirm`.
+    pub summary: Option<String>,
+    pub input_summary: String,
+    pub provenance: Provenance,
+}

@@ -1,0 +1,117 @@
+//! The text tests BRIEF §3 defines: one-word answers, end intent, affirmative replies. Exact and
+//! deterministic, so the aggregate can rely on them.
+
+/// Lower-cases and drops everything but letters, digits, CJK and single spaces.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.trim().chars().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
+            out.push(c);
+        } else if c.is_whitespace() && !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    out.trim().to_string()
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+/// One word in space-separated languages; at most 4 characters in CJK text.
+pub fn is_one_word(text: &str) -> bool {
+    let n = normalize(text);
+    if n.is_empty() {
+        return true;
+    }
+    if n.chars().any(is_cjk) {
+        n.chars().filter(|c| !c.is_whitespace()).count() <= 4
+    } else {
+        !n.contains(' ')
+    }
+}
+
+/// The whole message (trimmed of punctuation and case) is one of `phrases`; never a substring.
+pub fn matches_phrase(text: &str, phrases: &[String]) -> bool {
+    let n = normalize(text);
+    !n.is_empty() && phrases.iter().any(|p| normalize(p) == n)
+}
+
+/// Replies that confirm a proposed summary.
+pub const AFFIRMATIVE_PHRASES: &[&str] = &[
+    "yes",
+    "yes that's right",
+    "yes thats right",
+    "that's right",
+    "thats right",
+    "correct",
+    "right",
+    "yep",
+    "yeah",
+    "sure",
+    "exactly",
+    "looks good",
+    "sounds good",
+    "ok",
+    "okay",
+    "all good",
+    "perfect",
+    "对",
+    "对的",
+    "是",
+    "是的",
+    "没问题",
+    "正确",
+    "好的",
+    "可以",
+    "没错",
+];
+
+pub fn is_affirmative(text: &str) -> bool {
+    let n = normalize(text);
+    AFFIRMATIVE_PHRASES.iter().any(|p| normalize(p) == n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_word_answers() {
+        for (text, one) in [
+            ("Yes.", true),
+            ("no", true),
+            ("I guess so", false),
+            ("还行", true),
+            ("不知道啊", true),
+            ("我每周日去超市买菜", false),
+            ("  ", true),
+        ] {
+            assert_eq!(is_one_word(text), one, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn end_intent_is_a_whole_message_match() {
+        let phrases: Vec<String> = ["结束", "stop", "I'm done", "that's all"]
+            .map(String::from)
+            .to_vec();
+        for (text, end) in [
+            ("结束", true),
+            ("Stop!", true),
+            ("i'm done.", true),
+            ("That's all", true),
+            ("I can't stop using it", false),
+            ("结束了吗？我还想说", false),
+        ] {
+            assert_eq!(matches_phrase(text, &phrases), end, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn affirmative_replies() {
+        assert!(is_affirmative("Yes, that's right!"));
+        assert!(is_affirmative("是的"));
+        assert!(!is_affirmative("Yes but I also cook at home"));
+    }
+}
