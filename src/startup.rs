@@ -13,6 +13,7 @@ use interview_projections::db::PoolSettings;
 use interview_projections::{Db, Projector};
 use interview_session::hash::sha256_hex;
 
+use crate::harness::Harness;
 use crate::settings::{Secret, Settings};
 use crate::state::AppState;
 use crate::store::SessionStore;
@@ -69,7 +70,8 @@ impl Application {
             tracing::info!("published the demo study");
         }
         let hub = Arc::new(StreamHub::default());
-        let store = SessionStore::new(&db, projector.clone(), hub.clone());
+        let store = Arc::new(SessionStore::new(&db, projector.clone(), hub.clone()));
+        let harness = Arc::new(Harness::new(db.clone(), store.clone(), hub.clone()));
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
             source,
@@ -81,6 +83,7 @@ impl Application {
         let state = web::Data::new(AppState {
             db,
             store,
+            harness,
             projector,
             hub,
             researcher_token_digests: tokens,

@@ -5,13 +5,15 @@ use std::sync::Arc;
 
 use interview_projections::{Db, Projector};
 
+use crate::harness::Harness;
 use crate::settings::Settings;
 use crate::store::SessionStore;
 use crate::stream_hub::StreamHub;
 
 pub struct AppState {
     pub db: Db,
-    pub store: SessionStore,
+    pub store: Arc<SessionStore>,
+    pub harness: Arc<Harness>,
     pub projector: Arc<Projector>,
     pub hub: Arc<StreamHub>,
     pub settings: Settings,

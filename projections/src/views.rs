@@ -114,7 +114,9 @@ impl SessionStateView {
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
             } => {
-                self.turn_count += 1;
+                if self.current_phase.counts_turns() {
+                    self.turn_count += 1;
+                }
                 transcript.push(TranscriptRow {
                     seq,
                     turn_id: turn_id.to_string(),

@@ -1,0 +1,260 @@
+//! The harness: the interviewer's decision loop (BRIEF §2).
+//!
+//! A run loads the session from its events, asks the policy for the next action, checks it with
+//! the aggregate's own guard *before* a word is streamed, commits its claim on the turn
+//! (`agent.message.started`: only the run that wins the optimistic lock goes on, so two runs
+//! never both answer), streams the utterance as deltas to the session's subscribers, and submits
+//! the decision as a command. It loops while the interviewer holds the turn (extractions,
+//! classifying a reply to the summary) and stops when the session waits for the participant or
+//! has ended. A refused decision is recorded as `error.recorded` and replaced by the fallback,
+//! so a session is never left without a next step.
+
+pub mod conversation;
+pub mod rules;
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use cqrs_es::{Aggregate, AggregateError};
+use interview_projections::{read, Db, ProjectionError};
+use interview_session::decision::{AgentAction, Proposal};
+use interview_session::events::{Phase, SessionStatus};
+use interview_session::{Session, SessionCommand, SessionError};
+use uuid::Uuid;
+
+use crate::store::{Actor, SessionStore};
+use crate::stream_hub::{Live, StreamHub};
+use conversation::Conversation;
+
+/// Decisions one run may take before it yields (a guard against a policy that never waits).
+const MAX_STEPS: usize = 12;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("cannot read the session: {0}")]
+    Read(#[from] ProjectionError),
+    #[error("a command was refused: {0}")]
+    Command(#[from] AggregateError<SessionError>),
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The session now waits for the participant (or has ended).
+    Yielded,
+    /// Another run holds the turn; this one stopped without answering.
+    LostClaim,
+    /// Nothing to do: the session is not the interviewer's turn.
+    Idle,
+}
+
+pub struct Harness {
+    db: Db,
+    store: Arc<SessionStore>,
+    hub: Arc<StreamHub>,
+}
+
+impl Harness {
+    pub fn new(db: Db, store: Arc<SessionStore>, hub: Arc<StreamHub>) -> Self {
+        Self { db, store, hub }
+    }
+
+    async fn load(&self, session_id: &str) -> Result<(Session, Conversation), HarnessError> {
+        let events: Vec<_> = read::decoded_events_after(&self.db, session_id, 0)
+            .await?
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        let conversation = Conversation::from_events(&events);
+        let mut session = Session::default();
+        for event in events {
+            session.apply(event);
+        }
+        Ok((session, conversation))
+    }
+
+    async fn execute(
+        &self,
+        session_id: &str,
+        command: SessionCommand,
+        run_id: Uuid,
+    ) -> Result<(), AggregateError<SessionError>> {
+        self.store
+            .execute(session_id, command, Actor::Agent, &format!("run-{run_id}"))
+            .await
+    }
+
+    /// Runs the interviewer on a session until it waits for the participant.
+    #[tracing::instrument(skip(self))]
+    pub async fn run(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+        let run_id = Uuid::new_v4();
+        let mut outcome = RunOutcome::Idle;
+        for _ in 0..MAX_STEPS {
+            let (session, conversation) = self.load(session_id).await?;
+            let now = Utc::now();
+            match session.status() {
+                SessionStatus::Created => {
+                    match self
+                        .execute(session_id, SessionCommand::Start { at: now }, run_id)
+                        .await
+                    {
+                        Ok(())
+                        | Err(AggregateError::UserError(SessionError::InvalidState { .. })) => {
+                            continue
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                SessionStatus::Active => {}
+                _ => return Ok(outcome),
+            }
+            if session.phase() == Phase::SummaryConfirmation
+                || conversation.unclassified_summary_reply.is_some()
+            {
+                if let Some(reply) = &conversation.unclassified_summary_reply {
+                    let confirmed = interview_session::text::is_affirmative(reply);
+                    let command = SessionCommand::ConfirmSummary {
+                        confirmed,
+                        addition: (!confirmed).then(|| reply.clone()),
+                        at: now,
+                    };
+                    self.execute(session_id, command, run_id).await?;
+                    continue;
+                }
+            }
+            let proposal = rules::propose(&session, &conversation, now);
+            let interaction_id = Uuid::new_v4().to_string();
+            let (proposal, judged) =
+                match session.judge(&proposal, Some(interaction_id.clone()), now) {
+                    Ok(judged) => (proposal, judged),
+                    Err(refusal) => {
+                        self.record_error(session_id, run_id, "guard", &refusal)
+                            .await;
+                        let fallback = fallback(&session, &conversation, now);
+                        let judged = session
+                            .judge(&fallback, Some(interaction_id.clone()), now)
+                            .map_err(AggregateError::UserError)?;
+                        (fallback, judged)
+                    }
+                };
+            let message_id = Uuid::new_v4();
+            let claim = SessionCommand::StartAgentMessage {
+                message_id,
+                run_id,
+                at: now,
+            };
+            match self.execute(session_id, claim, run_id).await {
+                Ok(()) => {}
+                Err(AggregateError::UserError(
+                    SessionError::InvalidState { .. } | SessionError::Terminal { .. },
+                )) => return Ok(RunOutcome::LostClaim),
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(text) = &judged.message {
+                self.stream(session_id, &message_id, text);
+            }
+            let decide = SessionCommand::Decide {
+                message_id,
+                interaction_id: Some(interaction_id),
+                proposal: Box::new(proposal),
+                at: now,
+            };
+            self.execute(session_id, decide, run_id).await?;
+            outcome = RunOutcome::Yielded;
+        }
+        tracing::warn!(
+            session_id,
+            "the interviewer took {MAX_STEPS} decisions without waiting; yielding"
+        );
+        Ok(outcome)
+    }
+
+    /// Streams an utterance to live subscribers, a few words at a time.
+    fn stream(&self, session_id: &str, message_id: &Uuid, text: &str) {
+        let message_id = message_id.to_string();
+        for chunk in chunks(text) {
+            self.hub.publish(
+                session_id,
+                Live::Delta {
+                    message_id: message_id.clone(),
+                    content: chunk,
+                },
+            );
+        }
+    }
+
+    async fn record_error(
+        &self,
+        session_id: &str,
+        run_id: Uuid,
+        source: &str,
+        error: &SessionError,
+    ) {
+        tracing::warn!(session_id, %error, "decision refused; falling back");
+        let command = SessionCommand::RecordError {
+            source: source.into(),
+            code: error.code().into(),
+            message: error.to_string(),
+            at: Utc::now(),
+        };
+        if let Err(e) = self.execute(session_id, command, run_id).await {
+            tracing::error!(session_id, error = %e, "cannot record a harness error");
+        }
+    }
+}
+
+/// The fallback when a proposal is refused: the rules interviewer's choice, or, should even that
+/// be refused, the summary (always possible once consent is settled).
+fn fallback(
+    session: &Session,
+    conversation: &Conversation,
+    now: chrono::DateTime<Utc>,
+) -> Proposal {
+    let rules = rules::propose(session, conversation, now);
+    if session
+        .judge(&rules, Some(Uuid::nil().to_string()), now)
+        .is_ok()
+    {
+        return rules;
+    }
+    let mut p = rules;
+    p.action = AgentAction::SummarizeAndConfirm;
+    p.rationale = "Fallback after a refused decision: confirm what was learned so far.".into();
+    p.message = None;
+    p.summary = None;
+    p
+}
+
+/// Splits text into small pieces: three words at a time, or six characters of CJK text.
+pub fn chunks(text: &str) -> Vec<String> {
+    if !text.contains(' ') {
+        let chars: Vec<char> = text.chars().collect();
+        return chars.chunks(6).map(|c| c.iter().collect()).collect();
+    }
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for (i, piece) in text.split_inclusive(' ').enumerate() {
+        current.push_str(piece);
+        if i % 3 == 2 {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chunks_rebuild_the_text() {
+        for text in [
+            "How do you usually plan your groceries for the week?",
+            "你平时怎么计划每周买菜？",
+            "Hi",
+        ] {
+            assert_eq!(super::chunks(text).concat(), text);
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The built-in `rules` interviewer: deterministic, offline, no model needed.
+//!
+//! - Objectives in priority order (must, should, could); each opens with its opening question.
+//! - An answer is *vague* when it has fewer than 8 words (fewer than 15 characters in CJK text)
+//!   or hedges ("maybe", "it depends", "不知道", …). A vague answer is probed — with a rotating
+//!   follow-up asking for a concrete example, the reason, or the last time it happened — up to
+//!   the objective's `max_probe_count`.
+//! - After the open answer (and any probes) the objective's widget is shown, if it has one.
+//! - Then the objective's fields are extracted: widget values with confidence 1.0; text fields
+//!   from the answers, with a confidence that grows with the amount said (0.3 + 0.05 per word,
+//!   at most 0.9) — honest, since no model judged them.
+//! - When no objective is left, or a limit, end request or fatigue stops questioning, the
+//!   summary is proposed; a confirmation concludes, an addition is extracted and re-confirmed
+//!   once, then the interview concludes.
+
+use chrono::{DateTime, Utc};
+use interview_session::decision::{
+    AgentAction, ConcludeReason, ExtractedField, ProbeTrigger, Proposal, Provenance,
+};
+use interview_session::study::{FieldType, Objective};
+use interview_session::text;
+use interview_session::Session;
+use serde_json::{json, Value};
+
+use super::conversation::{Answer, Conversation};
+
+pub const PROMPT_VERSION_ID: &str = "rules-v1";
+
+const HEDGES: &[&str] = &[
+    "maybe",
+    "not sure",
+    "it depends",
+    "depends",
+    "i don't know",
+    "dont know",
+    "sometimes",
+    "kind of",
+    "sort of",
+    "不知道",
+    "还行",
+    "一般",
+    "看情况",
+    "可能",
+    "说不清",
+];
+
+/// Whether an answer deserves a probe (see the module docs).
+pub fn is_vague(answer: &str) -> bool {
+    let n = text::normalize(answer);
+    let cjk = n.chars().filter(|c| (*c as u32) >= 0x3040).count();
+    let short = if cjk > 0 {
+        n.chars().count() < 15
+    } else {
+        n.split(' ').count() < 8
+    };
+    short || HEDGES.iter().any(|h| n.contains(&text::normalize(h)))
+}
+
+fn probe_question(locale: &str, n: u32) -> &'static str {
+    const EN: [&str; 3] = [
+        "Could you give me a recent, concrete example of that?",
+        "What makes that important to you?",
+        "Can you walk me through the last time that happened?",
+    ];
+    const ZH: [&str; 3] = [
+        "能举一个最近的具体例子吗？",
+        "这对你来说为什么重要？",
+        "能说说上一次发生这种情况时的经过吗？",
+    ];
+    let i = n as usize % 3;
+    if locale.starts_with("zh") {
+        ZH[i]
+    } else {
+        EN[i]
+    }
+}
+
+fn proposal(action: AgentAction, rationale: String, input_summary: String) -> Proposal {
+    Proposal {
+        action,
+        rationale,
+        message: None,
+        interaction: None,
+        fields: Vec::new(),
+        summary: None,
+        input_summary,
+        provenance: Provenance {
+            model: "rules".into(),
+            prompt_version_id: PROMPT_VERSION_ID.into(),
+            latency_ms: 0,
+            token_usage: Default::default(),
+        },
+    }
+}
+
+/// The next decision for a session whose interviewer holds the turn.
+pub fn propose(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
+    let Some(study) = s.study() else {
+        return proposal(
+            AgentAction::ExtractFields,
+            "nothing to do".into(),
+            String::new(),
+        );
+    };
+    let locale = study.study_config.locale.as_str();
+    match s.consent() {
+        None => {
+            return proposal(
+                AgentAction::RenderInteraction { objective_id: None },
+                "Consent must be given before any question.".into(),
+                "session start".into(),
+            )
+        }
+        Some(false) => {
+            return proposal(
+                AgentAction::Conclude {
+                    reason: ConcludeReason::ConsentDeclined,
+                },
+                "The participant declined consent.".into(),
+                "consent declined".into(),
+            )
+        }
+        Some(true) => {}
+    }
+    if s.summary().is_some() {
+        return after_summary(s, c, at);
+    }
+    if let Some(reason) = s.stop_reason(at) {
+        let mut p = proposal(
+            AgentAction::SummarizeAndConfirm,
+            format!("Questioning stops ({reason:?}); the summary is confirmed before concluding."),
+            format!("{} turns", s.turn_count()),
+        );
+        p.summary = Some(s.default_summary());
+        return p;
+    }
+    if let Some(current) = s
+        .current_objective()
+        .and_then(|id| s.objectives_in_order().into_iter().find(|o| o.id == id))
+    {
+        if let Some(p) = continue_objective(s, c, current, locale) {
+            return p;
+        }
+    }
+    for objective in s.objectives_in_order() {
+        if !s.objective(&objective.id).asked {
+            return proposal(
+                AgentAction::AskQuestion {
+                    objective_id: objective.id.clone(),
+                },
+                format!(
+                    "{:?} objective {:?} has not been asked yet; it opens with its question.",
+                    objective.priority, objective.title
+                ),
+                "next objective".into(),
+            );
+        }
+    }
+    let mut p = proposal(
+        AgentAction::SummarizeAndConfirm,
+        "Every objective has been covered; the summary is confirmed before concluding.".into(),
+        format!("{} turns", s.turn_count()),
+    );
+    p.summary = Some(s.default_summary());
+    p
+}
+
+/// Probe, widget or extraction for the objective in progress; `None` when it is done.
+fn continue_objective(
+    s: &Session,
+    c: &Conversation,
+    o: &Objective,
+    locale: &str,
+) -> Option<Proposal> {
+    let progress = s.objective(&o.id);
+    if !progress.answered {
+        return None;
+    }
+    let answers: Vec<&Answer> = c.answers_to(&o.id).collect();
+    let last_text = answers.iter().rev().find(|a| a.interaction_type.is_none());
+    if let Some(last) = last_text {
+        if !progress.interaction_rendered
+            && progress.probes < o.max_probe_count
+            && is_vague(&last.content)
+        {
+            let words = text::normalize(&last.content).split(' ').count();
+            let mut p = proposal(
+                AgentAction::Probe {
+                    objective_id: o.id.clone(),
+                    based_on_turn_id: Some(last.turn_id),
+                    trigger: ProbeTrigger::Vague,
+                },
+                format!(
+                    "The answer about {:?} was vague ({words} words, no concrete example); probe {} of {}.",
+                    o.title,
+                    progress.probes + 1,
+                    o.max_probe_count
+                ),
+                format!("last answer: {words} words"),
+            );
+            p.message = Some(probe_question(locale, progress.probes).into());
+            return Some(p);
+        }
+    }
+    if o.interaction.is_some() && !progress.interaction_rendered {
+        return Some(proposal(
+            AgentAction::RenderInteraction {
+                objective_id: Some(o.id.clone()),
+            },
+            format!(
+                "The open answer about {:?} is in; its structured question follows.",
+                o.title
+            ),
+            "objective answered".into(),
+        ));
+    }
+    let fields = extract(s, o, &answers);
+    let already = fields
+        .iter()
+        .all(|f| s.fields().get(&f.field_id) == Some(f));
+    if fields.is_empty() || already {
+        return None;
+    }
+    let mut p = proposal(
+        AgentAction::ExtractFields,
+        format!(
+            "The answers about {:?} are in; their fields are extracted.",
+            o.title
+        ),
+        format!("{} answers", answers.len()),
+    );
+    p.fields = fields;
+    Some(p)
+}
+
+/// The rules extraction of one objective's fields (see the module docs).
+fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedField> {
+    let Some(study) = s.study() else {
+        return Vec::new();
+    };
+    let texts: Vec<&&Answer> = answers
+        .iter()
+        .filter(|a| a.interaction_type.is_none())
+        .collect();
+    let widget = answers
+        .iter()
+        .rev()
+        .find(|a| a.interaction_type.is_some() && a.value.is_some());
+    let mut out = Vec::new();
+    for field in study
+        .output_schema
+        .fields
+        .iter()
+        .filter(|f| f.objective_id == o.id)
+    {
+        let from_widget = widget.and_then(|w| {
+            let v = w.value.clone()?;
+            let fits = match field.field_type {
+                FieldType::Integer => v.is_u64() || v.is_i64(),
+                FieldType::Number => v.is_number(),
+                FieldType::Boolean => v.is_boolean(),
+                FieldType::Enum => v
+                    .as_str()
+                    .is_some_and(|s| field.options.iter().any(|o| o == s)),
+                FieldType::StringList => v.is_array(),
+                FieldType::String => false,
+            };
+            fits.then(|| ExtractedField {
+                field_id: field.id.clone(),
+                value: v,
+                confidence: 1.0,
+                evidence_turn_ids: vec![w.turn_id],
+                quote: None,
+            })
+        });
+        if let Some(f) = from_widget {
+            out.push(f);
+            continue;
+        }
+        if !matches!(field.field_type, FieldType::String | FieldType::StringList)
+            || texts.is_empty()
+        {
+            continue;
+        }
+        let joined = texts
+            .iter()
+            .map(|a| a.content.trim())
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let words = texts
+            .iter()
+            .map(|a| text::normalize(&a.content).split(' ').count())
+            .sum::<usize>();
+        let longest = texts
+            .iter()
+            .max_by_key(|a| a.content.len())
+            .map(|a| a.content.clone());
+        let value = match field.field_type {
+            FieldType::StringList => {
+                json!(texts.iter().map(|a| a.content.trim()).collect::<Vec<_>>())
+            }
+            _ => Value::String(joined),
+        };
+        out.push(ExtractedField {
+            field_id: field.id.clone(),
+            value,
+            confidence: (0.3 + 0.05 * words as f64).min(0.9),
+            evidence_turn_ids: texts.iter().map(|a| a.turn_id).collect(),
+            quote: longest,
+        });
+    }
+    out
+}
+
+/// After the summary was proposed and the reply classified: conclude, or take in an addition
+/// and re-confirm once.
+fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
+    let reason = s.stop_reason(at).unwrap_or(if s.all_must_covered() {
+        ConcludeReason::AllMustObjectivesCovered
+    } else if s.required_fields_met() {
+        ConcludeReason::ConfidenceThresholdMet
+    } else {
+        ConcludeReason::AllMustObjectivesCovered
+    });
+    if s.summary_confirmed() == Some(false) && c.summaries_proposed < 2 {
+        let mut p = proposal(
+            AgentAction::SummarizeAndConfirm,
+            "The participant added to the summary; a short re-confirmation follows.".into(),
+            "summary addition".into(),
+        );
+        p.summary = Some(s.default_summary());
+        return p;
+    }
+    proposal(
+        AgentAction::Conclude { reason },
+        format!(
+            "The summary was {}; the interview concludes ({reason:?}).",
+            if s.summary_confirmed() == Some(true) {
+                "confirmed"
+            } else {
+                "answered"
+            }
+        ),
+        "summary reply".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vague_answers() {
+        for (answer, vague) in [
+            ("Yes", true),
+            (
+                "I plan on Sundays with a list on my phone and my partner adds items",
+                false,
+            ),
+            (
+                "Maybe, it depends on the week and what we have at home already",
+                true,
+            ),
+            ("还行", true),
+            ("我每周日晚上和家人一起在手机上列购物清单然后去超市", false),
+        ] {
+            assert_eq!(is_vague(answer), vague, "{answer:?}");
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! The rules interviewer driving the demo study end to end (runs triggered explicitly here).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::sse::SseClient;
+
+async fn run(app: &TestApp, session: &str) -> Value {
+    app.state
+        .harness
+        .run(session)
+        .await
+        .expect("the run succeeds");
+    json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await
+}
+
+fn last_assistant(state: &Value) -> String {
+    state["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|t| t["role"] == "assistant")
+        .map(|t| t["content"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+fn last_action(state: &Value) -> Value {
+    state["decision_log"].as_array().unwrap().last().unwrap()["selected_action"].clone()
+}
+
+async fn submit(app: &TestApp, session: &str, token: &str, state: &Value, value: Value) {
+    let id = state["pending_interaction"]["interaction_id"]
+        .as_str()
+        .expect("a pending widget");
+    let res = app
+        .post(
+            &format!("/api/sessions/{session}/interactions/{id}/submit"),
+            Some(token),
+            &json!({"status": "submitted", "value": value}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
+async fn say(app: &TestApp, session: &str, token: &str, text: &str) {
+    assert_eq!(
+        app.post_message(session, token, text).await.status(),
+        StatusCode::ACCEPTED
+    );
+}
+
+async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let stream_url = app.url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let mut sse = SseClient::new(app.client.get(stream_url).send().await.unwrap());
+
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "waiting_for_tool");
+    assert_eq!(s["current_phase"], "CONSENT_OR_SCREENING");
+    assert_eq!(s["pending_interaction"]["type"], "consent");
+    assert!(s["pending_interaction"]["consent_text"]
+        .as_str()
+        .unwrap()
+        .contains("research interview"));
+    submit(&app, &session, &token, &s, json!({"accepted": true})).await;
+
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(s["current_phase"], "OPENING");
+    assert!(last_assistant(&s).starts_with("To start, could you walk me through"));
+    assert_eq!(
+        last_action(&s),
+        json!({"action": "ask_question", "objective_id": "planning_habits"})
+    );
+
+    say(&app, &session, &token, "I use a list").await;
+    let s = run(&app, &session).await;
+    assert_eq!(last_action(&s)["action"], "probe");
+    assert_eq!(last_action(&s)["trigger"], "vague");
+
+    say(
+        &app,
+        &session,
+        &token,
+        "Last Sunday I wrote the list on my phone while my partner checked the fridge and pantry",
+    )
+    .await;
+    let s = run(&app, &session).await;
+    assert_eq!(
+        last_action(&s),
+        json!({"action": "ask_question", "objective_id": "pain_points"})
+    );
+    assert!(
+        s["extracted_fields"]["planning_method"]["confidence"]
+            .as_f64()
+            .unwrap()
+            >= 0.7
+    );
+
+    say(
+        &app,
+        &session,
+        &token,
+        "Vegetables go bad before we eat them because we buy too much on impulse every single week",
+    )
+    .await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "waiting_for_tool");
+    assert_eq!(s["pending_interaction"]["type"], "likert");
+    submit(&app, &session, &token, &s, json!(2)).await;
+
+    let s = run(&app, &session).await;
+    assert_eq!(
+        last_action(&s),
+        json!({"action": "ask_question", "objective_id": "tool_preferences"})
+    );
+    assert_eq!(s["extracted_fields"]["planning_satisfaction"]["value"], 2);
+
+    say(&app, &session, &token, "Honestly a shopping list that fills itself from the meals we plan would save me the most time").await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["pending_interaction"]["type"], "single_choice");
+    submit(&app, &session, &token, &s, json!("shopping_list")).await;
+
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
+    assert!(last_assistant(&s).contains("Did I get that right?"));
+    let turns = s["turn_count"].clone();
+
+    say(&app, &session, &token, "Yes, that's right").await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "completed");
+    assert_eq!(
+        s["turn_count"], turns,
+        "the confirmation reply is not a turn"
+    );
+    assert_eq!(s["end_reason"], "all_must_objectives_covered");
+    assert_eq!(s["summary_confirmed"], true);
+    assert!(s["summary"].as_str().unwrap().contains("shopping_list"));
+
+    // Every decision is logged with its rationale and provenance.
+    for d in s["decision_log"].as_array().unwrap() {
+        assert!(!d["rationale"].as_str().unwrap().trim().is_empty(), "{d}");
+        assert_eq!(d["model"], "rules");
+        assert!(
+            d["latency_ms"].is_u64() && d["token_usage"].is_object() && d["phase"].is_string(),
+            "{d}"
+        );
+    }
+    // The participant saw the utterances stream in before each was completed.
+    let frames = sse
+        .until(Duration::from_secs(5), |f| f.event == "session.completed")
+        .await;
+    let first_delta = frames
+        .iter()
+        .position(|f| f.event == "message.delta")
+        .expect("deltas were streamed");
+    let first_assistant = frames
+        .iter()
+        .position(|f| f.event == "message.completed" && f.data["role"] == "assistant")
+        .unwrap();
+    assert!(first_delta < first_assistant);
+    for f in &frames {
+        let text = f.data.to_string().to_lowercase();
+        if f.event.starts_with("message") {
+            for internal in ["rationale", "langgraph", "harness"] {
+                assert!(
+                    !text.contains(internal),
+                    "{internal} shown to the participant: {text}"
+                );
+            }
+        }
+    }
+    // The stored stream passes every rule the aggregate checks.
+    let events: Vec<_> = interview_projections::read::decoded_events_after(app.db(), &session, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        interview_session::aggregate::check_stream(&events),
+        Vec::<String>::new()
+    );
+    // And the participant cannot go on.
+    assert_error(
+        app.post_message(&session, &token, "one more thing").await,
+        StatusCode::GONE,
+        "session_terminal",
+    )
+    .await;
+}
+
+async fn declining_consent_abandons_the_session_kindly(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let s = run(&app, &session).await;
+    submit(&app, &session, &token, &s, json!({"accepted": false})).await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "abandoned");
+    assert_eq!(s["end_reason"], "consent_declined");
+    assert!(last_assistant(&s).contains("thank you"));
+    let participant = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    let transcript = participant["transcript"].as_array().unwrap();
+    assert!(transcript
+        .iter()
+        .any(|t| t["content"] == "I do not agree to take part."));
+    assert_error(
+        app.post_message(&session, &token, "hello?").await,
+        StatusCode::GONE,
+        "session_terminal",
+    )
+    .await;
+}
+
+async fn saying_stop_goes_to_the_summary_and_ends_there(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let s = run(&app, &session).await;
+    submit(&app, &session, &token, &s, json!({"accepted": true})).await;
+    run(&app, &session).await;
+    say(&app, &session, &token, "结束").await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
+    assert_eq!(last_action(&s)["action"], "summarize_and_confirm");
+    say(&app, &session, &token, "是的").await;
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["end_reason"], "participant_requested_end");
+    let questions = s["decision_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| {
+            matches!(
+                d["selected_action"]["action"].as_str(),
+                Some("ask_question" | "probe")
+            )
+        })
+        .count();
+    assert_eq!(questions, 1, "no question after the end request");
+}
+
+async fn a_second_run_on_the_same_turn_does_not_answer_twice(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, _) = app.create_session("demo").await;
+    let (a, b) = tokio::join!(
+        app.state.harness.run(&session),
+        app.state.harness.run(&session)
+    );
+    a.unwrap();
+    b.unwrap();
+    let s = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await;
+    assert_eq!(s["decision_log"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s["interaction_events"].as_array().unwrap().len(), 1);
+}
+
+both_stores!(
+    the_rules_interviewer_runs_the_demo_to_completion,
+    declining_consent_abandons_the_session_kindly,
+    saying_stop_goes_to_the_summary_and_ends_there,
+    a_second_run_on_the_same_turn_does_not_answer_twice,
+);
