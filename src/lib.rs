@@ -7,6 +7,7 @@ pub mod body;
 pub mod demo;
 pub mod error;
 pub mod harness;
+pub mod llm;
 pub mod openapi;
 pub mod routes;
 pub mod settings;

@@ -89,6 +89,9 @@ pub struct Overrides {
     /// Seconds between keep-alive comments on idle SSE streams [default: 15].
     #[arg(long, env = "SSE_KEEPALIVE_SECS")]
     pub sse_keepalive_secs: Option<u64>,
+    /// Seconds a model stream may stay silent before it counts as stalled [default: 15].
+    #[arg(long, env = "MODEL_IDLE_TIMEOUT_SECS")]
+    pub model_idle_timeout_secs: Option<u64>,
     /// Log format [default: text].
     #[arg(long, env = "LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -113,6 +116,7 @@ pub struct Settings {
     pub catch_up_interval_secs: u64,
     pub shutdown_timeout_secs: u64,
     pub sse_keepalive_secs: u64,
+    pub model_idle_timeout_secs: u64,
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
 }
@@ -133,6 +137,7 @@ impl Default for Settings {
             catch_up_interval_secs: 30,
             shutdown_timeout_secs: 30,
             sse_keepalive_secs: 15,
+            model_idle_timeout_secs: 15,
             log_format: LogFormat::Text,
             public_base_url: None,
         }
@@ -187,6 +192,7 @@ impl Settings {
             catch_up_interval_secs,
             shutdown_timeout_secs,
             sse_keepalive_secs,
+            model_idle_timeout_secs,
             log_format
         );
         if o.database_url.is_some() {

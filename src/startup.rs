@@ -14,6 +14,7 @@ use interview_projections::{Db, Projector};
 use interview_session::hash::sha256_hex;
 
 use crate::harness::Harness;
+use crate::llm::ModelGateway;
 use crate::settings::{Secret, Settings};
 use crate::state::AppState;
 use crate::store::SessionStore;
@@ -71,7 +72,20 @@ impl Application {
         }
         let hub = Arc::new(StreamHub::default());
         let store = Arc::new(SessionStore::new(&db, projector.clone(), hub.clone()));
-        let harness = Arc::new(Harness::new(db.clone(), store.clone(), hub.clone()));
+        let gateway = settings.openai_base_url.as_deref().map(|url| {
+            tracing::info!(url, "model endpoint configured for studies in llm mode");
+            Arc::new(ModelGateway::new(
+                url,
+                settings.openai_api_key.as_ref().map(|k| k.0.as_str()),
+                Duration::from_secs(settings.model_idle_timeout_secs.max(1)),
+            ))
+        });
+        let harness = Arc::new(Harness::new(
+            db.clone(),
+            store.clone(),
+            hub.clone(),
+            gateway,
+        ));
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
             source,

@@ -110,14 +110,25 @@ pub async fn decoded_events_after(
     session_id: &str,
     after: u64,
 ) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
+    decoded_events_between(db, session_id, after, i64::MAX as u64).await
+}
+
+/// A session's decoded events with `after < sequence <= up_to`, in order.
+pub async fn decoded_events_between(
+    db: &Db,
+    session_id: &str,
+    after: u64,
+    up_to: u64,
+) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
     let rows: Vec<(i64, Value)> = on_db!(read(db), |pool| {
         sqlx::query_as(
             "SELECT sequence, payload FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 AND sequence <= $4 ORDER BY sequence",
         )
         .bind(interview_session::AGGREGATE_TYPE)
         .bind(session_id)
         .bind(after as i64)
+        .bind(up_to.min(i64::MAX as u64) as i64)
         .fetch_all(pool)
         .await?
     });

@@ -12,16 +12,20 @@
 pub mod conversation;
 pub mod rules;
 
+mod llm_step;
+
 use std::sync::Arc;
 
 use chrono::Utc;
 use cqrs_es::{Aggregate, AggregateError};
 use interview_projections::{read, Db, ProjectionError};
 use interview_session::decision::{AgentAction, Proposal};
-use interview_session::events::{Phase, SessionStatus};
+use interview_session::events::{Phase, SessionEvent, SessionStatus};
+use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
+use crate::llm::ModelGateway;
 use crate::store::{Actor, SessionStore};
 use crate::stream_hub::{Live, StreamHub};
 use conversation::Conversation;
@@ -52,14 +56,33 @@ pub struct Harness {
     db: Db,
     store: Arc<SessionStore>,
     hub: Arc<StreamHub>,
+    /// The model endpoint, when one is configured; studies in `llm` mode use it.
+    gateway: Option<Arc<ModelGateway>>,
+}
+
+/// A session as the harness sees it: state, conversation, and the events behind them.
+struct Loaded {
+    session: Session,
+    conversation: Conversation,
+    events: Vec<SessionEvent>,
 }
 
 impl Harness {
-    pub fn new(db: Db, store: Arc<SessionStore>, hub: Arc<StreamHub>) -> Self {
-        Self { db, store, hub }
+    pub fn new(
+        db: Db,
+        store: Arc<SessionStore>,
+        hub: Arc<StreamHub>,
+        gateway: Option<Arc<ModelGateway>>,
+    ) -> Self {
+        Self {
+            db,
+            store,
+            hub,
+            gateway,
+        }
     }
 
-    async fn load(&self, session_id: &str) -> Result<(Session, Conversation), HarnessError> {
+    async fn load(&self, session_id: &str) -> Result<Loaded, HarnessError> {
         let events: Vec<_> = read::decoded_events_after(&self.db, session_id, 0)
             .await?
             .into_iter()
@@ -67,10 +90,14 @@ impl Harness {
             .collect();
         let conversation = Conversation::from_events(&events);
         let mut session = Session::default();
-        for event in events {
+        for event in events.iter().cloned() {
             session.apply(event);
         }
-        Ok((session, conversation))
+        Ok(Loaded {
+            session,
+            conversation,
+            events,
+        })
     }
 
     async fn execute(
@@ -90,7 +117,11 @@ impl Harness {
         let run_id = Uuid::new_v4();
         let mut outcome = RunOutcome::Idle;
         for _ in 0..MAX_STEPS {
-            let (session, conversation) = self.load(session_id).await?;
+            let Loaded {
+                session,
+                conversation,
+                events,
+            } = self.load(session_id).await?;
             let now = Utc::now();
             match session.status() {
                 SessionStatus::Created => {
@@ -122,21 +153,7 @@ impl Harness {
                     continue;
                 }
             }
-            let proposal = rules::propose(&session, &conversation, now);
-            let interaction_id = Uuid::new_v4().to_string();
-            let (proposal, judged) =
-                match session.judge(&proposal, Some(interaction_id.clone()), now) {
-                    Ok(judged) => (proposal, judged),
-                    Err(refusal) => {
-                        self.record_error(session_id, run_id, "guard", &refusal)
-                            .await;
-                        let fallback = fallback(&session, &conversation, now);
-                        let judged = session
-                            .judge(&fallback, Some(interaction_id.clone()), now)
-                            .map_err(AggregateError::UserError)?;
-                        (fallback, judged)
-                    }
-                };
+            // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();
             let claim = SessionCommand::StartAgentMessage {
                 message_id,
@@ -150,8 +167,45 @@ impl Harness {
                 )) => return Ok(RunOutcome::LostClaim),
                 Err(e) => return Err(e.into()),
             }
-            if let Some(text) = &judged.message {
-                self.stream(session_id, &message_id, text);
+            let interaction_id = Uuid::new_v4().to_string();
+            let step = llm_step::Step {
+                session_id,
+                run_id,
+                message_id,
+                now,
+            };
+            let (proposal, shown) =
+                match (&self.gateway, session.study().map(|s| s.agent_config.mode)) {
+                    // Consent is the runtime's own step: the model is asked only once it is given.
+                    (Some(gateway), Some(AgentMode::Llm)) if session.consent() == Some(true) => {
+                        self.llm_propose(gateway, &step, &session, &conversation, &events)
+                            .await
+                    }
+                    _ => (rules::propose(&session, &conversation, now), String::new()),
+                };
+            let (proposal, judged) =
+                match session.judge(&proposal, Some(interaction_id.clone()), now) {
+                    Ok(judged) => (proposal, judged),
+                    Err(refusal) => {
+                        self.record_error(
+                            session_id,
+                            run_id,
+                            "guard",
+                            refusal.code(),
+                            &refusal.to_string(),
+                        )
+                        .await;
+                        let fallback = fallback(&session, &conversation, now);
+                        let judged = session
+                            .judge(&fallback, Some(interaction_id.clone()), now)
+                            .map_err(AggregateError::UserError)?;
+                        (fallback, judged)
+                    }
+                };
+            if shown.is_empty() {
+                if let Some(text) = &judged.message {
+                    self.stream(session_id, &message_id, text);
+                }
             }
             let decide = SessionCommand::Decide {
                 message_id,
@@ -170,7 +224,7 @@ impl Harness {
     }
 
     /// Streams an utterance to live subscribers, a few words at a time.
-    fn stream(&self, session_id: &str, message_id: &Uuid, text: &str) {
+    pub(crate) fn stream(&self, session_id: &str, message_id: &Uuid, text: &str) {
         let message_id = message_id.to_string();
         for chunk in chunks(text) {
             self.hub.publish(
@@ -183,18 +237,26 @@ impl Harness {
         }
     }
 
+    /// Records a handled failure (`error.recorded`), for auditors; the run goes on.
     async fn record_error(
         &self,
         session_id: &str,
         run_id: Uuid,
         source: &str,
-        error: &SessionError,
+        code: &str,
+        message: &str,
     ) {
-        tracing::warn!(session_id, %error, "decision refused; falling back");
+        tracing::warn!(
+            session_id,
+            source,
+            code,
+            message,
+            "handled failure; falling back"
+        );
         let command = SessionCommand::RecordError {
             source: source.into(),
-            code: error.code().into(),
-            message: error.to_string(),
+            code: code.into(),
+            message: message.into(),
             at: Utc::now(),
         };
         if let Err(e) = self.execute(session_id, command, run_id).await {

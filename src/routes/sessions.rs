@@ -387,6 +387,8 @@ fn researcher_fields(view: &SessionStateView) -> Map<String, Value> {
         "interaction_events": interaction_events,
         "extracted_fields": view.extracted_fields,
         "decision_log": view.decision_log,
+        "errors": view.errors,
+        "consent": view.consent,
         "summary": view.summary,
         "summary_confirmed": view.summary_confirmed,
         "end_reason": view.end_reason,

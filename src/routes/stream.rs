@@ -6,6 +6,7 @@
 //! (their sequence); utterance deltas do not. A comment line every `SSE_KEEPALIVE_SECS` keeps
 //! proxies from closing an idle stream, and is how a vanished client is noticed.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use actix_web::web::Bytes;
@@ -89,6 +90,7 @@ async fn pump(
         folder: StreamFolder::default(),
         folded: 0,
         after,
+        completed: HashSet::new(),
     };
     if tx
         .send(Bytes::from_static(b"retry: 2000\n\n"))
@@ -97,7 +99,11 @@ async fn pump(
     {
         return;
     }
-    if reader.catch_up(&state, &session_id, &tx).await.is_err() {
+    if reader
+        .catch_up(&state, &session_id, u64::MAX, &tx)
+        .await
+        .is_err()
+    {
         return;
     }
     let every = Duration::from_secs(state.settings.sse_keepalive_secs.max(1));
@@ -106,12 +112,16 @@ async fn pump(
     loop {
         tokio::select! {
             note = sub.receiver.recv() => match note {
+                // Read only up to the announced commit: deltas published after it are still
+                // queued behind this note, and must not overtake their own message.
                 Ok(Live::Committed(seq)) if seq > reader.folded => {
-                    if reader.catch_up(&state, &session_id, &tx).await.is_err() {
+                    if reader.catch_up(&state, &session_id, seq, &tx).await.is_err() {
                         return;
                     }
                 }
                 Ok(Live::Committed(_)) => {}
+                // A delta of a message already completed (read at connect) is stale.
+                Ok(Live::Delta { message_id, .. }) if reader.completed.contains(&message_id) => {}
                 Ok(Live::Delta { message_id, content }) => {
                     let frame = StreamEvent::delta(&message_id, &content).to_sse(None);
                     if tx.send(Bytes::from(frame)).await.is_err() {
@@ -138,22 +148,31 @@ struct Reader {
     folded: u64,
     /// Send only events after this id.
     after: u64,
+    /// Messages whose completion was read: their late deltas are dropped.
+    completed: HashSet<String>,
 }
 
 impl Reader {
+    /// Sends the events after the last one folded, up to `up_to`.
     async fn catch_up(
         &mut self,
         state: &AppState,
         session_id: &str,
+        up_to: u64,
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<(), ()> {
-        let events = read::decoded_events_after(&state.db, session_id, self.folded)
+        let events = read::decoded_events_between(&state.db, session_id, self.folded, up_to)
             .await
             .map_err(
                 |error| tracing::warn!(%error, session_id, "stream closed: cannot read the log"),
             )?;
         for (seq, event) in events {
             self.folded = seq;
+            if let interview_session::EventBody::AgentMessageCompleted { message_id, .. } =
+                &event.body
+            {
+                self.completed.insert(message_id.to_string());
+            }
             if let Some(stream_event) = self.folder.next(&event) {
                 if seq > self.after {
                     tx.send(Bytes::from(stream_event.to_sse(Some(seq))))

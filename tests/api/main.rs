@@ -3,7 +3,9 @@
 mod bad_input;
 mod harness;
 mod helpers;
+mod llm;
 mod operations;
+mod scripted_model;
 mod sessions;
 mod sse;
 mod stream;

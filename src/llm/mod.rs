@@ -1,0 +1,9 @@
+//! The `llm` policy: a model behind any OpenAI-compatible endpoint proposes each decision as a
+//! tool call, streamed; the aggregate still judges it.
+
+pub mod gateway;
+pub mod partial;
+pub mod prompt;
+pub mod tools;
+
+pub use gateway::{ModelError, ModelGateway, ModelTurn};

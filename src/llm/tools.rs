@@ -1,0 +1,224 @@
+//! Turning the model's tool call into a [`Proposal`], completely or (while it streams) far
+//! enough to check it against the guards before its `message` is shown.
+
+use interview_session::decision::{
+    AgentAction, ConcludeReason, ExtractedField, ProbeTrigger, Proposal, Provenance,
+};
+use interview_session::interaction::InteractionSpec;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::partial::string_field;
+
+fn text(args: &Value, key: &str) -> Option<String> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
+fn required(args: &Value, key: &str) -> Result<String, String> {
+    text(args, key).ok_or_else(|| format!("missing argument {key:?}"))
+}
+
+fn parse_enum<T: serde::de::DeserializeOwned>(args: &Value, key: &str) -> Result<T, String> {
+    let raw = args
+        .get(key)
+        .cloned()
+        .ok_or_else(|| format!("missing argument {key:?}"))?;
+    serde_json::from_value(raw).map_err(|_| format!("argument {key:?} has an unknown value"))
+}
+
+/// The complete tool call as a proposal, or why it cannot be one.
+pub fn proposal_from_call(
+    name: &str,
+    arguments: &str,
+    provenance: Provenance,
+    input_summary: String,
+) -> Result<Proposal, String> {
+    let args: Value =
+        serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?;
+    if !args.is_object() {
+        return Err("arguments are not an object".into());
+    }
+    let objective = || required(&args, "objective_id");
+    let mut proposal = Proposal {
+        action: AgentAction::ExtractFields,
+        rationale: required(&args, "rationale")?,
+        message: text(&args, "message"),
+        interaction: None,
+        fields: Vec::new(),
+        summary: None,
+        input_summary,
+        provenance,
+    };
+    proposal.action = match name {
+        "ask_question" => AgentAction::AskQuestion {
+            objective_id: objective()?,
+        },
+        "probe" => AgentAction::Probe {
+            objective_id: objective()?,
+            based_on_turn_id: text(&args, "based_on_turn_id")
+                .and_then(|t| Uuid::try_parse(&t).ok()),
+            trigger: parse_enum::<ProbeTrigger>(&args, "trigger")?,
+        },
+        "render_interaction" => {
+            if let Some(spec) = args.get("interaction").filter(|v| v.is_object()) {
+                let mut spec = spec.clone();
+                if let (Some(intent), None) =
+                    (text(&args, "research_intent"), spec.get("research_intent"))
+                {
+                    spec["research_intent"] = Value::String(intent);
+                }
+                proposal.interaction = Some(
+                    serde_json::from_value::<InteractionSpec>(spec)
+                        .map_err(|e| format!("the interaction is not valid: {e}"))?,
+                );
+            }
+            AgentAction::RenderInteraction {
+                objective_id: Some(objective()?),
+            }
+        }
+        "extract_fields" => {
+            let fields = args
+                .get("fields")
+                .and_then(Value::as_array)
+                .ok_or("missing argument \"fields\"")?;
+            proposal.fields = fields
+                .iter()
+                .map(|f| {
+                    Ok(ExtractedField {
+                        field_id: required(f, "field_id")?,
+                        value: f.get("value").cloned().ok_or("a field without a value")?,
+                        confidence: f
+                            .get("confidence")
+                            .and_then(Value::as_f64)
+                            .ok_or("a field without a confidence")?,
+                        evidence_turn_ids: f
+                            .get("evidence_turn_ids")
+                            .and_then(Value::as_array)
+                            .map(|ids| {
+                                ids.iter()
+                                    .filter_map(|i| {
+                                        i.as_str().and_then(|s| Uuid::try_parse(s).ok())
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        quote: text(f, "quote"),
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+            proposal.message = None;
+            AgentAction::ExtractFields
+        }
+        "summarize_and_confirm" => {
+            proposal.summary = Some(required(&args, "summary")?);
+            AgentAction::SummarizeAndConfirm
+        }
+        "conclude" => AgentAction::Conclude {
+            reason: parse_enum::<ConcludeReason>(&args, "reason")?,
+        },
+        other => return Err(format!("unknown tool {other:?}")),
+    };
+    Ok(proposal)
+}
+
+/// The action of a call still streaming, once enough of it has arrived to judge it; `None`
+/// while it has not (or for tools whose output is never shown).
+pub fn partial_action(name: &str, arguments: &str) -> Option<AgentAction> {
+    let complete = |key: &str| {
+        string_field(arguments, key)
+            .filter(|(_, done)| *done)
+            .map(|(v, _)| v)
+    };
+    match name {
+        "ask_question" => Some(AgentAction::AskQuestion {
+            objective_id: complete("objective_id")?,
+        }),
+        "probe" => Some(AgentAction::Probe {
+            objective_id: complete("objective_id")?,
+            based_on_turn_id: None,
+            trigger: ProbeTrigger::Vague,
+        }),
+        "render_interaction" => Some(AgentAction::RenderInteraction {
+            objective_id: Some(complete("objective_id")?),
+        }),
+        "summarize_and_confirm" => Some(AgentAction::SummarizeAndConfirm),
+        "conclude" => serde_json::from_value(Value::String(complete("reason")?))
+            .ok()
+            .map(|reason| AgentAction::Conclude { reason }),
+        _ => None,
+    }
+}
+
+/// The `message` argument received so far.
+pub fn partial_message(arguments: &str) -> Option<String> {
+    string_field(arguments, "message").map(|(m, _)| m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provenance() -> Provenance {
+        Provenance {
+            model: "m".into(),
+            prompt_version_id: "p".into(),
+            latency_ms: 1,
+            token_usage: Default::default(),
+        }
+    }
+
+    #[test]
+    fn tool_calls_become_proposals() {
+        let p = proposal_from_call(
+            "probe",
+            r#"{"objective_id": "o1", "trigger": "strong_emotion", "message": "Why?", "rationale": "angry answer"}"#,
+            provenance(),
+            String::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.action,
+            AgentAction::Probe {
+                objective_id: "o1".into(),
+                based_on_turn_id: None,
+                trigger: ProbeTrigger::StrongEmotion
+            }
+        );
+        for (name, args) in [
+            (
+                "probe",
+                r#"{"objective_id": "o1", "trigger": "bored", "message": "?", "rationale": "r"}"#,
+            ),
+            ("ask_question", r#"{"objective_id": "o1", "message": "?"}"#),
+            ("ask_question", r#"{"objective_id": "o1", "mess"#),
+            ("dance", r#"{"rationale": "r"}"#),
+        ] {
+            assert!(
+                proposal_from_call(name, args, provenance(), String::new()).is_err(),
+                "{name} {args}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_streaming_call_is_judged_once_its_target_is_known() {
+        assert_eq!(
+            partial_action("ask_question", r#"{"objective_id": "o"#),
+            None
+        );
+        assert_eq!(
+            partial_action("ask_question", r#"{"objective_id": "o1", "mess"#),
+            Some(AgentAction::AskQuestion {
+                objective_id: "o1".into()
+            })
+        );
+        assert_eq!(
+            partial_message(r#"{"objective_id": "o1", "message": "How do yo"#).as_deref(),
+            Some("How do yo")
+        );
+    }
+}

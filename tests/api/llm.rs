@@ -1,0 +1,304 @@
+//! The `llm` policy against the scripted OpenAI-compatible server: the request contract,
+//! streaming, the guards rewriting bad decisions, and every way the model can fail.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::{json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::scripted_model::{Reply, ScriptedModel};
+use crate::sse::SseClient;
+
+const OPENING: &str = "To start, could you walk me through how you usually decide what groceries to buy for the week?";
+
+struct Llm {
+    app: TestApp,
+    model: ScriptedModel,
+}
+
+impl Llm {
+    async fn start(store: Store) -> Self {
+        let model = ScriptedModel::start().await;
+        let url = model.url.clone();
+        let app = TestApp::spawn_with(store, move |s| {
+            s.openai_base_url = Some(url);
+            s.model_idle_timeout_secs = 1;
+        })
+        .await;
+        let mut study: Value =
+            serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+        study["public_slug"] = json!("llm-demo");
+        study["agent"]["mode"] = json!("llm");
+        study["model"]["timeout_seconds"] = json!(5);
+        app.publish_study(&study).await;
+        Self { app, model }
+    }
+
+    /// A session past consent, its first question not yet asked.
+    async fn consented(&self) -> (String, String) {
+        let (session, token) = self.app.create_session("llm-demo").await;
+        let asked = self.model.requests().len();
+        let s = self.run(&session).await;
+        let id = s["pending_interaction"]["interaction_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let res = self
+            .app
+            .post(
+                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                Some(&token),
+                &json!({"status": "submitted", "value": {"accepted": true}}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(
+            self.model.requests().len(),
+            asked,
+            "consent is handled without the model"
+        );
+        (session, token)
+    }
+
+    async fn run(&self, session: &str) -> Value {
+        self.app
+            .state
+            .harness
+            .run(session)
+            .await
+            .expect("the run succeeds");
+        json_of(
+            self.app
+                .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+                .await,
+        )
+        .await
+    }
+
+    async fn say(&self, session: &str, token: &str, text: &str) {
+        assert_eq!(
+            self.app.post_message(session, token, text).await.status(),
+            StatusCode::ACCEPTED
+        );
+    }
+}
+
+fn last_assistant(s: &Value) -> String {
+    s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|t| t["role"] == "assistant")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn last_decision(s: &Value) -> Value {
+    s["decision_log"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
+    let llm = Llm::start(Store::Sqlite).await;
+    let (session, token) = llm.consented().await;
+    let url = llm
+        .app
+        .url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let mut sse = SseClient::new(llm.app.client.get(url).send().await.unwrap());
+    let message = "Hi, thanks for joining! How do you usually work out what to buy each week?";
+    llm.model.push(Reply::RawArgs(
+        "ask_question",
+        r#"{"objective_id": "planning_habits", "message": "Hi, thanks for joining! How do you usually work out what to buy each week?", "rationale": "Open the first must objective."}"#,
+    ));
+    let s = llm.run(&session).await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(last_assistant(&s), message);
+    let d = last_decision(&s);
+    assert_eq!(
+        d["selected_action"],
+        json!({"action": "ask_question", "objective_id": "planning_habits"})
+    );
+    assert_eq!(d["proposed_action"], Value::Null);
+    assert_eq!(d["rationale"], "Open the first must objective.");
+    assert_eq!(d["model"], "gpt-4o-mini");
+    assert!(d["prompt_version_id"].as_str().unwrap().starts_with("llm-"));
+    assert_eq!(d["token_usage"]["total_tokens"], 150);
+
+    // The request follows the contract.
+    let request = llm.model.requests().pop().unwrap();
+    assert_eq!(request["tool_choice"], "required");
+    assert_eq!(request["parallel_tool_calls"], false);
+    assert_eq!(request["stream"], true);
+    assert_eq!(request["model"], "gpt-4o-mini");
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "ask_question",
+            "probe",
+            "render_interaction",
+            "extract_fields",
+            "summarize_and_confirm",
+            "conclude"
+        ]
+    );
+    assert!(request["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("planning_habits"));
+
+    // The participant saw the message arrive in pieces, before it was completed.
+    let frames = sse
+        .until(Duration::from_secs(5), |f| {
+            f.event == "message.completed" && f.data["content"] == message
+        })
+        .await;
+    let deltas: Vec<&str> = frames
+        .iter()
+        .filter(|f| f.event == "message.delta")
+        .map(|f| f.data["content"].as_str().unwrap())
+        .collect();
+    assert!(deltas.len() > 1, "{deltas:?}");
+    assert_eq!(deltas.concat(), message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
+    let llm = Llm::start(Store::Sqlite).await;
+    let (session, _) = llm.consented().await;
+    llm.model.push(Reply::Tool(
+        "render_interaction",
+        json!({"objective_id": "pain_points", "rationale": "ask for satisfaction"}),
+    ));
+    let s = llm.run(&session).await;
+    let d = last_decision(&s);
+    assert_eq!(
+        d["selected_action"],
+        json!({"action": "ask_question", "objective_id": "pain_points"})
+    );
+    assert_eq!(d["proposed_action"]["action"], "render_interaction");
+    assert_eq!(
+        last_assistant(&s),
+        "What is the most frustrating part of planning or buying groceries for you?"
+    );
+    assert_eq!(s["pending_interaction"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fourth_probe_is_refused_by_the_cap() {
+    let llm = Llm::start(Store::Sqlite).await;
+    let (session, token) = llm.consented().await;
+    llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})));
+    llm.run(&session).await;
+    for i in 0..4 {
+        llm.say(&session, &token, "not sure").await;
+        llm.model.push(Reply::Tool(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "vague", "message": format!("Could you say more ({i})?"), "rationale": "vague"}),
+        ));
+        if i == 3 {
+            // The capped probe becomes an extraction; the run goes on to the next decision.
+            llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "pain_points", "message": "What frustrates you?", "rationale": "next"})));
+        }
+        llm.run(&session).await;
+    }
+    let s = json_of(
+        llm.app
+            .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await;
+    let log = s["decision_log"].as_array().unwrap();
+    let probes = log
+        .iter()
+        .filter(|d| d["selected_action"]["action"] == "probe")
+        .count();
+    assert_eq!(probes, 3);
+    let capped = log
+        .iter()
+        .find(|d| d["proposed_action"]["action"] == "probe")
+        .expect("the fourth probe was rewritten");
+    assert_eq!(capped["selected_action"]["action"], "extract_fields");
+    assert_eq!(last_assistant(&s), "What frustrates you?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_model_failure_falls_back_and_is_recorded() {
+    let llm = Llm::start(Store::Sqlite).await;
+    let cases = [
+        (
+            Reply::RawArgs(
+                "ask_question",
+                r#"{"objective_id": planning_habits, "message": "Hi"}"#,
+            ),
+            "model_bad_arguments",
+        ),
+        (Reply::TwoTools, "model_several_tools"),
+        (Reply::NoTool("Hello there!"), "model_no_tool"),
+        (
+            Reply::Tool("dance", json!({"rationale": "why not"})),
+            "model_bad_arguments",
+        ),
+        (Reply::Status(500), "model_http_error"),
+        (Reply::Stall, "model_stalled"),
+        (Reply::Garbage, "model_garbage"),
+    ];
+    for (reply, code) in cases {
+        let (session, _) = llm.consented().await;
+        llm.model.push(reply.clone());
+        let s = llm.run(&session).await;
+        assert_eq!(s["status"], "waiting_for_user", "{reply:?}");
+        assert_eq!(
+            last_assistant(&s),
+            OPENING,
+            "{reply:?}: the participant gets a sensible next step"
+        );
+        let errors = s["errors"].as_array().unwrap();
+        assert_eq!(errors.len(), 1, "{reply:?}: {errors:?}");
+        assert_eq!(errors[0]["source"], "model");
+        assert_eq!(errors[0]["code"], code, "{reply:?}");
+        let d = last_decision(&s);
+        assert!(
+            d["rationale"]
+                .as_str()
+                .unwrap()
+                .starts_with("Fallback after a model failure"),
+            "{d}"
+        );
+        assert_eq!(d["model"], "gpt-4o-mini");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_already_shown_stands_when_the_stream_drops() {
+    let llm = Llm::start(Store::Sqlite).await;
+    let (session, _) = llm.consented().await;
+    let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries, from start to finish.", "rationale": "open"}"#;
+    llm.model.push(Reply::Drop("ask_question", raw, 90));
+    let s = llm.run(&session).await;
+    let said = last_assistant(&s);
+    assert!(
+        said.starts_with("Welcome! Tell me about") && said.len() < 80,
+        "{said:?}"
+    );
+    assert_eq!(s["errors"][0]["code"], "model_stream_dropped");
+    assert!(last_decision(&s)["rationale"]
+        .as_str()
+        .unwrap()
+        .contains("already shown stands"));
+    assert_eq!(s["status"], "waiting_for_user");
+}
