@@ -100,6 +100,24 @@ impl Projector {
         })
     }
 
+    /// Drops a session's views and folds them again from its whole stream.
+    #[tracing::instrument(skip(self), err)]
+    pub async fn rebuild(&self, session_id: &str) -> Result<u64, ProjectionError> {
+        on_db!(write(&self.db), |pool| {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM transcript WHERE session_id = $1")
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM session_state WHERE session_id = $1")
+                .bind(session_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        });
+        self.project(session_id).await
+    }
+
     /// Projects every session whose views lag its event stream (start-up and periodic catch-up).
     #[tracing::instrument(skip(self), err)]
     pub async fn catch_up(&self) -> Result<u64, ProjectionError> {

@@ -141,3 +141,16 @@ pub async fn decoded_events_between(
         })
         .collect()
 }
+
+/// The `event_version` of each of a session's events, in sequence order.
+pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT event_version FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .bind(session_id)
+        .fetch_all(pool)
+        .await
+    })
+}

@@ -1,0 +1,182 @@
+//! Human and machine views of a stream: the timeline, the state at a point, the participant's
+//! StreamEvents.
+
+use interview_projections::stream::StreamFolder;
+use interview_session::{EventBody, SessionEvent};
+use serde_json::{json, Value};
+
+use crate::source::StoredEvent;
+
+pub fn timeline(events: &[StoredEvent], as_json: bool) {
+    for e in events {
+        let actor = e.metadata["actor"].as_str().unwrap_or("-");
+        if as_json {
+            let line = json!({"sequence": e.sequence, "event_type": e.event_type, "actor": actor,
+                              "metadata": e.metadata, "payload": e.payload});
+            println!("{line}");
+            continue;
+        }
+        let at = e.payload["at"].as_str().unwrap_or("-");
+        let what = serde_json::from_value::<SessionEvent>(e.payload.clone())
+            .map(|d| describe(&d.body))
+            .unwrap_or_else(|_| "(undecodable payload)".into());
+        println!(
+            "{:>4}  {at}  {actor:<11}  {:<28}  {what}",
+            e.sequence, e.event_type
+        );
+    }
+}
+
+/// The participant-visible StreamEvents, as SSE frames, exactly as the live stream sends them.
+pub fn stream(events: &[StoredEvent], decoded: &[SessionEvent]) {
+    let mut folder = StreamFolder::default();
+    for (stored, event) in events.iter().zip(decoded) {
+        if let Some(frame) = folder.next(event) {
+            print!("{}", frame.to_sse(Some(stored.sequence)));
+        }
+    }
+}
+
+pub fn describe(body: &EventBody) -> String {
+    match body {
+        EventBody::SessionCreated {
+            study,
+            participant_ref,
+            preview,
+            ..
+        } => format!(
+            "study {} ({}), versions {}/{}/{}/{}{}{}",
+            study.study_id,
+            study.public_slug,
+            study.config_versions.study_config_version_id,
+            study.config_versions.agent_config_version_id,
+            study.config_versions.output_schema_version_id,
+            study.config_versions.model_config_version_id,
+            participant_ref
+                .as_ref()
+                .map(|r| format!(", participant {r}"))
+                .unwrap_or_default(),
+            if *preview { ", preview" } else { "" }
+        ),
+        EventBody::StatusChanged { from, to } => format!("{} -> {}", from.as_str(), to.as_str()),
+        EventBody::ParticipantMessageCreated {
+            turn_id, content, ..
+        } => format!("turn {turn_id}: {content:?}"),
+        EventBody::AgentMessageStarted { message_id, run_id } => {
+            format!("message {message_id} claimed by run {run_id}")
+        }
+        EventBody::AgentMessageCompleted {
+            message_id,
+            content,
+        } => format!("message {message_id}: {content:?}"),
+        EventBody::ToolCallCreated {
+            tool_call_id,
+            tool_name,
+            ..
+        } => format!("{tool_name} ({tool_call_id})"),
+        EventBody::InteractionRendered { interaction } => {
+            format!(
+                "{} {} {:?}",
+                interaction.type_name(),
+                interaction.interaction_id,
+                interaction.prompt
+            )
+        }
+        EventBody::InteractionSubmitted {
+            interaction_id,
+            status,
+            value,
+            ..
+        } => {
+            format!(
+                "{interaction_id} {status:?} {}",
+                value.as_ref().map(Value::to_string).unwrap_or_default()
+            )
+        }
+        EventBody::ToolCallCompleted {
+            tool_call_id,
+            tool_result,
+        } => format!("{tool_call_id} -> {tool_result}"),
+        EventBody::SessionCompleted {
+            summary,
+            summary_confirmed,
+            reason,
+        } => format!(
+            "{reason:?}, summary {}: {summary:?}",
+            if *summary_confirmed {
+                "confirmed"
+            } else {
+                "unconfirmed"
+            }
+        ),
+        EventBody::PhaseChanged { from, to } => format!("{from:?} -> {to:?}"),
+        EventBody::ConsentRecorded {
+            accepted,
+            consent_version,
+        } => {
+            format!(
+                "{} (consent version {consent_version})",
+                if *accepted { "accepted" } else { "declined" }
+            )
+        }
+        EventBody::DecisionRecorded {
+            selected_action,
+            proposed_action,
+            rationale,
+            model,
+            latency_ms,
+            token_usage,
+            ..
+        } => format!(
+            "{}{} — {rationale:?} [{model}, {latency_ms} ms, {} tokens]",
+            serde_json::to_string(selected_action).unwrap_or_default(),
+            proposed_action
+                .as_ref()
+                .map(|p| format!(
+                    " (rewritten from {})",
+                    serde_json::to_string(p).unwrap_or_default()
+                ))
+                .unwrap_or_default(),
+            token_usage.total_tokens
+        ),
+        EventBody::SummaryProposed { summary } => format!("{summary:?}"),
+        EventBody::SummaryConfirmed {
+            confirmed,
+            addition,
+        } => format!(
+            "{}{}",
+            if *confirmed {
+                "confirmed"
+            } else {
+                "not confirmed"
+            },
+            addition
+                .as_ref()
+                .map(|a| format!(", added {a:?}"))
+                .unwrap_or_default()
+        ),
+        EventBody::ExtractionStarted {
+            extraction_id,
+            is_final,
+        } => {
+            format!("{extraction_id}{}", if *is_final { " (final)" } else { "" })
+        }
+        EventBody::ExtractionCompleted {
+            fields, is_final, ..
+        } => format!(
+            "{}{}",
+            fields
+                .iter()
+                .map(|f| format!("{}={} ({:.2})", f.field_id, f.value, f.confidence))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if *is_final { " (final)" } else { "" }
+        ),
+        EventBody::ErrorRecorded {
+            source,
+            code,
+            message,
+        } => format!("{source}/{code}: {message}"),
+        EventBody::SessionAbandoned { reason } => format!("reason {reason:?}"),
+    }
+}
