@@ -13,4 +13,4 @@ pub mod views;
 
 pub use db::{Db, DbError};
 pub use projector::{ProjectionError, Projector, ProjectorWakeUp};
-pub use views::{SessionStateView, TranscriptRow};
+pub use views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};

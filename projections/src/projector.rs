@@ -15,7 +15,8 @@ use sqlx::Row;
 
 use crate::db::Db;
 use crate::on_db;
-use crate::views::{SessionStateView, TranscriptRow};
+use crate::views::{NewRows, SessionStateView};
+use interview_session::SessionStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectionError {
@@ -87,14 +88,14 @@ impl Projector {
                 view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
                 view
             };
-            let mut transcript = Vec::new();
+            let mut rows = NewRows::default();
             for event_row in &events {
                 let sequence: i64 = event_row.try_get("sequence")?;
                 let payload: Value = event_row.try_get("payload")?;
                 let event = decode_event(session_id, sequence as u64, payload)?;
-                view.apply(sequence as u64, &event, &mut transcript);
+                view.apply(sequence as u64, &event, &mut rows);
             }
-            write_views(&mut tx, session_id, &view, &transcript).await?;
+            write_views(&mut tx, session_id, &view, &rows).await?;
             tx.commit().await?;
             Ok(events.len() as u64)
         })
@@ -105,10 +106,12 @@ impl Projector {
     pub async fn rebuild(&self, session_id: &str) -> Result<u64, ProjectionError> {
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            sqlx::query("DELETE FROM transcript WHERE session_id = $1")
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await?;
+            for table in ["transcript", "decision_log", "results"] {
+                sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
+                    .bind(session_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query("DELETE FROM session_state WHERE session_id = $1")
                 .bind(session_id)
                 .execute(&mut *tx)
@@ -161,13 +164,14 @@ pub fn decode_event(
     })
 }
 
-/// Writes the folded `session_state` row and the new `transcript` rows in the caller's
+/// Writes the folded `session_state` row, the new `transcript` and `decision_log` rows, and —
+/// for a completed session that is not a preview — its `results` row, in the caller's
 /// transaction. Generic over the backend: the SQL is the same text on both.
 async fn write_views<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     view: &SessionStateView,
-    transcript: &[TranscriptRow],
+    rows: &NewRows,
 ) -> Result<(), sqlx::Error>
 where
     DB: sqlx::Database,
@@ -179,6 +183,8 @@ where
     for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
@@ -201,7 +207,7 @@ where
     .bind(state)
     .execute(&mut **tx)
     .await?;
-    for t in transcript {
+    for t in &rows.transcript {
         sqlx::query(
             "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, seq) DO NOTHING",
@@ -214,6 +220,48 @@ where
         .bind(t.content.clone())
         .bind(t.interaction_id.clone())
         .bind(t.created_at)
+        .execute(&mut **tx)
+        .await?;
+    }
+    for d in &rows.decisions {
+        sqlx::query(
+            "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, proposed_action, \
+             rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (session_id, seq) DO NOTHING",
+        )
+        .bind(session_id)
+        .bind(d.seq as i64)
+        .bind(d.decision_id.clone())
+        .bind(d.turn_id.clone())
+        .bind(d.phase.clone())
+        .bind(d.selected_action.clone())
+        .bind(d.proposed_action.clone())
+        .bind(d.rationale.clone())
+        .bind(d.model.clone())
+        .bind(d.prompt_version_id.clone())
+        .bind(d.latency_ms as i64)
+        .bind(d.token_usage.clone())
+        .bind(d.input_summary.clone())
+        .bind(d.created_at)
+        .execute(&mut **tx)
+        .await?;
+    }
+    if view.status == SessionStatus::Completed && !view.preview {
+        sqlx::query(
+            "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, \
+             summary_confirmed, fields, last_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (session_id) DO UPDATE SET end_reason = $5, summary = $6, summary_confirmed = $7, \
+             fields = $8, last_seq = $9",
+        )
+        .bind(session_id)
+        .bind(view.study_id.clone())
+        .bind(view.participant_ref.clone())
+        .bind(view.ended_at.unwrap_or_default())
+        .bind(view.end_reason.map(|r| serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()))
+        .bind(view.summary.clone())
+        .bind(view.summary_confirmed)
+        .bind(Value::Object(view.extracted_fields.clone()))
+        .bind(view.last_seq as i64)
         .execute(&mut **tx)
         .await?;
     }

@@ -154,3 +154,37 @@ pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sq
         .await
     })
 }
+
+/// The session's decision log in event order.
+pub async fn decisions(db: &Db, session_id: &str) -> Result<Vec<crate::DecisionRow>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(
+            "SELECT seq, decision_id, turn_id, phase, selected_action, proposed_action, rationale, model, \
+             prompt_version_id, latency_ms, token_usage, input_summary, created_at FROM decision_log \
+             WHERE session_id = $1 ORDER BY seq",
+        )
+        .bind(session_id)
+        .fetch_all(pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(crate::DecisionRow {
+                    seq: r.try_get::<i64, _>("seq")? as u64,
+                    session_id: session_id.to_string(),
+                    decision_id: r.try_get("decision_id")?,
+                    turn_id: r.try_get("turn_id")?,
+                    phase: r.try_get("phase")?,
+                    selected_action: r.try_get("selected_action")?,
+                    proposed_action: r.try_get("proposed_action")?,
+                    rationale: r.try_get("rationale")?,
+                    model: r.try_get("model")?,
+                    prompt_version_id: r.try_get("prompt_version_id")?,
+                    latency_ms: r.try_get::<i64, _>("latency_ms")? as u64,
+                    token_usage: r.try_get("token_usage")?,
+                    input_summary: r.try_get("input_summary")?,
+                    created_at: r.try_get("created_at")?,
+                })
+            })
+            .collect()
+    })
+}

@@ -52,7 +52,6 @@ pub struct SessionStateView {
     pub tool_calls: Vec<ToolCallRecord>,
     pub interaction_events: Vec<InteractionEventRecord>,
     pub extracted_fields: Map<String, Value>,
-    pub decision_log: Vec<Value>,
     /// Handled failures (refused decisions, model errors), for researchers.
     pub errors: Vec<Value>,
     pub consent: Option<bool>,
@@ -67,6 +66,32 @@ pub struct SessionStateView {
     /// Kept in its own column, never in the JSON document.
     #[serde(skip)]
     pub participant_token_sha256: String,
+}
+
+/// The rows a batch of events adds to the append-only views.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NewRows {
+    pub transcript: Vec<TranscriptRow>,
+    pub decisions: Vec<DecisionRow>,
+}
+
+/// One row of the `decision_log` view: a decision with the log BRIEF §3 lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRow {
+    pub seq: u64,
+    pub session_id: String,
+    pub decision_id: String,
+    pub turn_id: Option<String>,
+    pub phase: String,
+    pub selected_action: Value,
+    pub proposed_action: Option<Value>,
+    pub rationale: String,
+    pub model: String,
+    pub prompt_version_id: String,
+    pub latency_ms: u64,
+    pub token_usage: Value,
+    pub input_summary: String,
+    pub created_at: DateTime<Utc>,
 }
 
 /// One row of the `transcript` view.
@@ -85,7 +110,8 @@ pub struct TranscriptRow {
 
 impl SessionStateView {
     /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
-    pub fn apply(&mut self, seq: u64, event: &SessionEvent, transcript: &mut Vec<TranscriptRow>) {
+    pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
+        let transcript = &mut rows.transcript;
         let at = event.at;
         match &event.body {
             EventBody::SessionCreated {
@@ -234,22 +260,22 @@ impl SessionStateView {
                 prompt_version_id,
                 latency_ms,
                 token_usage,
-            } => self.decision_log.push(serde_json::json!({
-                "decision_id": decision_id,
-                "session_id": self.session_id,
-                "turn_id": turn_id,
-                "phase": phase,
-                "input_summary": input_summary,
-                "selected_action": selected_action,
-                "proposed_action": proposed_action,
-                "rationale": rationale,
-                "model": model,
-                "prompt_version_id": prompt_version_id,
-                "latency_ms": latency_ms,
-                "token_usage": token_usage,
-                "created_at": at,
-                "sequence": seq,
-            })),
+            } => rows.decisions.push(DecisionRow {
+                seq,
+                session_id: self.session_id.clone(),
+                decision_id: decision_id.to_string(),
+                turn_id: turn_id.map(|t| t.to_string()),
+                phase: serde_json::to_value(phase).ok().and_then(|p| p.as_str().map(String::from)).unwrap_or_default(),
+                selected_action: serde_json::to_value(selected_action).expect("actions serialize"),
+                proposed_action: proposed_action.as_ref().map(|a| serde_json::to_value(a).expect("actions serialize")),
+                rationale: rationale.clone(),
+                model: model.clone(),
+                prompt_version_id: prompt_version_id.clone(),
+                latency_ms: *latency_ms,
+                token_usage: serde_json::to_value(token_usage).expect("usage serializes"),
+                input_summary: input_summary.clone(),
+                created_at: at,
+            }),
             EventBody::SummaryProposed { summary } => {
                 self.summary = Some(summary.clone());
                 self.summary_confirmed = None;

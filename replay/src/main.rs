@@ -172,8 +172,9 @@ async fn main() -> ExitCode {
                     events.into_iter().filter(|e| e.sequence <= seq).collect();
                 match verify::decode(&upto) {
                     Ok(decoded) => {
-                        let (view, transcript) = verify::fold_views(&upto, &decoded);
-                        let state = serde_json::json!({"sequence": seq, "session_state": view, "transcript": transcript});
+                        let (view, rows) = verify::fold_views(&upto, &decoded);
+                        let state = serde_json::json!({"sequence": seq, "session_state": view,
+                                                       "transcript": rows.transcript, "decision_log": rows.decisions});
                         println!(
                             "{}",
                             serde_json::to_string_pretty(&state).unwrap_or_default()

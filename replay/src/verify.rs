@@ -2,7 +2,7 @@
 //! aggregate's rules re-checked over the stream, and (against a database) the stored read
 //! models compared with ones rebuilt in memory.
 
-use interview_projections::views::{SessionStateView, TranscriptRow};
+use interview_projections::views::{NewRows, SessionStateView};
 use interview_projections::{read, Db};
 use interview_session::aggregate::check_stream;
 use interview_session::hash::verify_chain;
@@ -61,16 +61,13 @@ pub fn verify_stream(events: &[StoredEvent]) -> (Vec<String>, String) {
 }
 
 /// The read models folded in memory from the stream.
-pub fn fold_views(
-    events: &[StoredEvent],
-    decoded: &[SessionEvent],
-) -> (SessionStateView, Vec<TranscriptRow>) {
+pub fn fold_views(events: &[StoredEvent], decoded: &[SessionEvent]) -> (SessionStateView, NewRows) {
     let mut view = SessionStateView::default();
-    let mut transcript = Vec::new();
+    let mut rows = NewRows::default();
     for (stored, event) in events.iter().zip(decoded) {
-        view.apply(stored.sequence, event, &mut transcript);
+        view.apply(stored.sequence, event, &mut rows);
     }
-    (view, transcript)
+    (view, rows)
 }
 
 /// Differences between the stored read models and the rebuilt ones.
@@ -82,11 +79,14 @@ pub async fn compare_views(
     let Ok(decoded) = decode(events) else {
         return Ok(Vec::new());
     };
-    let (rebuilt, rebuilt_transcript) = fold_views(events, &decoded);
+    let (rebuilt, rebuilt_rows) = fold_views(events, &decoded);
     let stored = read::session_state(db, session_id)
         .await
         .map_err(|e| e.to_string())?;
     let stored_transcript = read::transcript(db, session_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let stored_decisions = read::decisions(db, session_id)
         .await
         .map_err(|e| e.to_string())?;
     let mut problems = Vec::new();
@@ -115,11 +115,18 @@ pub async fn compare_views(
             }
         }
     }
-    if stored_transcript != rebuilt_transcript {
+    if stored_transcript != rebuilt_rows.transcript {
         problems.push(format!(
             "transcript: {} stored rows differ from the {} the log gives",
             stored_transcript.len(),
-            rebuilt_transcript.len()
+            rebuilt_rows.transcript.len()
+        ));
+    }
+    if stored_decisions != rebuilt_rows.decisions {
+        problems.push(format!(
+            "decision_log: {} stored rows differ from the {} the log gives",
+            stored_decisions.len(),
+            rebuilt_rows.decisions.len()
         ));
     }
     Ok(problems)

@@ -358,7 +358,13 @@ pub async fn get(
             created_at: r.created_at,
         })
         .collect();
-    let researcher = (caller == Caller::Researcher).then(|| researcher_fields(&view));
+    let researcher = match caller {
+        Caller::Researcher => {
+            let decisions = read::decisions(&state.db, &session_id.to_string()).await?;
+            Some(researcher_fields(&view, &decisions))
+        }
+        Caller::Participant { .. } => None,
+    };
     let phase = serde_json::to_value(view.current_phase).expect("phases serialize");
     Ok(HttpResponse::Ok().json(SessionResponse {
         session_id: view.session_id.clone(),
@@ -375,7 +381,10 @@ pub async fn get(
     }))
 }
 
-fn researcher_fields(view: &SessionStateView) -> Map<String, Value> {
+fn researcher_fields(
+    view: &SessionStateView,
+    decisions: &[interview_projections::DecisionRow],
+) -> Map<String, Value> {
     let tool_calls: &[ToolCallRecord] = &view.tool_calls;
     let interaction_events: &[InteractionEventRecord] = &view.interaction_events;
     let fields = json!({
@@ -386,7 +395,7 @@ fn researcher_fields(view: &SessionStateView) -> Map<String, Value> {
         "tool_calls": tool_calls,
         "interaction_events": interaction_events,
         "extracted_fields": view.extracted_fields,
-        "decision_log": view.decision_log,
+        "decision_log": decisions,
         "errors": view.errors,
         "consent": view.consent,
         "summary": view.summary,
