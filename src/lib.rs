@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod demo;
 pub mod error;
+pub mod export;
 pub mod harness;
 pub mod llm;
 pub mod openapi;

@@ -5,7 +5,7 @@ use actix_web::{get, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{health, sessions, stream, studies};
+use crate::routes::{health, research, sessions, stream, studies};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -15,11 +15,15 @@ use crate::routes::{health, sessions, stream, studies};
         studies::create, studies::list, studies::get, studies::replace, studies::publish, studies::pause, studies::resume,
         sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction,
         stream::stream,
+        research::study_sessions, research::transcript, research::session_state, research::decisions,
+        research::tool_calls, research::interaction_events, research::events,
+        research::results, research::results_csv, research::results_jsonl,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "participant", description = "Public link, messages, interactions"),
         (name = "studies", description = "Researcher study management"),
+        (name = "research", description = "Researcher read APIs and exports"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

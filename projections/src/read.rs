@@ -188,3 +188,158 @@ pub async fn decisions(db: &Db, session_id: &str) -> Result<Vec<crate::DecisionR
             .collect()
     })
 }
+
+/// One line of a study's session list.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub status: String,
+    pub current_phase: String,
+    pub turn_count: i64,
+    pub preview: bool,
+    pub participant_ref: Option<String>,
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub last_activity_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Which sessions a list shows.
+#[derive(Debug, Clone)]
+pub struct SessionFilter {
+    /// Only this status; `None` is the valid list (everything but abandoned).
+    pub status: Option<String>,
+    pub include_preview: bool,
+    /// Start after this (created_at, session_id).
+    pub after: Option<(chrono::DateTime<chrono::Utc>, String)>,
+    pub limit: i64,
+}
+
+/// A page of a study's sessions, oldest first.
+pub async fn study_sessions(
+    db: &Db,
+    study_id: &str,
+    f: &SessionFilter,
+) -> Result<Vec<SessionSummary>, sqlx::Error> {
+    let mut sql = String::from(
+        "SELECT session_id, status, current_phase, turn_count, preview, created_at, updated_at, state \
+         FROM session_state WHERE study_id = $1 AND last_seq > 0",
+    );
+    sql.push_str(match f.status {
+        Some(_) => " AND status = $2",
+        None => " AND status <> 'abandoned' AND $2 = $2",
+    });
+    if !f.include_preview {
+        sql.push_str(" AND preview = FALSE");
+    }
+    sql.push_str(" AND (created_at > $3 OR (created_at = $3 AND session_id > $4)) ORDER BY created_at, session_id LIMIT $5");
+    let (after_at, after_id) = f
+        .after
+        .clone()
+        .unwrap_or((chrono::DateTime::<chrono::Utc>::UNIX_EPOCH, String::new()));
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(&sql)
+            .bind(study_id)
+            .bind(f.status.clone().unwrap_or_default())
+            .bind(after_at)
+            .bind(after_id)
+            .bind(f.limit)
+            .fetch_all(pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                let state: Value = r.try_get("state")?;
+                Ok(SessionSummary {
+                    session_id: r.try_get("session_id")?,
+                    status: r.try_get("status")?,
+                    current_phase: r.try_get("current_phase")?,
+                    turn_count: r.try_get("turn_count")?,
+                    preview: r.try_get("preview")?,
+                    participant_ref: state["participant_ref"].as_str().map(String::from),
+                    created_at: r.try_get("created_at")?,
+                    last_activity_at: r.try_get("updated_at")?,
+                })
+            })
+            .collect()
+    })
+}
+
+/// One row of a study's results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ResultRow {
+    pub session_id: String,
+    pub participant_ref: Option<String>,
+    pub completed_at: chrono::DateTime<chrono::Utc>,
+    pub end_reason: Option<String>,
+    pub summary: Option<String>,
+    pub summary_confirmed: Option<bool>,
+    /// field id → {value, confidence, evidence_turn_ids, quote}
+    pub fields: Value,
+}
+
+const RESULT_COLUMNS: &str =
+    "session_id, participant_ref, completed_at, end_reason, summary, summary_confirmed, fields";
+
+fn result_from_row<R: Row>(r: &R) -> Result<ResultRow, sqlx::Error>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<bool>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Value: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> chrono::DateTime<chrono::Utc>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    Ok(ResultRow {
+        session_id: r.try_get("session_id")?,
+        participant_ref: r.try_get("participant_ref")?,
+        completed_at: r.try_get("completed_at")?,
+        end_reason: r.try_get("end_reason")?,
+        summary: r.try_get("summary")?,
+        summary_confirmed: r.try_get("summary_confirmed")?,
+        fields: r.try_get("fields")?,
+    })
+}
+
+/// A page of a study's results, in completion order, after `after`.
+pub async fn results_page(
+    db: &Db,
+    study_id: &str,
+    after: Option<(chrono::DateTime<chrono::Utc>, String)>,
+    limit: i64,
+) -> Result<Vec<ResultRow>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {RESULT_COLUMNS} FROM results WHERE study_id = $1 \
+         AND (completed_at > $2 OR (completed_at = $2 AND session_id > $3)) \
+         ORDER BY completed_at, session_id LIMIT $4"
+    );
+    let (after_at, after_id) =
+        after.unwrap_or((chrono::DateTime::<chrono::Utc>::UNIX_EPOCH, String::new()));
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(&sql)
+            .bind(study_id)
+            .bind(after_at)
+            .bind(after_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+        rows.iter().map(result_from_row).collect()
+    })
+}
+
+/// Streams every result row of a study into `sink`, one row at a time, so a study with
+/// 100,000 sessions is never held in memory. Stops early when the receiver goes away.
+pub async fn stream_results(
+    db: &Db,
+    study_id: &str,
+    sink: tokio::sync::mpsc::Sender<ResultRow>,
+) -> Result<(), sqlx::Error> {
+    use futures_util::TryStreamExt;
+    let sql = format!("SELECT {RESULT_COLUMNS} FROM results WHERE study_id = $1 ORDER BY completed_at, session_id");
+    on_db!(read(db), |pool| {
+        let mut rows = sqlx::query(&sql).bind(study_id).fetch(pool);
+        while let Some(row) = rows.try_next().await? {
+            if sink.send(result_from_row(&row)?).await.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    })
+}

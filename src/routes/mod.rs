@@ -2,6 +2,7 @@
 //! the contract of BRIEF §4; errors go through [`crate::error::ApiError`].
 
 pub mod health;
+pub mod research;
 pub mod sessions;
 pub mod stream;
 pub mod studies;
@@ -23,7 +24,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::get)
         .service(sessions::post_message)
         .service(sessions::submit_interaction)
-        .service(stream::stream);
+        .service(stream::stream)
+        .service(research::study_sessions)
+        .service(research::results_csv)
+        .service(research::results_jsonl)
+        .service(research::results)
+        .service(research::transcript)
+        .service(research::session_state)
+        .service(research::decisions)
+        .service(research::tool_calls)
+        .service(research::interaction_events)
+        .service(research::events);
 }
 
 /// Unknown routes answer a JSON 404 like every other error.

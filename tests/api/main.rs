@@ -5,6 +5,7 @@ mod harness;
 mod helpers;
 mod llm;
 mod operations;
+mod research;
 mod scripted_model;
 mod sessions;
 mod sse;

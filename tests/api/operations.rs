@@ -45,6 +45,16 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "POST /api/sessions/{session_id}/messages",
         "POST /api/sessions/{session_id}/interactions/{interaction_id}/submit",
         "GET /api/sessions/{session_id}/stream",
+        "GET /api/studies/{study_id}/sessions",
+        "GET /api/studies/{study_id}/results",
+        "GET /api/studies/{study_id}/results.csv",
+        "GET /api/studies/{study_id}/results.jsonl",
+        "GET /api/sessions/{session_id}/transcript",
+        "GET /api/sessions/{session_id}/state",
+        "GET /api/sessions/{session_id}/decisions",
+        "GET /api/sessions/{session_id}/tool-calls",
+        "GET /api/sessions/{session_id}/interaction-events",
+        "GET /api/sessions/{session_id}/events",
     ]
     .into_iter()
     .map(String::from)

@@ -1,0 +1,319 @@
+//! Researcher read APIs and exports over interviews run by the rules interviewer.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+
+const AWKWARD: &str =
+    "We buy \"fresh\" veg, then\nfreeze half of it — 冷冻的菜, every single Sunday evening";
+
+async fn run(app: &TestApp, session: &str) -> Value {
+    app.state.harness.run(session).await.unwrap();
+    json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await
+}
+
+async fn answer_widget(app: &TestApp, session: &str, token: &str, s: &Value, value: Value) {
+    let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+    let res = app
+        .post(
+            &format!("/api/sessions/{session}/interactions/{id}/submit"),
+            Some(token),
+            &json!({"status": "submitted", "value": value}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
+/// Creates a demo session (a preview one with the researcher token) and runs it to the end.
+async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
+    let res = app
+        .post(
+            "/api/public/studies/demo/sessions",
+            preview.then_some(RESEARCHER_TOKEN),
+            &json!({"preview": preview, "participant_ref": "p,1"}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let created = json_of(res).await;
+    let (session, token) = (
+        created["session_id"].as_str().unwrap().to_string(),
+        created["participant_token"].as_str().unwrap().to_string(),
+    );
+    let s = run(app, &session).await;
+    answer_widget(app, &session, &token, &s, json!({"accepted": consent})).await;
+    let mut s = run(app, &session).await;
+    let mut guard = 0;
+    while s["status"] != "completed" && s["status"] != "abandoned" {
+        guard += 1;
+        assert!(guard < 20, "the interview does not end: {s}");
+        if s["status"] == "waiting_for_tool" {
+            let value = match s["pending_interaction"]["type"].as_str().unwrap() {
+                "likert" => json!(4),
+                _ => json!("budget"),
+            };
+            answer_widget(app, &session, &token, &s, value).await;
+        } else {
+            let reply = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                "yes"
+            } else {
+                AWKWARD
+            };
+            assert_eq!(
+                app.post_message(&session, &token, reply).await.status(),
+                StatusCode::ACCEPTED
+            );
+        }
+        s = run(app, &session).await;
+    }
+    session
+}
+
+/// RFC 4180, enough for the tests: quoted fields, doubled quotes, line breaks inside quotes.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field, mut quoted) = (Vec::new(), Vec::new(), String::new(), false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\r') => {}
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    rows
+}
+
+async fn results_and_exports_hold_completed_sessions_only(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let study_id = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await["studies"]
+        [0]["study_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let first = interview(&app, false, true).await;
+    let second = interview(&app, false, true).await;
+    let declined = interview(&app, false, false).await;
+    let preview = interview(&app, true, true).await;
+
+    let results = json_of(
+        app.get(
+            &format!("/api/studies/{study_id}/results"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    let rows = results["results"].as_array().unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [first.as_str(), second.as_str()],
+        "abandoned and preview sessions stay out"
+    );
+    let method = &rows[0]["fields"]["planning_method"];
+    assert!(method["value"].as_str().unwrap().contains("冷冻的菜"));
+    assert!(method["confidence"].as_f64().unwrap() > 0.0);
+    assert!(!method["evidence_turn_ids"].as_array().unwrap().is_empty());
+    assert_eq!(rows[0]["fields"]["planning_satisfaction"]["value"], 4);
+
+    // The CSV parses back to the same values, awkward text included.
+    let csv = app
+        .get(
+            &format!("/api/studies/{study_id}/results.csv"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await;
+    assert_eq!(csv.status(), StatusCode::OK);
+    assert!(csv.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    let table = parse_csv(&csv.text().await.unwrap());
+    assert_eq!(table.len(), 3, "a header and two rows: {table:?}");
+    let col = |name: &str| {
+        table[0]
+            .iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    assert_eq!(table[1][col("session_id")], first);
+    assert_eq!(table[1][col("participant_ref")], "p,1");
+    assert_eq!(
+        table[1][col("planning_method")],
+        method["value"].as_str().unwrap()
+    );
+    assert_eq!(table[1][col("planning_satisfaction")], "4");
+    assert_eq!(
+        table[1][col("planning_method__quote")],
+        method["quote"].as_str().unwrap()
+    );
+
+    let jsonl = app
+        .get(
+            &format!("/api/studies/{study_id}/results.jsonl"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1]["session_id"], second.as_str());
+
+    // The valid session list leaves out abandoned and preview sessions; filters bring them back.
+    let list = |q: &str| {
+        let path = format!("/api/studies/{study_id}/sessions{q}");
+        let app = &app;
+        async move { app.get(&path, Some(RESEARCHER_TOKEN)).await }
+    };
+    let ids_of = |v: &Value| -> Vec<String> {
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let valid = json_of(list("").await).await;
+    assert_eq!(ids_of(&valid), [first.clone(), second.clone()]);
+    let abandoned = json_of(list("?status=abandoned").await).await;
+    assert_eq!(ids_of(&abandoned), vec![declined]);
+    let everything = json_of(list("?status=all&include_preview=true").await).await;
+    assert_eq!(ids_of(&everything).len(), 4);
+    assert!(ids_of(&everything).contains(&preview));
+    // Paging walks the list once, in order.
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    for _ in 0..10 {
+        let page = json_of(
+            list(&format!(
+                "?status=all&include_preview=true&limit=1&cursor={cursor}"
+            ))
+            .await,
+        )
+        .await;
+        seen.extend(ids_of(&page));
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids_of(&everything));
+}
+
+async fn session_read_apis_serve_researchers_only(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let session = interview(&app, false, true).await;
+    let (_, participant) = app.create_session("demo").await;
+    for (path, key) in [
+        ("transcript", "transcript"),
+        ("decisions", "decisions"),
+        ("tool-calls", "tool_calls"),
+        ("interaction-events", "interaction_events"),
+        ("events", "events"),
+        ("state", "status"),
+    ] {
+        let url = format!("/api/sessions/{session}/{path}");
+        let body = json_of(app.get(&url, Some(RESEARCHER_TOKEN)).await).await;
+        assert!(body.get(key).is_some(), "{path}: {body}");
+        assert_error(
+            app.get(&url, Some(&participant)).await,
+            StatusCode::FORBIDDEN,
+            "forbidden",
+        )
+        .await;
+        assert_error(
+            app.get(&url, None).await,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        )
+        .await;
+    }
+    let events = json_of(
+        app.get(
+            &format!("/api/sessions/{session}/events"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(events["events"][0]["event_type"], "session.created");
+    assert_eq!(events["events"][0]["event_version"], "1");
+    let decisions = json_of(
+        app.get(
+            &format!("/api/sessions/{session}/decisions"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    assert!(decisions["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| !d["rationale"].as_str().unwrap().is_empty()));
+
+    let studies = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await;
+    let study_id = studies["studies"][0]["study_id"].as_str().unwrap();
+    for bad in [
+        "?limit=0",
+        "?limit=abc",
+        "?cursor=nonsense",
+        "?status=bogus",
+    ] {
+        let res = app
+            .send(
+                Method::GET,
+                &format!("/api/studies/{study_id}/sessions{bad}"),
+                Some(RESEARCHER_TOKEN),
+                None,
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_error(
+        app.get("/api/studies/nope/results.csv", Some(RESEARCHER_TOKEN))
+            .await,
+        StatusCode::NOT_FOUND,
+        "study_not_found",
+    )
+    .await;
+    assert_error(
+        app.get(
+            &format!("/api/studies/{study_id}/results"),
+            Some(&participant),
+        )
+        .await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
+}
+
+both_stores!(
+    results_and_exports_hold_completed_sessions_only,
+    session_read_apis_serve_researchers_only
+);
