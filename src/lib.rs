@@ -17,6 +17,7 @@ pub mod state;
 pub mod store;
 pub mod stream_hub;
 pub mod studies;
+pub mod sweeper;
 pub mod telemetry;
 
 pub use settings::Settings;

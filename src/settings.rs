@@ -89,6 +89,9 @@ pub struct Overrides {
     /// Seconds between keep-alive comments on idle SSE streams [default: 15].
     #[arg(long, env = "SSE_KEEPALIVE_SECS")]
     pub sse_keepalive_secs: Option<u64>,
+    /// Seconds between idle-session sweeps; 0 turns the sweeper off [default: 60].
+    #[arg(long, env = "SWEEP_INTERVAL_SECS")]
+    pub sweep_interval_secs: Option<u64>,
     /// Seconds a model stream may stay silent before it counts as stalled [default: 15].
     #[arg(long, env = "MODEL_IDLE_TIMEOUT_SECS")]
     pub model_idle_timeout_secs: Option<u64>,
@@ -117,6 +120,7 @@ pub struct Settings {
     pub shutdown_timeout_secs: u64,
     pub sse_keepalive_secs: u64,
     pub model_idle_timeout_secs: u64,
+    pub sweep_interval_secs: u64,
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
 }
@@ -138,6 +142,7 @@ impl Default for Settings {
             shutdown_timeout_secs: 30,
             sse_keepalive_secs: 15,
             model_idle_timeout_secs: 15,
+            sweep_interval_secs: 60,
             log_format: LogFormat::Text,
             public_base_url: None,
         }
@@ -193,6 +198,7 @@ impl Settings {
             shutdown_timeout_secs,
             sse_keepalive_secs,
             model_idle_timeout_secs,
+            sweep_interval_secs,
             log_format
         );
         if o.database_url.is_some() {

@@ -104,6 +104,7 @@ impl Application {
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
+        crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
         let app_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()

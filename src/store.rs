@@ -139,6 +139,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::ConfirmSummary { .. } => "confirm_summary",
         SessionCommand::RecordError { .. } => "record_error",
         SessionCommand::Complete { .. } => "complete",
+        SessionCommand::Expire { .. } => "expire",
         SessionCommand::Abandon { .. } => "abandon",
     }
 }

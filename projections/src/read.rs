@@ -343,3 +343,22 @@ pub async fn stream_results(
         Ok(())
     })
 }
+
+/// Open sessions whose idle deadline has passed at `now` (at most `limit`).
+pub async fn idle_sessions(
+    db: &Db,
+    now: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT session_id FROM session_state \
+             WHERE status IN ('created', 'active', 'waiting_for_user', 'waiting_for_tool') AND idle_deadline < $1 \
+             ORDER BY idle_deadline LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+    })
+}

@@ -61,6 +61,8 @@ pub struct SessionStateView {
     pub created_at: Option<DateTime<Utc>>,
     pub last_activity_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// The pinned study's idle TTL.
+    pub idle_ttl_minutes: u32,
     /// Sequence of the last event folded in.
     pub last_seq: u64,
     /// Kept in its own column, never in the JSON document.
@@ -109,6 +111,15 @@ pub struct TranscriptRow {
 }
 
 impl SessionStateView {
+    /// When the session counts as idle, if it is still open.
+    pub fn idle_deadline(&self) -> Option<DateTime<Utc>> {
+        if self.status.is_terminal() {
+            return None;
+        }
+        let ttl = chrono::Duration::minutes(i64::from(self.idle_ttl_minutes));
+        self.last_activity_at.map(|at| at + ttl)
+    }
+
     /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
         let transcript = &mut rows.transcript;
@@ -129,6 +140,7 @@ impl SessionStateView {
                 self.participant_token_sha256 = participant_token_sha256.clone();
                 self.preview = *preview;
                 self.created_at = Some(at);
+                self.idle_ttl_minutes = study.study_config.limits.idle_ttl_minutes;
             }
             EventBody::StatusChanged { to, .. } => {
                 self.status = *to;

@@ -58,6 +58,7 @@ pub struct Session {
     fields: BTreeMap<String, ExtractedField>,
     summary: Option<String>,
     summary_confirmed: Option<bool>,
+    last_activity_at: Option<DateTime<Utc>>,
     last_hash: Option<String>,
 }
 
@@ -490,6 +491,36 @@ impl Aggregate for Session {
                 self.emit(sink, body, at).await;
                 self.change_status(sink, Completed, at).await;
             }
+            SessionCommand::Expire { at } => {
+                self.ensure_open()?;
+                let ttl = self
+                    .study
+                    .as_deref()
+                    .map_or(0, |s| s.study_config.limits.idle_ttl_minutes);
+                let idle = self
+                    .last_activity_at
+                    .map_or(0, |last| (at - last).num_seconds());
+                if idle < i64::from(ttl) * 60 {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
+                    });
+                }
+                if self.phase == Phase::SummaryConfirmation && self.summary.is_some() {
+                    // Idle at the confirmation step: the interview happened; keep it, with the
+                    // summary unconfirmed (unless it was confirmed just before).
+                    self.end(sink, ConcludeReason::Timeout, at).await;
+                } else {
+                    self.emit(
+                        sink,
+                        EventBody::SessionAbandoned {
+                            reason: ConcludeReason::Timeout,
+                        },
+                        at,
+                    )
+                    .await;
+                    self.change_status(sink, Abandoned, at).await;
+                }
+            }
             SessionCommand::Abandon { reason, at } => {
                 self.ensure_open()?;
                 self.emit(sink, EventBody::SessionAbandoned { reason }, at)
@@ -594,6 +625,7 @@ impl Aggregate for Session {
             | EventBody::SessionCompleted { .. }
             | EventBody::SessionAbandoned { .. } => {}
         }
+        self.last_activity_at = Some(event.at);
         self.last_hash = Some(event.hash);
     }
 }

@@ -90,6 +90,10 @@ pub enum SessionCommand {
         reason: ConcludeReason,
         at: DateTime<Utc>,
     },
+    /// The idle sweeper: a session idle for its study's `idle_ttl_minutes` is abandoned
+    /// (`timeout`), or completed with its summary unconfirmed if it was idle at the summary
+    /// confirmation. Refused if the session is not idle that long.
+    Expire { at: DateTime<Utc> },
     /// The interview ends early.
     Abandon {
         reason: ConcludeReason,

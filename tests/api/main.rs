@@ -11,3 +11,4 @@ mod sessions;
 mod sse;
 mod stream;
 mod studies;
+mod sweeper;

@@ -617,3 +617,48 @@ async fn every_decision_is_logged_with_its_provenance() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn an_idle_session_is_abandoned_for_timeout() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    let day = 24 * 60 * 60;
+    expect_error(
+        given.clone(),
+        C::Expire {
+            at: later(day - 10),
+        },
+        SessionError::InvalidState {
+            status: S::WaitingForUser,
+        },
+    )
+    .await;
+    let events = when(given, C::Expire { at: later(day + 1) }).await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| matches!(e.body, EventBody::SessionAbandoned { reason: R::Timeout })));
+    assert_eq!(status_after(&events), Some(S::Abandoned));
+}
+
+#[tokio::test]
+async fn a_session_idle_at_the_summary_is_completed_unconfirmed() {
+    let mut given = consented();
+    given.extend(step(2, A::SummarizeAndConfirm, None));
+    let events = when(
+        given,
+        C::Expire {
+            at: later(24 * 60 * 60 + 1),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(events.iter().any(|e| matches!(
+        e.body,
+        EventBody::SessionCompleted {
+            summary_confirmed: false,
+            reason: R::Timeout,
+            ..
+        }
+    )));
+    assert_eq!(status_after(&events), Some(S::Completed));
+}
