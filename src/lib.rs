@@ -7,6 +7,7 @@ pub mod body;
 pub mod demo;
 pub mod error;
 pub mod export;
+pub mod extraction;
 pub mod harness;
 pub mod llm;
 pub mod openapi;

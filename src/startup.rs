@@ -105,6 +105,7 @@ impl Application {
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
         crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
+        crate::extraction::spawn(state.clone(), settings.sweep_interval_secs.clamp(1, 10));
         let app_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()

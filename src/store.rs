@@ -140,6 +140,8 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::RecordError { .. } => "record_error",
         SessionCommand::Complete { .. } => "complete",
         SessionCommand::Expire { .. } => "expire",
+        SessionCommand::StartFinalExtraction { .. } => "start_final_extraction",
+        SessionCommand::CompleteFinalExtraction { .. } => "complete_final_extraction",
         SessionCommand::Abandon { .. } => "abandon",
     }
 }

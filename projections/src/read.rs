@@ -362,3 +362,15 @@ pub async fn idle_sessions(
         .await
     })
 }
+
+/// Completed sessions still waiting for their post-session extraction (at most `limit`).
+pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT session_id FROM session_state WHERE needs_final_extraction = TRUE LIMIT $1",
+        )
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+    })
+}

@@ -61,6 +61,8 @@ pub struct SessionStateView {
     pub created_at: Option<DateTime<Utc>>,
     pub last_activity_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// The post-session extraction has completed.
+    pub final_extraction_done: bool,
     /// The pinned study's idle TTL.
     pub idle_ttl_minutes: u32,
     /// Sequence of the last event folded in.
@@ -293,7 +295,8 @@ impl SessionStateView {
                 self.summary_confirmed = None;
             }
             EventBody::SummaryConfirmed { confirmed, .. } => self.summary_confirmed = Some(*confirmed),
-            EventBody::ExtractionCompleted { fields, .. } => {
+            EventBody::ExtractionCompleted { fields, is_final, .. } => {
+                self.final_extraction_done |= *is_final;
                 for f in fields {
                     self.extracted_fields.insert(
                         f.field_id.clone(),

@@ -59,6 +59,8 @@ pub struct Session {
     summary: Option<String>,
     summary_confirmed: Option<bool>,
     last_activity_at: Option<DateTime<Utc>>,
+    /// The post-session extraction: its id, when it was claimed, and whether it completed.
+    final_extraction: Option<(Uuid, DateTime<Utc>, bool)>,
     last_hash: Option<String>,
 }
 
@@ -120,6 +122,11 @@ impl Session {
 
     pub fn one_word_streak(&self) -> u32 {
         self.one_word_streak
+    }
+
+    /// Whether the post-session extraction has completed.
+    pub fn final_extraction_done(&self) -> bool {
+        self.final_extraction.is_some_and(|(_, _, done)| done)
     }
 
     pub fn created_at(&self) -> Option<DateTime<Utc>> {
@@ -449,6 +456,76 @@ impl Aggregate for Session {
                 )
                 .await;
             }
+            SessionCommand::StartFinalExtraction { extraction_id, at } => {
+                // System work after the end: only on a completed session, once, one worker at a
+                // time (a claim older than CLAIM_TIMEOUT_SECS is presumed dead and retried).
+                if self.status != Completed {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
+                    });
+                }
+                match self.final_extraction {
+                    Some((_, _, true)) => {
+                        return Err(SessionError::InvalidState {
+                            status: self.status,
+                        })
+                    }
+                    Some((_, claimed, false))
+                        if (at - claimed).num_seconds() < CLAIM_TIMEOUT_SECS =>
+                    {
+                        return Err(SessionError::InvalidState {
+                            status: self.status,
+                        })
+                    }
+                    _ => {}
+                }
+                self.emit(
+                    sink,
+                    EventBody::ExtractionStarted {
+                        extraction_id,
+                        is_final: true,
+                    },
+                    at,
+                )
+                .await;
+            }
+            SessionCommand::CompleteFinalExtraction {
+                extraction_id,
+                fields,
+                at,
+            } => {
+                match self.final_extraction {
+                    Some((id, _, false)) if id == extraction_id => {}
+                    _ => {
+                        return Err(SessionError::InvalidState {
+                            status: self.status,
+                        })
+                    }
+                }
+                let known = |id: &str| {
+                    self.study
+                        .as_deref()
+                        .is_some_and(|s| s.output_schema.fields.iter().any(|f| f.id == id))
+                };
+                if let Some(bad) = fields
+                    .iter()
+                    .find(|f| !known(&f.field_id) || !(0.0..=1.0).contains(&f.confidence))
+                {
+                    return Err(SessionError::InvalidValue {
+                        field: "fields".into(),
+                        message: format!(
+                            "{:?} is not an output field with a confidence in [0, 1]",
+                            bad.field_id
+                        ),
+                    });
+                }
+                let body = EventBody::ExtractionCompleted {
+                    extraction_id,
+                    fields,
+                    is_final: true,
+                };
+                self.emit(sink, body, at).await;
+            }
             SessionCommand::RecordError {
                 source,
                 code,
@@ -606,7 +683,20 @@ impl Aggregate for Session {
                 self.answered.insert(interaction_id);
             }
             EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(accepted),
-            EventBody::ExtractionCompleted { fields, .. } => {
+            EventBody::ExtractionStarted {
+                extraction_id,
+                is_final: true,
+            } => {
+                self.final_extraction = Some((extraction_id, event.at, false));
+            }
+            EventBody::ExtractionCompleted {
+                fields, is_final, ..
+            } => {
+                if is_final {
+                    if let Some(f) = self.final_extraction.as_mut() {
+                        f.2 = true;
+                    }
+                }
                 for field in fields {
                     self.fields.insert(field.field_id.clone(), field);
                 }

@@ -75,6 +75,17 @@ pub enum SessionCommand {
         addition: Option<String>,
         at: DateTime<Utc>,
     },
+    /// Claims the post-session extraction of a completed session (FR-04-26).
+    StartFinalExtraction {
+        extraction_id: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// The post-session extraction's result, over the whole transcript.
+    CompleteFinalExtraction {
+        extraction_id: Uuid,
+        fields: Vec<crate::decision::ExtractedField>,
+        at: DateTime<Utc>,
+    },
     /// A handled failure, kept for auditors.
     RecordError {
         source: String,

@@ -61,10 +61,10 @@ pub struct Harness {
 }
 
 /// A session as the harness sees it: state, conversation, and the events behind them.
-struct Loaded {
-    session: Session,
-    conversation: Conversation,
-    events: Vec<SessionEvent>,
+pub(crate) struct Loaded {
+    pub session: Session,
+    pub conversation: Conversation,
+    pub events: Vec<SessionEvent>,
 }
 
 impl Harness {
@@ -83,23 +83,30 @@ impl Harness {
     }
 
     async fn load(&self, session_id: &str) -> Result<Loaded, HarnessError> {
-        let events: Vec<_> = read::decoded_events_after(&self.db, session_id, 0)
-            .await?
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
-        let conversation = Conversation::from_events(&events);
-        let mut session = Session::default();
-        for event in events.iter().cloned() {
-            session.apply(event);
-        }
-        Ok(Loaded {
-            session,
-            conversation,
-            events,
-        })
+        load(&self.db, session_id).await
     }
+}
 
+/// A session's state and conversation, folded from its events.
+pub(crate) async fn load(db: &Db, session_id: &str) -> Result<Loaded, HarnessError> {
+    let events: Vec<_> = read::decoded_events_after(db, session_id, 0)
+        .await?
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    let conversation = Conversation::from_events(&events);
+    let mut session = Session::default();
+    for event in events.iter().cloned() {
+        session.apply(event);
+    }
+    Ok(Loaded {
+        session,
+        conversation,
+        events,
+    })
+}
+
+impl Harness {
     async fn execute(
         &self,
         session_id: &str,

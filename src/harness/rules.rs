@@ -233,6 +233,17 @@ fn continue_objective(
     Some(p)
 }
 
+/// The rules extraction over the whole conversation: every objective's fields.
+pub fn extract_all(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
+    s.objectives_in_order()
+        .into_iter()
+        .flat_map(|o| {
+            let answers: Vec<&Answer> = c.answers_to(&o.id).collect();
+            extract(s, o, &answers)
+        })
+        .collect()
+}
+
 /// The rules extraction of one objective's fields (see the module docs).
 fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedField> {
     let Some(study) = s.study() else {

@@ -313,7 +313,85 @@ async fn session_read_apis_serve_researchers_only(store: Store) {
     .await;
 }
 
+async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 0).await;
+    let session = interview(&app, false, true).await;
+    // A worker claimed the extraction and died before finishing.
+    let stale = uuid::Uuid::new_v4();
+    app.execute(
+        &session,
+        interview_session::SessionCommand::StartFinalExtraction {
+            extraction_id: stale,
+            at: chrono::Utc::now(),
+        },
+    )
+    .await;
+    let now = chrono::Utc::now();
+    assert_eq!(
+        interview_runtime::extraction::run_once(&app.state, now)
+            .await
+            .unwrap(),
+        0,
+        "a fresh claim is respected"
+    );
+    let later = now + chrono::Duration::minutes(3);
+    assert_eq!(
+        interview_runtime::extraction::run_once(&app.state, later)
+            .await
+            .unwrap(),
+        1,
+        "a stale claim is retried"
+    );
+    assert_eq!(
+        interview_runtime::extraction::run_once(&app.state, later)
+            .await
+            .unwrap(),
+        0,
+        "and only once"
+    );
+
+    let state = json_of(
+        app.get(
+            &format!("/api/sessions/{session}/state"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(state["final_extraction_done"], true);
+    let events = json_of(
+        app.get(
+            &format!("/api/sessions/{session}/events"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    let finals: Vec<&Value> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "extraction.completed" && e["payload"]["final"] == true)
+        .collect();
+    assert_eq!(finals.len(), 1);
+    let fields = finals[0]["payload"]["fields"].as_array().unwrap();
+    assert!(fields
+        .iter()
+        .any(|f| f["field_id"] == "planning_method" && f["quote"].is_string()));
+    let all: Vec<_> = interview_projections::read::decoded_events_after(app.db(), &session, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        interview_session::aggregate::check_stream(&all),
+        Vec::<String>::new()
+    );
+}
+
 both_stores!(
     results_and_exports_hold_completed_sessions_only,
-    session_read_apis_serve_researchers_only
+    session_read_apis_serve_researchers_only,
+    the_post_session_extraction_runs_once_and_survives_a_dead_worker,
 );
