@@ -136,6 +136,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::RenderInteraction { .. } => "render_interaction",
         SessionCommand::SubmitInteraction { .. } => "submit_interaction",
         SessionCommand::Decide { .. } => "decide",
+        SessionCommand::EvaluateScreening { .. } => "evaluate_screening",
         SessionCommand::ConfirmSummary { .. } => "confirm_summary",
         SessionCommand::RecordError { .. } => "record_error",
         SessionCommand::Complete { .. } => "complete",

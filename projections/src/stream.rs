@@ -111,6 +111,7 @@ impl StreamFolder {
             EventBody::AgentMessageStarted { .. }
             | EventBody::ToolCallCompleted { .. }
             | EventBody::ConsentRecorded { .. }
+            | EventBody::ScreeningEvaluated { .. }
             | EventBody::DecisionRecorded { .. }
             | EventBody::SummaryProposed { .. }
             | EventBody::SummaryConfirmed { .. }

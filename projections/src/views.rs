@@ -55,6 +55,8 @@ pub struct SessionStateView {
     /// Handled failures (refused decisions, model errors), for researchers.
     pub errors: Vec<Value>,
     pub consent: Option<bool>,
+    /// The screening verdict and its rationale.
+    pub screening: Option<Value>,
     pub summary: Option<String>,
     pub summary_confirmed: Option<bool>,
     pub end_reason: Option<ConcludeReason>,
@@ -262,6 +264,9 @@ impl SessionStateView {
             }
             EventBody::PhaseChanged { to, .. } => self.current_phase = *to,
             EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(*accepted),
+            EventBody::ScreeningEvaluated {
+                eligible, rationale, ..
+            } => self.screening = Some(serde_json::json!({ "eligible": eligible, "rationale": rationale })),
             EventBody::DecisionRecorded {
                 decision_id,
                 turn_id,

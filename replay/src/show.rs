@@ -119,6 +119,18 @@ pub fn describe(body: &EventBody) -> String {
                 if *accepted { "accepted" } else { "declined" }
             )
         }
+        EventBody::ScreeningEvaluated {
+            eligible,
+            rationale,
+            ..
+        } => format!(
+            "{} — {rationale:?}",
+            if *eligible {
+                "eligible"
+            } else {
+                "not eligible"
+            }
+        ),
         EventBody::DecisionRecorded {
             selected_action,
             proposed_action,

@@ -59,6 +59,11 @@ pub struct Session {
     summary: Option<String>,
     summary_confirmed: Option<bool>,
     last_activity_at: Option<DateTime<Utc>>,
+    screening_answers: BTreeMap<String, Option<serde_json::Value>>,
+    /// The screening verdict, once evaluated.
+    screening: Option<bool>,
+    /// Participant text matched a safety pattern.
+    safety_triggered: bool,
     /// The post-session extraction: its id, when it was claimed, and whether it completed.
     final_extraction: Option<(Uuid, DateTime<Utc>, bool)>,
     last_hash: Option<String>,
@@ -122,6 +127,47 @@ impl Session {
 
     pub fn one_word_streak(&self) -> u32 {
         self.one_word_streak
+    }
+
+    pub fn screening_verdict(&self) -> Option<bool> {
+        self.screening
+    }
+
+    pub fn screening_answers(&self) -> &BTreeMap<String, Option<serde_json::Value>> {
+        &self.screening_answers
+    }
+
+    /// The next screening question to ask, once consent is given and until all are answered.
+    pub fn next_screening_question(&self) -> Option<&crate::study::ScreeningQuestion> {
+        let study = self.study.as_deref()?;
+        study
+            .study_config
+            .screening
+            .questions
+            .iter()
+            .find(|q| !self.screening_answers.contains_key(&q.id))
+    }
+
+    /// Screening questions exist, are all answered, and await their verdict.
+    pub fn screening_awaits_verdict(&self) -> bool {
+        let has_questions = self
+            .study
+            .as_deref()
+            .is_some_and(|s| !s.study_config.screening.questions.is_empty());
+        has_questions && self.screening.is_none() && self.next_screening_question().is_none()
+    }
+
+    pub fn safety_triggered(&self) -> bool {
+        self.safety_triggered
+    }
+
+    /// Consent given, screening passed (or none), no safety stop: the interview proper.
+    pub fn interviewing(&self) -> bool {
+        self.consent == Some(true)
+            && !self.safety_triggered
+            && self.screening != Some(false)
+            && self.next_screening_question().is_none()
+            && !self.screening_awaits_verdict()
     }
 
     /// Whether the post-session extraction has completed.
@@ -435,6 +481,31 @@ impl Aggregate for Session {
                 }
                 self.change_status(sink, Active, at).await;
             }
+            SessionCommand::EvaluateScreening {
+                eligible,
+                rationale,
+                at,
+            } => {
+                self.ensure_open()?;
+                if self.consent != Some(true) || !self.screening_awaits_verdict() {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
+                    });
+                }
+                if rationale.trim().is_empty() {
+                    return Err(SessionError::InvalidValue {
+                        field: "rationale".into(),
+                        message: "a screening verdict needs a rationale".into(),
+                    });
+                }
+                let answers = self.screening_answers.clone();
+                let body = EventBody::ScreeningEvaluated {
+                    eligible,
+                    rationale,
+                    answers,
+                };
+                self.emit(sink, body, at).await;
+            }
             SessionCommand::ConfirmSummary {
                 confirmed,
                 addition,
@@ -650,6 +721,11 @@ impl Aggregate for Session {
                 {
                     self.end_requested = true;
                 }
+                if study
+                    .is_some_and(|s| text::matches_any(&content, &s.agent_config.safety_patterns))
+                {
+                    self.safety_triggered = true;
+                }
             }
             EventBody::AgentMessageStarted { message_id, .. } => {
                 self.open_message = Some((message_id, event.at))
@@ -667,9 +743,16 @@ impl Aggregate for Session {
             EventBody::InteractionSubmitted {
                 interaction_id,
                 turn_id,
+                value,
                 ..
             } => {
                 let pending = self.pending.take();
+                if let Some(question) = pending
+                    .as_ref()
+                    .and_then(|p| p.screening_question_id.clone())
+                {
+                    self.screening_answers.insert(question, value);
+                }
                 let counts =
                     pending.as_ref().is_some_and(|p| p.type_name() != "consent") && self.is_turn();
                 if counts {
@@ -683,6 +766,7 @@ impl Aggregate for Session {
                 self.answered.insert(interaction_id);
             }
             EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(accepted),
+            EventBody::ScreeningEvaluated { eligible, .. } => self.screening = Some(eligible),
             EventBody::ExtractionStarted {
                 extraction_id,
                 is_final: true,

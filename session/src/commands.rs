@@ -69,6 +69,13 @@ pub enum SessionCommand {
         proposal: Box<Proposal>,
         at: DateTime<Utc>,
     },
+    /// The screening verdict (the study's rules, or the model's judgement), once every
+    /// screening question is answered.
+    EvaluateScreening {
+        eligible: bool,
+        rationale: String,
+        at: DateTime<Utc>,
+    },
     /// The participant's reply to the proposed summary: a confirmation, or an addition.
     ConfirmSummary {
         confirmed: bool,

@@ -122,6 +122,13 @@ pub enum EventBody {
         accepted: bool,
         consent_version: String,
     },
+    /// The screening verdict, with the answers it was made on.
+    #[serde(rename = "screening.evaluated")]
+    ScreeningEvaluated {
+        eligible: bool,
+        rationale: String,
+        answers: std::collections::BTreeMap<String, Option<Value>>,
+    },
     /// One interviewer decision with its full log (BRIEF §3). `proposed_action` is set when a
     /// guard rewrote what the policy proposed.
     #[serde(rename = "agent.decision.recorded")]
@@ -218,6 +225,7 @@ impl EventBody {
             Self::StatusChanged { .. } => "session.status_changed",
             Self::PhaseChanged { .. } => "session.phase_changed",
             Self::ConsentRecorded { .. } => "consent.recorded",
+            Self::ScreeningEvaluated { .. } => "screening.evaluated",
             Self::DecisionRecorded { .. } => "agent.decision.recorded",
             Self::SummaryProposed { .. } => "summary.proposed",
             Self::SummaryConfirmed { .. } => "summary.confirmed",

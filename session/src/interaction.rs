@@ -89,6 +89,9 @@ pub struct InteractionToolCall {
     /// The objective this widget serves, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective_id: Option<String>,
+    /// The screening question this widget asks, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screening_question_id: Option<String>,
     pub prompt: String,
     #[serde(flatten)]
     pub kind: InteractionKind,
@@ -108,6 +111,7 @@ impl InteractionToolCall {
             schema_version: INTERACTION_SCHEMA_VERSION.into(),
             research_intent: spec.research_intent.clone(),
             objective_id,
+            screening_question_id: None,
             prompt: spec.prompt.clone(),
             value_schema: spec.kind.value_schema(),
             kind: spec.kind.clone(),

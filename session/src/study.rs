@@ -79,6 +79,51 @@ pub struct ScreeningRule {
     pub disqualify_if: Vec<Value>,
 }
 
+impl Screening {
+    /// The study's qualify/disqualify rules applied to the answers (`None` = skipped):
+    /// eligibility and a rationale a researcher can read. A skipped answer never qualifies.
+    pub fn evaluate(
+        &self,
+        answers: &std::collections::BTreeMap<String, Option<Value>>,
+    ) -> (bool, String) {
+        let matches = |answer: &Value, values: &[Value]| match answer {
+            Value::Array(items) => items.iter().any(|i| values.contains(i)),
+            other => values.contains(other),
+        };
+        let mut reasons = Vec::new();
+        for rule in &self.rules {
+            let answer = answers.get(&rule.question_id).cloned().flatten();
+            let shown = answer
+                .as_ref()
+                .map_or("no answer".to_string(), |a| a.to_string());
+            if !rule.qualify_if.is_empty()
+                && !answer
+                    .as_ref()
+                    .is_some_and(|a| matches(a, &rule.qualify_if))
+            {
+                reasons.push(format!(
+                    "{}: {shown} is not one of the qualifying answers",
+                    rule.question_id
+                ));
+            }
+            if answer
+                .as_ref()
+                .is_some_and(|a| matches(a, &rule.disqualify_if))
+            {
+                reasons.push(format!("{}: {shown} disqualifies", rule.question_id));
+            }
+        }
+        if reasons.is_empty() {
+            (
+                true,
+                format!("All {} screening rules are met.", self.rules.len()),
+            )
+        } else {
+            (false, reasons.join("; "))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
@@ -539,6 +584,47 @@ mod tests {
             ]}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn screening_rules_qualify_and_disqualify() {
+        let screening: Screening = serde_json::from_value(serde_json::json!({
+            "questions": [
+                {"id": "shops", "type": "yes_no", "prompt": "Do you buy groceries?"},
+                {"id": "freq", "type": "single_choice", "prompt": "How often?",
+                 "options": [{"id": "weekly", "label": "Weekly"}, {"id": "never", "label": "Never"}]}
+            ],
+            "rules": [
+                {"question_id": "shops", "disqualify_if": [false]},
+                {"question_id": "freq", "qualify_if": ["weekly"]}
+            ]
+        }))
+        .unwrap();
+        let answers = |shops: Option<Value>, freq: Option<Value>| {
+            std::collections::BTreeMap::from([
+                ("shops".to_string(), shops),
+                ("freq".to_string(), freq),
+            ])
+        };
+        let yes = |v: &str| Some(Value::String(v.into()));
+        assert!(
+            screening
+                .evaluate(&answers(Some(Value::Bool(true)), yes("weekly")))
+                .0
+        );
+        assert!(
+            !screening
+                .evaluate(&answers(Some(Value::Bool(false)), yes("weekly")))
+                .0
+        );
+        let (eligible, why) = screening.evaluate(&answers(Some(Value::Bool(true)), yes("never")));
+        assert!(!eligible && why.contains("freq"), "{why}");
+        assert!(
+            !screening
+                .evaluate(&answers(Some(Value::Bool(true)), None))
+                .0,
+            "a skip never qualifies"
+        );
     }
 
     #[test]

@@ -37,6 +37,15 @@ pub fn matches_phrase(text: &str, phrases: &[String]) -> bool {
     !n.is_empty() && phrases.iter().any(|p| normalize(p) == n)
 }
 
+/// Whether the text contains any of `patterns` (case-insensitive substrings; for safety and
+/// privacy triggers, where a substring is exactly what should count).
+pub fn matches_any(text: &str, patterns: &[String]) -> bool {
+    let lower = text.to_lowercase();
+    patterns
+        .iter()
+        .any(|p| !p.trim().is_empty() && lower.contains(&p.to_lowercase()))
+}
+
 /// Replies that confirm a proposed summary.
 pub const AFFIRMATIVE_PHRASES: &[&str] = &[
     "yes",

@@ -160,6 +160,21 @@ impl Harness {
                     continue;
                 }
             }
+            if session.screening_awaits_verdict() {
+                // The study's qualify/disqualify rules decide (also in llm mode, for now).
+                let study = session.study().expect("a running session has its study");
+                let (eligible, rationale) = study
+                    .study_config
+                    .screening
+                    .evaluate(session.screening_answers());
+                let command = SessionCommand::EvaluateScreening {
+                    eligible,
+                    rationale,
+                    at: now,
+                };
+                self.execute(session_id, command, run_id).await?;
+                continue;
+            }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();
             let claim = SessionCommand::StartAgentMessage {
@@ -183,8 +198,9 @@ impl Harness {
             };
             let (proposal, shown) =
                 match (&self.gateway, session.study().map(|s| s.agent_config.mode)) {
-                    // Consent is the runtime's own step: the model is asked only once it is given.
-                    (Some(gateway), Some(AgentMode::Llm)) if session.consent() == Some(true) => {
+                    // Consent, screening and safety stops are the runtime's own: the model is asked
+                    // only during the interview proper.
+                    (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
                         self.llm_propose(gateway, &step, &session, &conversation, &events)
                             .await
                     }

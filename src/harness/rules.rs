@@ -122,6 +122,35 @@ pub fn propose(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
         }
         Some(true) => {}
     }
+    if s.safety_triggered() {
+        return proposal(
+            AgentAction::Conclude {
+                reason: ConcludeReason::SafetyTriggered,
+            },
+            "The participant's words matched a safety or privacy pattern; the session stops here."
+                .into(),
+            "safety trigger".into(),
+        );
+    }
+    if s.screening_verdict() == Some(false) {
+        return proposal(
+            AgentAction::Conclude {
+                reason: ConcludeReason::ScreeningFailed,
+            },
+            "The screening answers do not meet the study's criteria.".into(),
+            "screening verdict".into(),
+        );
+    }
+    if let Some(question) = s.next_screening_question() {
+        return proposal(
+            AgentAction::RenderInteraction { objective_id: None },
+            format!(
+                "Screening question {:?} comes before the interview.",
+                question.id
+            ),
+            "screening".into(),
+        );
+    }
     if s.summary().is_some() {
         return after_summary(s, c, at);
     }

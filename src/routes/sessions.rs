@@ -398,6 +398,7 @@ fn researcher_fields(
         "decision_log": decisions,
         "errors": view.errors,
         "consent": view.consent,
+        "screening": view.screening,
         "summary": view.summary,
         "summary_confirmed": view.summary_confirmed,
         "end_reason": view.end_reason,

@@ -3,6 +3,7 @@
 mod bad_input;
 mod harness;
 mod helpers;
+mod journey;
 mod llm;
 mod operations;
 mod research;

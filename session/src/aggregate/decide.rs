@@ -150,7 +150,9 @@ impl Session {
             AllMustObjectivesCovered => self.all_must_covered(),
             ConfidenceThresholdMet => self.required_fields_met(),
             ConsentDeclined => self.consent == Some(false),
-            ScreeningFailed | SafetyTriggered => true,
+            ScreeningFailed => self.screening == Some(false),
+            // The runtime's patterns, or the model's own judgement of what it read.
+            SafetyTriggered => true,
             Timeout => false,
             MaxTurnsReached | MaxDurationReached | ParticipantRequestedEnd | ParticipantFatigue => {
                 self.stop_reason(at) == Some(reason)
@@ -219,15 +221,36 @@ impl Session {
                     reason: ConcludeReason::ConsentDeclined,
                 }
             }
-            Some(true)
-                if matches!(
-                    action,
-                    AgentAction::RenderInteraction { objective_id: None }
-                ) =>
-            {
-                return Err(invalid("action", "consent was already given"));
-            }
             _ => {}
+        }
+        if self.consent == Some(true) {
+            let runtime_widget = AgentAction::RenderInteraction { objective_id: None };
+            if self.safety_triggered {
+                // A safety or privacy trigger ends the session, whatever was proposed.
+                action = AgentAction::Conclude {
+                    reason: ConcludeReason::SafetyTriggered,
+                };
+            } else if self.screening == Some(false) {
+                action = AgentAction::Conclude {
+                    reason: ConcludeReason::ScreeningFailed,
+                };
+            } else if self.next_screening_question().is_some() {
+                // Screening questions come right after consent, one widget at a time.
+                if !matches!(
+                    action,
+                    AgentAction::Conclude {
+                        reason: ConcludeReason::SafetyTriggered
+                    }
+                ) {
+                    action = runtime_widget;
+                }
+            } else if self.screening_awaits_verdict() {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                });
+            } else if action == runtime_widget {
+                return Err(invalid("action", "consent and screening are done"));
+            }
         }
         // Limits, end intent and fatigue stop questioning: summary first, then conclude.
         let questioning = matches!(
@@ -311,8 +334,14 @@ impl Session {
             AgentAction::RenderInteraction { objective_id } => {
                 let interaction_id = interaction_id
                     .ok_or_else(|| invalid("interaction_id", "a widget needs an interaction id"))?;
-                let spec = match objective_id {
-                    None => InteractionSpec {
+                let screening = self
+                    .consent
+                    .is_some()
+                    .then(|| self.next_screening_question())
+                    .flatten();
+                let spec = match (objective_id, screening) {
+                    (None, Some(question)) => question.spec.clone(),
+                    (None, None) => InteractionSpec {
                         prompt: phrases::consent_prompt(locale).into(),
                         research_intent: "consent".into(),
                         kind: InteractionKind::Consent {
@@ -320,7 +349,7 @@ impl Session {
                             consent_version: study.study_config.consent.version.clone(),
                         },
                     },
-                    Some(id) => {
+                    (Some(id), _) => {
                         let configured =
                             self.find_objective(id).and_then(|o| o.interaction.clone());
                         let offered = if rewritten {
@@ -338,7 +367,8 @@ impl Session {
                 };
                 spec.validate("interaction")
                     .map_err(|(field, message)| invalid(&field, message))?;
-                if matches!(spec.kind, InteractionKind::Consent { .. }) != objective_id.is_none() {
+                let consent_panel = objective_id.is_none() && screening.is_none();
+                if matches!(spec.kind, InteractionKind::Consent { .. }) != consent_panel {
                     return Err(invalid(
                         "interaction.type",
                         "consent is asked only by the runtime",
@@ -346,12 +376,14 @@ impl Session {
                 }
                 let tool_call_id = format!("tc_{interaction_id}");
                 judged.message = own(&p.message);
-                judged.interaction = Some(Box::new(InteractionToolCall::new(
+                let mut call = InteractionToolCall::new(
                     interaction_id,
                     tool_call_id,
                     objective_id.clone(),
                     &spec,
-                )));
+                );
+                call.screening_question_id = screening.map(|q| q.id.clone());
+                judged.interaction = Some(Box::new(call));
             }
             AgentAction::ExtractFields => {
                 let schema = &study.output_schema.fields;

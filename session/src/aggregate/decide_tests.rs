@@ -662,3 +662,124 @@ async fn a_session_idle_at_the_summary_is_completed_unconfirmed() {
     )));
     assert_eq!(status_after(&events), Some(S::Completed));
 }
+
+fn screened_study() -> crate::study::PinnedStudy {
+    let d: crate::study::StudyDefinition = serde_json::from_value(json!({
+        "title": "Coffee habits",
+        "consent": {"text": "We keep your answers.", "version": "1"},
+        "screening": {
+            "questions": [{"id": "drinks", "type": "yes_no", "prompt": "Do you drink coffee?"}],
+            "rules": [{"question_id": "drinks", "disqualify_if": [false]}]
+        },
+        "objectives": [{"id": "o1", "title": "Habits", "priority": "must", "opening_question": "How do you make coffee?"}],
+        "output_schema": {"fields": [{"id": "f1", "type": "string", "objective_id": "o1"}]},
+        "agent": {"safety_patterns": ["hurt myself"]}
+    }))
+    .unwrap();
+    d.versioned_documents().pin("study-2", "screened")
+}
+
+fn screened() -> Vec<C> {
+    let create = C::Create {
+        session_id: Uuid::nil(),
+        study: Box::new(screened_study()),
+        participant_ref: None,
+        participant_token_sha256: String::new(),
+        preview: false,
+        at: at(),
+    };
+    let mut c = vec![create, C::Start { at: at() }];
+    c.extend(step(1, A::RenderInteraction { objective_id: None }, None));
+    c.push(answer_consent(1, true));
+    c
+}
+
+fn answer(n: u128, value: serde_json::Value) -> C {
+    C::SubmitInteraction {
+        interaction_id: format!("int-{n}"),
+        turn_id: Uuid::from_u128(n + 500),
+        status: SubmitStatus::Submitted,
+        value: Some(value),
+        client_context: None,
+        at: at(),
+    }
+}
+
+#[tokio::test]
+async fn screening_questions_follow_consent() {
+    let mut given = screened();
+    given.push(claim(2));
+    let events = when(given, decide(2, ask("o1"), None)).await.unwrap();
+    assert_eq!(
+        decision(&events),
+        (A::RenderInteraction { objective_id: None }, Some(ask("o1")))
+    );
+    let rendered = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::InteractionRendered { interaction } => Some(interaction.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(rendered.screening_question_id.as_deref(), Some("drinks"));
+    assert_eq!(rendered.type_name(), "yes_no");
+}
+
+#[tokio::test]
+async fn a_screening_verdict_needs_every_answer_and_a_failed_one_abandons() {
+    let mut given = screened();
+    let verdict = |eligible| C::EvaluateScreening {
+        eligible,
+        rationale: "drinks: false disqualifies".into(),
+        at: at(),
+    };
+    expect_error(
+        given.clone(),
+        verdict(false),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    given.extend(step(2, A::RenderInteraction { objective_id: None }, None));
+    given.push(answer(2, json!(false)));
+    let events = when(given.clone(), verdict(false)).await.unwrap();
+    assert!(
+        matches!(&events[0].body, EventBody::ScreeningEvaluated { eligible: false, answers, .. } if answers["drinks"] == Some(json!(false)))
+    );
+    given.push(verdict(false));
+    given.push(claim(3));
+    let events = when(given, decide(3, ask("o1"), None)).await.unwrap();
+    assert_eq!(
+        decision(&events).0,
+        A::Conclude {
+            reason: R::ScreeningFailed
+        }
+    );
+    assert!(said(&events).unwrap().contains("different situation"));
+    assert_eq!(status_after(&events), Some(S::Abandoned));
+}
+
+#[tokio::test]
+async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
+    let mut given = screened();
+    given.extend(step(2, A::RenderInteraction { objective_id: None }, None));
+    given.push(answer(2, json!(true)));
+    given.push(C::EvaluateScreening {
+        eligible: true,
+        rationale: "ok".into(),
+        at: at(),
+    });
+    given.extend(step(3, ask("o1"), None));
+    given.push(message(10, "Some days I want to hurt myself"));
+    given.push(claim(4));
+    let events = when(given, decide(4, probe("o1"), Some("Why?")))
+        .await
+        .unwrap();
+    assert_eq!(
+        decision(&events).0,
+        A::Conclude {
+            reason: R::SafetyTriggered
+        }
+    );
+    assert!(said(&events).unwrap().contains("support"));
+    assert_eq!(status_after(&events), Some(S::Abandoned));
+}

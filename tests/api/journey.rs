@@ -1,0 +1,136 @@
+//! Screening and safety through the harness and HTTP (runs triggered explicitly).
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+
+async fn screened_study(app: &TestApp) -> String {
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("screened");
+    study["screening"] = json!({
+        "questions": [
+            {"id": "shops", "type": "yes_no", "prompt": "Do you do the grocery shopping for your household?"},
+            {"id": "often", "type": "single_choice", "prompt": "How often do you shop?",
+             "options": [{"id": "weekly", "label": "Every week"}, {"id": "rarely", "label": "Rarely"}]}
+        ],
+        "rules": [
+            {"question_id": "shops", "disqualify_if": [false]},
+            {"question_id": "often", "qualify_if": ["weekly"]}
+        ]
+    });
+    study["agent"]["safety_patterns"] = json!(["hurt myself", "my bank password"]);
+    let (_, slug, _) = app.publish_study(&study).await;
+    slug
+}
+
+async fn run(app: &TestApp, session: &str) -> Value {
+    app.state.harness.run(session).await.unwrap();
+    json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await
+}
+
+async fn answer(app: &TestApp, session: &str, token: &str, s: &Value, value: Value) {
+    let id = s["pending_interaction"]["interaction_id"]
+        .as_str()
+        .expect("a widget is pending");
+    let res = app
+        .post(
+            &format!("/api/sessions/{session}/interactions/{id}/submit"),
+            Some(token),
+            &json!({"status": "submitted", "value": value}),
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
+fn last_assistant(s: &Value) -> String {
+    s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|t| t["role"] == "assistant")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Consent, then the two screening answers.
+async fn screen(app: &TestApp, slug: &str, shops: bool, often: &str) -> (String, String, Value) {
+    let (session, token) = app.create_session(slug).await;
+    let s = run(app, &session).await;
+    answer(app, &session, &token, &s, json!({"accepted": true})).await;
+    let s = run(app, &session).await;
+    assert_eq!(s["pending_interaction"]["screening_question_id"], "shops");
+    assert_eq!(s["current_phase"], "CONSENT_OR_SCREENING");
+    answer(app, &session, &token, &s, json!(shops)).await;
+    let s = run(app, &session).await;
+    assert_eq!(s["pending_interaction"]["screening_question_id"], "often");
+    answer(app, &session, &token, &s, json!(often)).await;
+    let s = run(app, &session).await;
+    (session, token, s)
+}
+
+async fn failing_screening_ends_the_session_kindly(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let slug = screened_study(&app).await;
+    let (session, token, s) = screen(&app, &slug, true, "rarely").await;
+    assert_eq!(s["status"], "abandoned");
+    assert_eq!(s["end_reason"], "screening_failed");
+    assert_eq!(s["screening"]["eligible"], false);
+    assert!(s["screening"]["rationale"]
+        .as_str()
+        .unwrap()
+        .contains("often"));
+    assert!(last_assistant(&s).contains("Thank you for your answers"));
+    assert_eq!(s["turn_count"], 0, "screening answers are not turns");
+    assert_error(
+        app.post_message(&session, &token, "hello?").await,
+        StatusCode::GONE,
+        "session_terminal",
+    )
+    .await;
+}
+
+async fn passing_screening_opens_the_interview(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let slug = screened_study(&app).await;
+    let (_, _, s) = screen(&app, &slug, true, "weekly").await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(s["current_phase"], "OPENING");
+    assert_eq!(s["screening"]["eligible"], true);
+    assert!(last_assistant(&s).starts_with("To start"));
+}
+
+async fn a_safety_trigger_abandons_with_a_supportive_message(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let slug = screened_study(&app).await;
+    let (session, token, _) = screen(&app, &slug, true, "weekly").await;
+    assert_eq!(
+        app.post_message(
+            &session,
+            &token,
+            "Honestly some weeks I just want to hurt myself"
+        )
+        .await
+        .status(),
+        StatusCode::ACCEPTED
+    );
+    let s = run(&app, &session).await;
+    assert_eq!(s["status"], "abandoned");
+    assert_eq!(s["end_reason"], "safety_triggered");
+    assert!(last_assistant(&s).contains("support"));
+}
+
+both_stores!(
+    failing_screening_ends_the_session_kindly,
+    passing_screening_opens_the_interview,
+    a_safety_trigger_abandons_with_a_supportive_message,
+);
