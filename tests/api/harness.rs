@@ -6,49 +6,11 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::helpers::{assert_error, json_of, last_assistant, Store, TestApp, RESEARCHER_TOKEN};
 use crate::sse::SseClient;
-
-async fn run(app: &TestApp, session: &str) -> Value {
-    app.state
-        .harness
-        .run(session)
-        .await
-        .expect("the run succeeds");
-    json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-            .await,
-    )
-    .await
-}
-
-fn last_assistant(state: &Value) -> String {
-    state["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|t| t["role"] == "assistant")
-        .map(|t| t["content"].as_str().unwrap().to_string())
-        .unwrap_or_default()
-}
 
 fn last_action(state: &Value) -> Value {
     state["decision_log"].as_array().unwrap().last().unwrap()["selected_action"].clone()
-}
-
-async fn submit(app: &TestApp, session: &str, token: &str, state: &Value, value: Value) {
-    let id = state["pending_interaction"]["interaction_id"]
-        .as_str()
-        .expect("a pending widget");
-    let res = app
-        .post(
-            &format!("/api/sessions/{session}/interactions/{id}/submit"),
-            Some(token),
-            &json!({"status": "submitted", "value": value}),
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
 }
 
 async fn say(app: &TestApp, session: &str, token: &str, text: &str) {
@@ -64,7 +26,7 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     let stream_url = app.url(&format!("/api/sessions/{session}/stream?token={token}"));
     let mut sse = SseClient::new(app.client.get(stream_url).send().await.unwrap());
 
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "waiting_for_tool");
     assert_eq!(s["current_phase"], "CONSENT_OR_SCREENING");
     assert_eq!(s["pending_interaction"]["type"], "consent");
@@ -72,9 +34,10 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
         .as_str()
         .unwrap()
         .contains("research interview"));
-    submit(&app, &session, &token, &s, json!({"accepted": true})).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
 
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "waiting_for_user");
     assert_eq!(s["current_phase"], "OPENING");
     assert!(last_assistant(&s).starts_with("To start, could you walk me through"));
@@ -84,7 +47,7 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     );
 
     say(&app, &session, &token, "I use a list").await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(last_action(&s)["action"], "probe");
     assert_eq!(last_action(&s)["trigger"], "vague");
 
@@ -95,7 +58,7 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
         "Last Sunday I wrote the list on my phone while my partner checked the fridge and pantry",
     )
     .await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(
         last_action(&s),
         json!({"action": "ask_question", "objective_id": "pain_points"})
@@ -114,12 +77,12 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
         "Vegetables go bad before we eat them because we buy too much on impulse every single week",
     )
     .await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "waiting_for_tool");
     assert_eq!(s["pending_interaction"]["type"], "likert");
-    submit(&app, &session, &token, &s, json!(2)).await;
+    app.answer(&session, &token, &s, json!(2)).await;
 
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(
         last_action(&s),
         json!({"action": "ask_question", "objective_id": "tool_preferences"})
@@ -127,18 +90,19 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     assert_eq!(s["extracted_fields"]["planning_satisfaction"]["value"], 2);
 
     say(&app, &session, &token, "Honestly a shopping list that fills itself from the meals we plan would save me the most time").await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["pending_interaction"]["type"], "single_choice");
-    submit(&app, &session, &token, &s, json!("shopping_list")).await;
+    app.answer(&session, &token, &s, json!("shopping_list"))
+        .await;
 
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "waiting_for_user");
     assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
     assert!(last_assistant(&s).contains("Did I get that right?"));
     let turns = s["turn_count"].clone();
 
     say(&app, &session, &token, "Yes, that's right").await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "completed");
     assert_eq!(
         s["turn_count"], turns,
@@ -204,9 +168,10 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
 async fn declining_consent_abandons_the_session_kindly(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
-    let s = run(&app, &session).await;
-    submit(&app, &session, &token, &s, json!({"accepted": false})).await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": false}))
+        .await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "abandoned");
     assert_eq!(s["end_reason"], "consent_declined");
     assert!(last_assistant(&s).contains("thank you"));
@@ -230,15 +195,16 @@ async fn declining_consent_abandons_the_session_kindly(store: Store) {
 async fn saying_stop_goes_to_the_summary_and_ends_there(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
-    let s = run(&app, &session).await;
-    submit(&app, &session, &token, &s, json!({"accepted": true})).await;
-    run(&app, &session).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    app.run(&session).await;
     say(&app, &session, &token, "结束").await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
     assert_eq!(last_action(&s)["action"], "summarize_and_confirm");
     say(&app, &session, &token, "是的").await;
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "completed");
     assert_eq!(s["end_reason"], "participant_requested_end");
     let questions = s["decision_log"]

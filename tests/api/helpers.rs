@@ -217,6 +217,40 @@ impl TestApp {
         })
     }
 
+    /// The session as a researcher reads it.
+    pub async fn researcher_view(&self, session: &str) -> Value {
+        json_of(
+            self.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+                .await,
+        )
+        .await
+    }
+
+    /// Runs the interviewer on the session, then reads it as a researcher.
+    pub async fn run(&self, session: &str) -> Value {
+        self.state
+            .harness
+            .run(session)
+            .await
+            .expect("the run succeeds");
+        self.researcher_view(session).await
+    }
+
+    /// Answers the pending widget of `state` with `value`.
+    pub async fn answer(&self, session: &str, token: &str, state: &Value, value: Value) {
+        let id = state["pending_interaction"]["interaction_id"]
+            .as_str()
+            .expect("a widget is pending");
+        let res = self
+            .post(
+                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                Some(token),
+                &json!({"status": "submitted", "value": value}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+
     /// Runs a command the HTTP API does not expose yet (the harness will send these).
     pub async fn execute(&self, session: &str, command: interview_session::SessionCommand) {
         self.state
@@ -230,6 +264,19 @@ impl TestApp {
             .await
             .expect("command accepted");
     }
+}
+
+/// The interviewer's last utterance in a session view.
+pub fn last_assistant(state: &Value) -> String {
+    state["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|t| t["role"] == "assistant")
+        .and_then(|t| t["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 pub async fn json_of(res: Response) -> Value {

@@ -4,7 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::helpers::{assert_error, last_assistant, Store, TestApp};
 
 async fn screened_study(app: &TestApp) -> String {
     let mut study: Value =
@@ -26,55 +26,20 @@ async fn screened_study(app: &TestApp) -> String {
     slug
 }
 
-async fn run(app: &TestApp, session: &str) -> Value {
-    app.state.harness.run(session).await.unwrap();
-    json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-            .await,
-    )
-    .await
-}
-
-async fn answer(app: &TestApp, session: &str, token: &str, s: &Value, value: Value) {
-    let id = s["pending_interaction"]["interaction_id"]
-        .as_str()
-        .expect("a widget is pending");
-    let res = app
-        .post(
-            &format!("/api/sessions/{session}/interactions/{id}/submit"),
-            Some(token),
-            &json!({"status": "submitted", "value": value}),
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
-}
-
-fn last_assistant(s: &Value) -> String {
-    s["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|t| t["role"] == "assistant")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Consent, then the two screening answers.
 async fn screen(app: &TestApp, slug: &str, shops: bool, often: &str) -> (String, String, Value) {
     let (session, token) = app.create_session(slug).await;
-    let s = run(app, &session).await;
-    answer(app, &session, &token, &s, json!({"accepted": true})).await;
-    let s = run(app, &session).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    let s = app.run(&session).await;
     assert_eq!(s["pending_interaction"]["screening_question_id"], "shops");
     assert_eq!(s["current_phase"], "CONSENT_OR_SCREENING");
-    answer(app, &session, &token, &s, json!(shops)).await;
-    let s = run(app, &session).await;
+    app.answer(&session, &token, &s, json!(shops)).await;
+    let s = app.run(&session).await;
     assert_eq!(s["pending_interaction"]["screening_question_id"], "often");
-    answer(app, &session, &token, &s, json!(often)).await;
-    let s = run(app, &session).await;
+    app.answer(&session, &token, &s, json!(often)).await;
+    let s = app.run(&session).await;
     (session, token, s)
 }
 
@@ -123,7 +88,7 @@ async fn a_safety_trigger_abandons_with_a_supportive_message(store: Store) {
         .status(),
         StatusCode::ACCEPTED
     );
-    let s = run(&app, &session).await;
+    let s = app.run(&session).await;
     assert_eq!(s["status"], "abandoned");
     assert_eq!(s["end_reason"], "safety_triggered");
     assert!(last_assistant(&s).contains("support"));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::helpers::{json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::helpers::{json_of, last_assistant, Store, TestApp, RESEARCHER_TOKEN};
 use crate::scripted_model::{Reply, ScriptedModel};
 use crate::sse::SseClient;
 
@@ -82,19 +82,6 @@ impl Llm {
             StatusCode::ACCEPTED
         );
     }
-}
-
-fn last_assistant(s: &Value) -> String {
-    s["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|t| t["role"] == "assistant")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 fn last_decision(s: &Value) -> Value {

@@ -9,27 +9,6 @@ use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
 const AWKWARD: &str =
     "We buy \"fresh\" veg, then\nfreeze half of it — 冷冻的菜, every single Sunday evening";
 
-async fn run(app: &TestApp, session: &str) -> Value {
-    app.state.harness.run(session).await.unwrap();
-    json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-            .await,
-    )
-    .await
-}
-
-async fn answer_widget(app: &TestApp, session: &str, token: &str, s: &Value, value: Value) {
-    let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
-    let res = app
-        .post(
-            &format!("/api/sessions/{session}/interactions/{id}/submit"),
-            Some(token),
-            &json!({"status": "submitted", "value": value}),
-        )
-        .await;
-    assert_eq!(res.status(), StatusCode::OK);
-}
-
 /// Creates a demo session (a preview one with the researcher token) and runs it to the end.
 async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
     let res = app
@@ -45,9 +24,10 @@ async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
         created["session_id"].as_str().unwrap().to_string(),
         created["participant_token"].as_str().unwrap().to_string(),
     );
-    let s = run(app, &session).await;
-    answer_widget(app, &session, &token, &s, json!({"accepted": consent})).await;
-    let mut s = run(app, &session).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": consent}))
+        .await;
+    let mut s = app.run(&session).await;
     let mut guard = 0;
     while s["status"] != "completed" && s["status"] != "abandoned" {
         guard += 1;
@@ -57,7 +37,7 @@ async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
                 "likert" => json!(4),
                 _ => json!("budget"),
             };
-            answer_widget(app, &session, &token, &s, value).await;
+            app.answer(&session, &token, &s, value).await;
         } else {
             let reply = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
                 "yes"
@@ -69,7 +49,7 @@ async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
                 StatusCode::ACCEPTED
             );
         }
-        s = run(app, &session).await;
+        s = app.run(&session).await;
     }
     session
 }

@@ -2,19 +2,11 @@
 
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::both_stores;
-use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
+use crate::helpers::{assert_error, Store, TestApp};
 use interview_runtime::sweeper::sweep_once;
-
-async fn state_of(app: &TestApp, session: &str) -> Value {
-    json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-            .await,
-    )
-    .await
-}
 
 async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     let app = TestApp::spawn(store).await;
@@ -22,7 +14,7 @@ async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     let (at_summary, summary_token) = app.create_session("demo").await;
     // Bring the second one to the summary confirmation.
     app.state.harness.run(&at_summary).await.unwrap();
-    let s = state_of(&app, &at_summary).await;
+    let s = app.researcher_view(&at_summary).await;
     let consent = s["pending_interaction"]["interaction_id"].as_str().unwrap();
     app.post(
         &format!("/api/sessions/{at_summary}/interactions/{consent}/submit"),
@@ -34,7 +26,7 @@ async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     app.post_message(&at_summary, &summary_token, "stop").await;
     app.state.harness.run(&at_summary).await.unwrap();
     assert_eq!(
-        state_of(&app, &at_summary).await["current_phase"],
+        app.researcher_view(&at_summary).await["current_phase"],
         "SUMMARY_CONFIRMATION"
     );
 
@@ -45,7 +37,7 @@ async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     let (a, b) = tokio::join!(sweep_once(&app.state, later), sweep_once(&app.state, later));
     assert_eq!(a.unwrap() + b.unwrap(), 2);
 
-    let s = state_of(&app, &idle).await;
+    let s = app.researcher_view(&idle).await;
     assert_eq!(s["status"], "abandoned");
     assert_eq!(s["end_reason"], "timeout");
     assert_error(
@@ -55,7 +47,7 @@ async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     )
     .await;
 
-    let s = state_of(&app, &at_summary).await;
+    let s = app.researcher_view(&at_summary).await;
     assert_eq!(s["status"], "completed");
     assert_eq!(s["summary_confirmed"], false);
     assert_eq!(s["end_reason"], "timeout");
