@@ -141,22 +141,7 @@ pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord,
         .execute(pool)
         .await?;
     });
-    get_written(db, &study_id).await
-}
-
-/// Reads a study just written (through the write side, so SQLite sees its own write at once).
-async fn get_written(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
-    let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
-    on_db!(write(db), |pool| {
-        let row = sqlx::query(&sql)
-            .bind(study_id)
-            .fetch_optional(pool)
-            .await?;
-        row.as_ref()
-            .map(record_from_row)
-            .transpose()?
-            .ok_or_else(study_not_found)
-    })
+    get(db, &study_id).await
 }
 
 /// Replaces the draft definition; what is published stays until the next publish.
@@ -179,14 +164,14 @@ pub async fn replace(
     if updated == 0 {
         return Err(study_not_found());
     }
-    get_written(db, study_id).await
+    get(db, study_id).await
 }
 
 /// Publishes the current draft: stores its four documents (content-addressed, so unchanged
 /// parts keep their ids), assigns the public slug on first publish, and makes it what new
 /// sessions pin. A paused study stays paused.
 pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
-    let study = get_written(db, study_id).await?;
+    let study = get(db, study_id).await?;
     validate(&study.definition)?;
     let slug = match (&study.definition.public_slug, &study.public_slug) {
         (Some(wanted), _) => wanted.clone(),
@@ -264,12 +249,12 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
         }
         other => other?,
     }
-    get_written(db, study_id).await
+    get(db, study_id).await
 }
 
 /// Pauses (`paused = true`) or resumes a published study.
 pub async fn set_paused(db: &Db, study_id: &str, paused: bool) -> Result<StudyRecord, ApiError> {
-    let study = get_written(db, study_id).await?;
+    let study = get(db, study_id).await?;
     if study.status == StudyStatus::Draft {
         return Err(ApiError::Conflict {
             code: "study_not_published",
@@ -290,7 +275,7 @@ pub async fn set_paused(db: &Db, study_id: &str, paused: bool) -> Result<StudyRe
             .execute(pool)
             .await?;
     });
-    get_written(db, study_id).await
+    get(db, study_id).await
 }
 
 /// `title-words-1a2b3c`: readable, and random enough not to collide or be guessed.
