@@ -75,9 +75,8 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
         .and_then(|rest| rest.split_once('_'))
         .and_then(|(id, _)| Uuid::try_parse(id).ok())
         .ok_or(ApiError::Unauthorized)?;
-    let stored = interview_projections::read::session_state(&state.db, &session_id.to_string())
+    let stored = interview_projections::read::session_token(&state.db, &session_id.to_string())
         .await?
-        .map(|v| v.participant_token_sha256)
         .ok_or(ApiError::Unauthorized)?;
     if stored == digest {
         Ok(Caller::Participant { session_id })

@@ -374,3 +374,26 @@ pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String
         .await
     })
 }
+
+/// The digest of a session's participant token, if the session exists (a small, indexed read
+/// done on every authenticated participant request).
+pub async fn session_token(db: &Db, session_id: &str) -> Result<Option<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar("SELECT participant_token_sha256 FROM session_state WHERE session_id = $1 AND last_seq > 0")
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await
+    })
+}
+
+/// A session's status, if it exists.
+pub async fn session_status(db: &Db, session_id: &str) -> Result<Option<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT status FROM session_state WHERE session_id = $1 AND last_seq > 0",
+        )
+        .bind(session_id)
+        .fetch_optional(pool)
+        .await
+    })
+}

@@ -14,7 +14,7 @@ use utoipa::IntoParams;
 use crate::auth::require_researcher;
 use crate::error::ApiError;
 use crate::export;
-use crate::routes::sessions::authorize;
+use crate::routes::sessions::{authorize, load_view};
 use crate::state::AppState;
 use crate::studies;
 
@@ -142,8 +142,8 @@ async fn researcher_session(
     raw: &str,
 ) -> Result<(String, interview_projections::SessionStateView), ApiError> {
     require_researcher(state, req).await?;
-    let (_, id, view) = authorize(state, req, raw).await?;
-    Ok((id.to_string(), view))
+    let (_, id) = authorize(state, req, raw).await?;
+    Ok((id.to_string(), load_view(state, id).await?))
 }
 
 /// A session's transcript.

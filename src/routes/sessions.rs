@@ -118,20 +118,41 @@ pub(crate) async fn authorize(
     state: &AppState,
     req: &HttpRequest,
     raw_id: &str,
-) -> Result<(Caller, Uuid, SessionStateView), ApiError> {
+) -> Result<(Caller, Uuid), ApiError> {
     let caller = authenticate(state, req).await?;
     let session_id = parse_session_id(raw_id)?;
-    let view = read::session_state(&state.db, &session_id.to_string())
-        .await?
-        .ok_or_else(ApiError::session_not_found)?;
     match caller {
-        Caller::Researcher => {}
+        // A participant token is only valid for a session that exists.
         Caller::Participant { session_id: own } if own == session_id => {}
         Caller::Participant { .. } => {
-            return Err(ApiError::Forbidden("this token belongs to another session"))
+            if read::session_status(&state.db, &session_id.to_string())
+                .await?
+                .is_none()
+            {
+                return Err(ApiError::session_not_found());
+            }
+            return Err(ApiError::Forbidden("this token belongs to another session"));
+        }
+        Caller::Researcher => {
+            if read::session_status(&state.db, &session_id.to_string())
+                .await?
+                .is_none()
+            {
+                return Err(ApiError::session_not_found());
+            }
         }
     }
-    Ok((caller, session_id, view))
+    Ok((caller, session_id))
+}
+
+/// The session's state view (404 if it is not there).
+pub(crate) async fn load_view(
+    state: &AppState,
+    session_id: Uuid,
+) -> Result<SessionStateView, ApiError> {
+    read::session_state(&state.db, &session_id.to_string())
+        .await?
+        .ok_or_else(ApiError::session_not_found)
 }
 
 /// Participant-only commands: researchers may read sessions but not speak in them.
@@ -139,9 +160,9 @@ async fn authorize_participant(
     state: &AppState,
     req: &HttpRequest,
     raw_id: &str,
-) -> Result<(Uuid, SessionStateView), ApiError> {
+) -> Result<Uuid, ApiError> {
     match authorize(state, req, raw_id).await? {
-        (Caller::Participant { .. }, id, view) => Ok((id, view)),
+        (Caller::Participant { .. }, id) => Ok(id),
         (Caller::Researcher, ..) => Err(ApiError::Forbidden(
             "only the participant can answer in a session",
         )),
@@ -161,10 +182,9 @@ async fn execute_participant(
         .store
         .execute(&id, command, actor, &request_id(req))
         .await?;
-    let view = read::session_state(&state.db, &id)
+    read::session_status(&state.db, &id)
         .await?
-        .ok_or_else(ApiError::session_not_found)?;
-    Ok(view.status.as_str().to_string())
+        .ok_or_else(ApiError::session_not_found)
 }
 
 /// Start a session from a study's public link (no login).
@@ -259,7 +279,7 @@ pub async fn post_message(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let limit = state.settings.max_message_bytes;
-    let (session_id, _) = authorize_participant(&state, &req, &path).await?;
+    let session_id = authorize_participant(&state, &req, &path).await?;
     let request: PostMessageRequest =
         json_body(body, limit * 6 + 4096, false, ShapeErrors::BadRequest).await?;
     if request.content.trim().is_empty() {
@@ -311,7 +331,7 @@ pub async fn submit_interaction(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (raw_session, interaction_id) = path.into_inner();
-    let (session_id, _) = authorize_participant(&state, &req, &raw_session).await?;
+    let session_id = authorize_participant(&state, &req, &raw_session).await?;
     let request: SubmitInteractionRequest = json_body(
         body,
         state.settings.max_body_bytes,
@@ -345,7 +365,8 @@ pub async fn get(
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (caller, session_id, view) = authorize(&state, &req, &path).await?;
+    let (caller, session_id) = authorize(&state, &req, &path).await?;
+    let view = load_view(&state, session_id).await?;
     let rows = read::transcript(&state.db, &session_id.to_string()).await?;
     let transcript = rows
         .into_iter()

@@ -59,7 +59,7 @@ pub async fn stream(
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, session_id, _) = authorize(&state, &req, &path).await?;
+    let (_, session_id) = authorize(&state, &req, &path).await?;
     let after = last_event_id(&req)?;
     let session_id = session_id.to_string();
     // Subscribe before the first read, so nothing committed in between is missed.
