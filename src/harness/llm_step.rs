@@ -78,6 +78,62 @@ fn accepted_as_is(session: &Session, action: AgentAction, now: DateTime<Utc>) ->
 }
 
 impl Harness {
+    /// The model's screening verdict (`judge_screening`); on any failure, recorded, the study's
+    /// own rules decide.
+    pub(super) async fn llm_judge_screening(
+        &self,
+        gateway: &ModelGateway,
+        step: &Step<'_>,
+        session: &Session,
+    ) -> (bool, String) {
+        let study = session.study().expect("a running session has its study");
+        let rules = || {
+            study
+                .study_config
+                .screening
+                .evaluate(session.screening_answers())
+        };
+        let Some(body) = prompt::screening_request(session) else {
+            return rules();
+        };
+        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
+        let verdict = match gateway.stream(body, timeout, |_, _| {}).await {
+            Ok(turn) if turn.tool_name.as_deref() == Some("judge_screening") => {
+                let args: serde_json::Value =
+                    serde_json::from_str(&turn.arguments).unwrap_or_default();
+                match (
+                    args["eligible"].as_bool(),
+                    args["rationale"].as_str().map(str::trim),
+                ) {
+                    (Some(eligible), Some(rationale)) if !rationale.is_empty() => {
+                        Ok((eligible, rationale.to_string()))
+                    }
+                    _ => Err((
+                        "model_bad_arguments".to_string(),
+                        format!("judge_screening arguments: {}", turn.arguments),
+                    )),
+                }
+            }
+            Ok(turn) => Err((
+                "model_bad_arguments".to_string(),
+                format!("expected judge_screening, got {:?}", turn.tool_name),
+            )),
+            Err((error, _)) => Err((error.code().to_string(), error.to_string())),
+        };
+        match verdict {
+            Ok(verdict) => verdict,
+            Err((code, message)) => {
+                self.record_error(step.session_id, step.run_id, "model", &code, &message)
+                    .await;
+                let (eligible, rationale) = rules();
+                (
+                    eligible,
+                    format!("Fallback after a model failure ({code}): {rationale}"),
+                )
+            }
+        }
+    }
+
     pub(super) async fn llm_propose(
         &self,
         gateway: &ModelGateway,

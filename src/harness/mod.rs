@@ -161,19 +161,35 @@ impl Harness {
                 }
             }
             if session.screening_awaits_verdict() {
-                // The study's qualify/disqualify rules decide (also in llm mode, for now).
+                // The model judges in llm mode; the study's qualify/disqualify rules otherwise.
                 let study = session.study().expect("a running session has its study");
-                let (eligible, rationale) = study
-                    .study_config
-                    .screening
-                    .evaluate(session.screening_answers());
+                let (eligible, rationale) = match (&self.gateway, study.agent_config.mode) {
+                    (Some(gateway), AgentMode::Llm) => {
+                        let step = llm_step::Step {
+                            session_id,
+                            run_id,
+                            message_id: Uuid::nil(),
+                            now,
+                        };
+                        self.llm_judge_screening(gateway, &step, &session).await
+                    }
+                    _ => study
+                        .study_config
+                        .screening
+                        .evaluate(session.screening_answers()),
+                };
                 let command = SessionCommand::EvaluateScreening {
                     eligible,
                     rationale,
                     at: now,
                 };
-                self.execute(session_id, command, run_id).await?;
-                continue;
+                match self.execute(session_id, command, run_id).await {
+                    // Another run recorded the verdict first.
+                    Ok(()) | Err(AggregateError::UserError(SessionError::InvalidState { .. })) => {
+                        continue
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();

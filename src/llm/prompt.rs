@@ -230,3 +230,80 @@ pub fn request(
         "stream_options": {"include_usage": true},
     })
 }
+
+const SCREENING_TEMPLATE: &str = "\
+You decide whether a participant is eligible for a research study, from their answers to the
+screening questions and the study's criteria. Call judge_screening exactly once: `eligible`, and
+a short `rationale` a researcher can audit. Do not write anything else.
+
+Study: {title}
+{description}
+
+Screening questions and the participant's answers:
+{answers}
+
+The study's criteria:
+{rules}";
+
+/// The request for a screening verdict (`judge_screening`).
+pub fn screening_request(s: &Session) -> Option<Value> {
+    let study = s.study()?;
+    let screening = &study.study_config.screening;
+    let answers = screening
+        .questions
+        .iter()
+        .map(|q| {
+            let answer = s.screening_answers().get(&q.id).cloned().flatten();
+            format!(
+                "- {} \"{}\": {}",
+                q.id,
+                q.spec.prompt,
+                answer.map_or("(skipped)".to_string(), |a| a.to_string())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let rules = screening
+        .rules
+        .iter()
+        .map(|r| {
+            if r.qualify_if.is_empty() {
+                format!(
+                    "- {}: not eligible if the answer is one of {}",
+                    r.question_id,
+                    json!(r.disqualify_if)
+                )
+            } else {
+                format!(
+                    "- {}: eligible only if the answer is one of {}",
+                    r.question_id,
+                    json!(r.qualify_if)
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let system = SCREENING_TEMPLATE
+        .replace("{title}", &study.study_config.title)
+        .replace("{description}", &study.study_config.description)
+        .replace("{answers}", &answers)
+        .replace("{rules}", &rules);
+    let model = &study.model_config;
+    Some(json!({
+        "model": model.model,
+        "temperature": model.temperature,
+        "max_completion_tokens": model.max_output_tokens,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Judge the screening now."}],
+        "tools": [{"type": "function", "function": {
+            "name": "judge_screening",
+            "description": "The screening verdict.",
+            "parameters": {"type": "object", "properties": {
+                "eligible": {"type": "boolean"}, "rationale": {"type": "string"}},
+                "required": ["eligible", "rationale"], "additionalProperties": false}
+        }}],
+        "tool_choice": "required",
+        "parallel_tool_calls": false,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    }))
+}

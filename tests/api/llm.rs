@@ -289,3 +289,65 @@ async fn text_already_shown_stands_when_the_stream_drops() {
         .contains("already shown stands"));
     assert_eq!(s["status"], "waiting_for_user");
 }
+
+/// Publishes an llm study with one screening question (`shops`, disqualified by `false`).
+async fn publish_screened(llm: &Llm) {
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("llm-screened");
+    study["agent"]["mode"] = json!("llm");
+    study["model"]["timeout_seconds"] = json!(5);
+    study["screening"] = json!({
+        "questions": [{"id": "shops", "type": "yes_no", "prompt": "Do you buy the groceries at home?"}],
+        "rules": [{"question_id": "shops", "disqualify_if": [false]}]
+    });
+    llm.app.publish_study(&study).await;
+}
+
+/// A session of that study with consent given and the screening question answered `true`.
+async fn screened(llm: &Llm) -> (String, String) {
+    let (session, token) = llm.app.create_session("llm-screened").await;
+    for value in [json!({"accepted": true}), json!(true)] {
+        let s = llm.run(&session).await;
+        llm.app.answer(&session, &token, &s, value).await;
+    }
+    (session, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
+    let llm = Llm::start(Store::Sqlite).await;
+    publish_screened(&llm).await;
+    let (session, _) = screened(&llm).await;
+    llm.model.push(Reply::Tool(
+        "judge_screening",
+        json!({"eligible": false, "rationale": "Buys groceries only for the office."}),
+    ));
+    let s = llm.run(&session).await;
+    assert_eq!(s["status"], "abandoned");
+    assert_eq!(s["end_reason"], "screening_failed");
+    assert_eq!(
+        s["screening"]["rationale"],
+        "Buys groceries only for the office."
+    );
+    let request = llm.model.requests().pop().unwrap();
+    assert!(request["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("shops"));
+
+    let (session, _) = screened(&llm).await;
+    llm.model.push(Reply::Tool(
+        "judge_screening",
+        json!({"eligible": "maybe", "rationale": ""}),
+    ));
+    llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})));
+    let s = llm.run(&session).await;
+    assert_eq!(s["screening"]["eligible"], true);
+    assert!(s["screening"]["rationale"]
+        .as_str()
+        .unwrap()
+        .starts_with("Fallback after a model failure"));
+    assert_eq!(s["errors"][0]["code"], "model_bad_arguments");
+    assert_eq!(last_assistant(&s), "How do you plan?");
+}
