@@ -2,7 +2,7 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin interview-runtime --bin replay
+RUN cargo build --release --locked -p interview-runtime -p interview-replay
 
 FROM debian:bookworm-slim
 RUN apt-get update \
