@@ -227,6 +227,8 @@ pub struct AgentConfig {
     pub end_phrases: Vec<String>,
     /// Case-insensitive substrings of participant text that end the session for safety.
     pub safety_patterns: Vec<String>,
+    /// Whole-message replies that confirm a proposed summary (compared like end phrases).
+    pub confirm_phrases: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -252,6 +254,10 @@ impl Default for AgentConfig {
             .map(String::from)
             .to_vec(),
             safety_patterns: Vec::new(),
+            confirm_phrases: crate::text::AFFIRMATIVE_PHRASES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
         }
     }
 }

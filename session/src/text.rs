@@ -46,7 +46,7 @@ pub fn matches_any(text: &str, patterns: &[String]) -> bool {
         .any(|p| !p.trim().is_empty() && lower.contains(&p.to_lowercase()))
 }
 
-/// Replies that confirm a proposed summary.
+/// Replies that confirm a proposed summary (the default `agent.confirm_phrases`).
 pub const AFFIRMATIVE_PHRASES: &[&str] = &[
     "yes",
     "yes that's right",
@@ -76,6 +76,7 @@ pub const AFFIRMATIVE_PHRASES: &[&str] = &[
     "没错",
 ];
 
+/// The default `agent.confirm_phrases`.
 pub fn is_affirmative(text: &str) -> bool {
     let n = normalize(text);
     AFFIRMATIVE_PHRASES.iter().any(|p| normalize(p) == n)

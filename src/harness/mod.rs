@@ -150,7 +150,11 @@ impl Harness {
                 || conversation.unclassified_summary_reply.is_some()
             {
                 if let Some(reply) = &conversation.unclassified_summary_reply {
-                    let confirmed = interview_session::text::is_affirmative(reply);
+                    let phrases = session
+                        .study()
+                        .map(|s| s.agent_config.confirm_phrases.as_slice())
+                        .unwrap_or_default();
+                    let confirmed = interview_session::text::matches_phrase(reply, phrases);
                     let command = SessionCommand::ConfirmSummary {
                         confirmed,
                         addition: (!confirmed).then(|| reply.clone()),
