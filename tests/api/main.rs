@@ -6,6 +6,7 @@ mod helpers;
 mod journey;
 mod llm;
 mod operations;
+mod process;
 mod research;
 mod scripted_model;
 mod sessions;
