@@ -72,6 +72,9 @@ impl Application {
         }
         let hub = Arc::new(StreamHub::default());
         let store = Arc::new(SessionStore::new(&db, projector.clone(), hub.clone()));
+        if let Db::Postgres(pool) = &db {
+            crate::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
+        }
         let gateway = settings.openai_base_url.as_deref().map(|url| {
             tracing::info!(url, "model endpoint configured for studies in llm mode");
             Arc::new(ModelGateway::new(

@@ -91,3 +91,43 @@ impl Query<Session> for StreamNotifier {
         }
     }
 }
+
+/// On PostgreSQL, relays the commit notes of every process sharing the database into this
+/// process's hub, so a stream held here sees commands handled elsewhere. Reconnects on its own.
+pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
+    tokio::spawn(async move {
+        loop {
+            let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
+                Ok(l) => l,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    continue;
+                }
+            };
+            if let Err(error) = listener
+                .listen(interview_projections::projector::NOTIFY_CHANNEL)
+                .await
+            {
+                tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                continue;
+            }
+            loop {
+                match listener.recv().await {
+                    Ok(note) => {
+                        if let Some((session_id, seq)) = note.payload().split_once(' ') {
+                            if let Ok(seq) = seq.parse() {
+                                hub.publish(session_id, Live::Committed(seq));
+                            }
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "commit notifications interrupted; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}

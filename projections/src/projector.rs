@@ -18,6 +18,9 @@ use crate::on_db;
 use crate::views::{NewRows, SessionStateView};
 use interview_session::SessionStatus;
 
+/// The PostgreSQL NOTIFY channel announcing `<session id> <last sequence>` after each projection.
+pub const NOTIFY_CHANNEL: &str = "interview_session_events";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectionError {
     #[error("database error: {0}")]
@@ -43,6 +46,7 @@ impl Projector {
     /// Applies every event of `session_id` the views have not seen; returns how many.
     #[tracing::instrument(skip(self), err)]
     pub async fn project(&self, session_id: &str) -> Result<u64, ProjectionError> {
+        let notify = self.db.is_postgres();
         let lock = if self.db.is_postgres() {
             " FOR UPDATE"
         } else {
@@ -96,6 +100,16 @@ impl Projector {
                 view.apply(sequence as u64, &event, &mut rows);
             }
             write_views(&mut tx, session_id, &view, &rows).await?;
+            if notify {
+                // Delivered at commit to every process listening on this database (their
+                // stream subscribers then read the new events themselves): ids only, far
+                // below NOTIFY's 8 KB payload limit.
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(NOTIFY_CHANNEL)
+                    .bind(format!("{session_id} {}", view.last_seq))
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
             Ok(events.len() as u64)
         })

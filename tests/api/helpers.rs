@@ -105,6 +105,16 @@ impl TestApp {
         }
     }
 
+    /// A second server process on this one's database (scale-out tests, PostgreSQL).
+    pub async fn spawn_sibling(&self) -> TestApp {
+        let url = self.state.settings.database_url.clone();
+        TestApp::spawn_with(Store::Postgres, move |s| {
+            s.database_url = url;
+            s.demo_study = false;
+        })
+        .await
+    }
+
     pub fn data_dir(&self) -> &std::path::Path {
         &self.data_dir
     }

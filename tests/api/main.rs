@@ -8,6 +8,7 @@ mod llm;
 mod operations;
 mod process;
 mod research;
+mod scale_out;
 mod scripted_model;
 mod sessions;
 mod sse;
