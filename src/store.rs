@@ -1,8 +1,10 @@
 //! The Session command side: a cqrs-es framework over the configured event store.
 //!
 //! Both stores are plain event stores (no snapshots: cqrs-es 0.5's snapshot stores apply
-//! events twice). After a commit the framework wakes the projector, so a command's response can
-//! read its own writes from the views.
+//! events twice). Appends go through the projector (`ProjectingRepository`): a command's events
+//! and the views they change commit in one transaction, so a response reads its own writes and
+//! views never lag the log. The only in-process query announces the commit to stream
+//! subscribers.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -10,7 +12,8 @@ use std::sync::Arc;
 
 use cqrs_es::persist::PersistedEventStore;
 use cqrs_es::{AggregateError, CqrsFramework};
-use interview_projections::{Db, Projector, ProjectorWakeUp};
+use interview_projections::repository::ProjectingRepository;
+use interview_projections::{Db, Projector};
 use interview_session::{Session, SessionCommand, SessionError};
 use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
@@ -18,8 +21,14 @@ use tokio::sync::Mutex;
 
 use crate::stream_hub::{StreamHub, StreamNotifier};
 
-type PgCqrs = CqrsFramework<Session, PersistedEventStore<PostgresEventRepository, Session>>;
-type SqliteCqrs = CqrsFramework<Session, PersistedEventStore<SqliteEventRepository, Session>>;
+type PgCqrs = CqrsFramework<
+    Session,
+    PersistedEventStore<ProjectingRepository<PostgresEventRepository>, Session>,
+>;
+type SqliteCqrs = CqrsFramework<
+    Session,
+    PersistedEventStore<ProjectingRepository<SqliteEventRepository>, Session>,
+>;
 
 /// Who sent a command; stored in each event's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,18 +73,21 @@ impl SessionStore {
     /// The projector runs first, so a client woken by the hub reads views that include the
     /// commit it was told about.
     pub fn new(db: &Db, projector: Arc<Projector>, hub: Arc<StreamHub>) -> Self {
-        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> = vec![
-            Box::new(ProjectorWakeUp(projector)),
-            Box::new(StreamNotifier(hub)),
-        ];
+        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> = vec![Box::new(StreamNotifier(hub))];
         let framework = match db {
             Db::Postgres(pool) => {
-                let repo = PostgresEventRepository::new(pool.clone());
+                let repo = ProjectingRepository::new(
+                    PostgresEventRepository::new(pool.clone()),
+                    projector,
+                );
                 let store = PersistedEventStore::new_event_store(repo);
                 Framework::Postgres(CqrsFramework::new(store, queries, ()))
             }
             Db::Sqlite(sqlite) => {
-                let repo = SqliteEventRepository::new(sqlite.write.clone());
+                let repo = ProjectingRepository::new(
+                    SqliteEventRepository::new(sqlite.write.clone()),
+                    projector,
+                );
                 let store = PersistedEventStore::new_event_store(repo);
                 Framework::Sqlite(CqrsFramework::new(store, queries, ()))
             }

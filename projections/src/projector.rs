@@ -1,15 +1,13 @@
 //! The projector: brings a session's views up to its event stream.
 //!
 //! For one session it locks the view row, reads the events after the view's `last_seq` in
-//! sequence order, folds them in memory and writes `session_state` and `transcript` in the same
-//! transaction. Running it twice, or concurrently, or after a crash, gives the same views: that
-//! is what makes the in-process cqrs-es query safe to use as a mere wake-up.
+//! sequence order, folds them in memory and writes `session_state`, `transcript`,
+//! `decision_log` and `results` in the same transaction — the transaction that appended the
+//! events, when a command goes through [`Projector::append_and_project`]. Running it twice, or
+//! concurrently, or after views were dropped, gives the same views.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use cqrs_es::{EventEnvelope, Query};
-use interview_session::{Session, SessionEvent, AGGREGATE_TYPE};
+use cqrs_es::persist::{PersistenceError, SerializedEvent};
+use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
 use sqlx::Row;
 
@@ -46,72 +44,58 @@ impl Projector {
     /// Applies every event of `session_id` the views have not seen; returns how many.
     #[tracing::instrument(skip(self), err)]
     pub async fn project(&self, session_id: &str) -> Result<u64, ProjectionError> {
-        let notify = self.db.is_postgres();
-        let lock = if self.db.is_postgres() {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let select_view = format!(
-            "SELECT last_seq, participant_token_sha256, state FROM session_state WHERE session_id = $1{lock}"
-        );
+        let postgres = self.db.is_postgres();
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            sqlx::query("INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING")
-                .bind(session_id)
-                .execute(&mut *tx)
-                .await?;
-            let row = sqlx::query(&select_view)
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            let last_seq: i64 = row.try_get("last_seq")?;
-            let events = sqlx::query(
-                "SELECT sequence, payload FROM events \
-                 WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
-            )
-            .bind(AGGREGATE_TYPE)
-            .bind(session_id)
-            .bind(last_seq)
-            .fetch_all(&mut *tx)
-            .await?;
-            if events.is_empty() {
+            let applied = fold_pending(&mut tx, session_id, postgres).await?;
+            if applied == 0 {
                 tx.rollback().await?;
-                return Ok(0);
-            }
-            let mut view: SessionStateView = if last_seq == 0 {
-                SessionStateView::default()
             } else {
-                let state: Value = row.try_get("state")?;
-                let mut view: SessionStateView =
-                    serde_json::from_value(state).map_err(|source| ProjectionError::Decode {
-                        session_id: session_id.into(),
-                        sequence: last_seq as u64,
-                        source,
-                    })?;
-                view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
-                view
-            };
-            let mut rows = NewRows::default();
-            for event_row in &events {
-                let sequence: i64 = event_row.try_get("sequence")?;
-                let payload: Value = event_row.try_get("payload")?;
-                let event = decode_event(session_id, sequence as u64, payload)?;
-                view.apply(sequence as u64, &event, &mut rows);
+                tx.commit().await?;
             }
-            write_views(&mut tx, session_id, &view, &rows).await?;
-            if notify {
-                // Delivered at commit to every process listening on this database (their
-                // stream subscribers then read the new events themselves): ids only, far
-                // below NOTIFY's 8 KB payload limit.
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(NOTIFY_CHANNEL)
-                    .bind(format!("{session_id} {}", view.last_seq))
-                    .execute(&mut *tx)
-                    .await?;
+            Ok(applied)
+        })
+    }
+
+    /// Appends a command's events and folds them into the views in one transaction: a command
+    /// costs one database transaction, and views can never lag the log they are built from.
+    /// A duplicate `(aggregate, sequence)` is a lost optimistic-lock race.
+    #[tracing::instrument(skip_all, err)]
+    pub async fn append_and_project(
+        &self,
+        events: &[SerializedEvent],
+    ) -> Result<(), PersistenceError> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        let session_id = first.aggregate_id.clone();
+        let postgres = self.db.is_postgres();
+        on_db!(write(&self.db), |pool| {
+            let mut tx = pool.begin().await.map_err(persistence_error)?;
+            for e in events {
+                sqlx::query(
+                    "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(e.aggregate_type.clone())
+                .bind(e.aggregate_id.clone())
+                .bind(e.sequence as i64)
+                .bind(e.event_type.clone())
+                .bind(e.event_version.clone())
+                .bind(e.payload.clone())
+                .bind(e.metadata.clone())
+                .execute(&mut *tx)
+                .await
+                .map_err(persistence_error)?;
             }
-            tx.commit().await?;
-            Ok(events.len() as u64)
+            fold_pending(&mut tx, &session_id, postgres)
+                .await
+                .map_err(|e| match e {
+                    ProjectionError::Db(e) => persistence_error(e),
+                    other => PersistenceError::UnknownError(Box::new(other)),
+                })?;
+            tx.commit().await.map_err(persistence_error)?;
+            Ok(())
         })
     }
 
@@ -176,6 +160,100 @@ pub fn decode_event(
         sequence,
         source,
     })
+}
+
+/// Folds the session's events after the view's `last_seq` into the views, in the caller's
+/// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
+async fn fold_pending<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+    postgres: bool,
+) -> Result<u64, ProjectionError>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+{
+    let lock = if postgres { " FOR UPDATE" } else { "" };
+    let select_view =
+        format!("SELECT last_seq, participant_token_sha256, state FROM session_state WHERE session_id = $1{lock}");
+    sqlx::query(
+        "INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING",
+    )
+    .bind(session_id)
+    .execute(&mut **tx)
+    .await?;
+    let row = sqlx::query(&select_view)
+        .bind(session_id)
+        .fetch_one(&mut **tx)
+        .await?;
+    let last_seq: i64 = row.try_get("last_seq")?;
+    let events = sqlx::query(
+        "SELECT sequence, payload FROM events \
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
+    )
+    .bind(AGGREGATE_TYPE)
+    .bind(session_id)
+    .bind(last_seq)
+    .fetch_all(&mut **tx)
+    .await?;
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let mut view: SessionStateView = if last_seq == 0 {
+        SessionStateView::default()
+    } else {
+        let state: Value = row.try_get("state")?;
+        let mut view: SessionStateView =
+            serde_json::from_value(state).map_err(|source| ProjectionError::Decode {
+                session_id: session_id.into(),
+                sequence: last_seq as u64,
+                source,
+            })?;
+        view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
+        view
+    };
+    let mut rows = NewRows::default();
+    for event_row in &events {
+        let sequence: i64 = event_row.try_get("sequence")?;
+        let payload: Value = event_row.try_get("payload")?;
+        let event = decode_event(session_id, sequence as u64, payload)?;
+        view.apply(sequence as u64, &event, &mut rows);
+    }
+    write_views(tx, session_id, &view, &rows).await?;
+    if postgres {
+        // Delivered at commit to every process listening on this database (their stream
+        // subscribers then read the new events themselves): ids only, far below NOTIFY's 8 KB.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(NOTIFY_CHANNEL)
+            .bind(format!("{session_id} {}", view.last_seq))
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(events.len() as u64)
+}
+
+/// Maps a store error the way cqrs-es expects: a duplicate key is a lost race; an unreachable
+/// database is a connection error.
+fn persistence_error(err: sqlx::Error) -> PersistenceError {
+    match &err {
+        sqlx::Error::Database(e) if e.is_unique_violation() => {
+            PersistenceError::OptimisticLockError
+        }
+        e if crate::db::is_unavailable(e) => PersistenceError::ConnectionError(Box::new(err)),
+        _ => PersistenceError::UnknownError(Box::new(err)),
+    }
 }
 
 /// Writes the folded `session_state` row, the new `transcript` and `decision_log` rows, and —
@@ -282,17 +360,4 @@ where
         .await?;
     }
     Ok(())
-}
-
-/// The cqrs-es query registered with the framework: after a commit it wakes the projector for
-/// that session. A failure is logged and left to catch-up; it never fails the command.
-pub struct ProjectorWakeUp(pub Arc<Projector>);
-
-#[async_trait]
-impl Query<Session> for ProjectorWakeUp {
-    async fn dispatch(&self, aggregate_id: &str, _events: &[EventEnvelope<Session>]) {
-        if let Err(error) = self.0.project(aggregate_id).await {
-            tracing::warn!(session_id = aggregate_id, %error, "projection deferred to catch-up");
-        }
-    }
 }
