@@ -146,16 +146,7 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
         }
     }
     // The stored stream passes every rule the aggregate checks.
-    let events: Vec<_> = interview_projections::read::decoded_events_after(app.db(), &session, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
-    assert_eq!(
-        interview_session::aggregate::check_stream(&events),
-        Vec::<String>::new()
-    );
+    app.assert_stream_follows_the_rules(&session).await;
     // And the participant cannot go on.
     assert_error(
         app.post_message(&session, &token, "one more thing").await,

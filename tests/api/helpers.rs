@@ -261,6 +261,21 @@ impl TestApp {
         assert_eq!(res.status(), StatusCode::OK);
     }
 
+    /// Asserts that the session's stored stream passes every rule the aggregate checks.
+    pub async fn assert_stream_follows_the_rules(&self, session: &str) {
+        let events: Vec<_> =
+            interview_projections::read::decoded_events_after(self.db(), session, 0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect();
+        assert_eq!(
+            interview_session::aggregate::check_stream(&events),
+            Vec::<String>::new()
+        );
+    }
+
     /// Runs a command the HTTP API does not expose yet (the harness will send these).
     pub async fn execute(&self, session: &str, command: interview_session::SessionCommand) {
         self.state

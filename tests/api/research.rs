@@ -358,16 +358,7 @@ async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store:
     assert!(fields
         .iter()
         .any(|f| f["field_id"] == "planning_method" && f["quote"].is_string()));
-    let all: Vec<_> = interview_projections::read::decoded_events_after(app.db(), &session, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
-    assert_eq!(
-        interview_session::aggregate::check_stream(&all),
-        Vec::<String>::new()
-    );
+    app.assert_stream_follows_the_rules(&session).await;
 }
 
 both_stores!(
