@@ -34,6 +34,8 @@ struct Args {
 
 struct Server {
     base: String,
+    /// The database the server uses.
+    url: String,
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
@@ -47,6 +49,7 @@ fn start_server(database_url: Option<String>) -> Server {
         researcher_tokens: vec![Secret("bench".into())],
         ..Settings::default()
     };
+    let url = settings.effective_database_url();
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -63,6 +66,7 @@ fn start_server(database_url: Option<String>) -> Server {
     let port = rx.recv().expect("server reports its port");
     Server {
         base: format!("http://127.0.0.1:{port}"),
+        url,
         _runtime_thread: handle,
     }
 }
@@ -194,6 +198,92 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .await;
         row(label, "post message", clients, args.requests, &s);
     }
+    rebuild_and_export(label, &server, &http).await;
+}
+
+/// `replay rebuild --all` (the same bulk fold) over every session the run created, and the
+/// results CSV export over 10,000 result rows (synthetic: copies of one realistic row).
+async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client) {
+    use interview_projections as projections;
+    let db = projections::Db::connect(&server.url, &projections::db::PoolSettings::default())
+        .await
+        .expect("the bench reaches the server's database");
+    let ids = projections::read::session_ids(&db).await.unwrap();
+    let projector = projections::Projector::new(db.clone());
+    let started = Instant::now();
+    let mut events = 0;
+    for id in &ids {
+        events += projector.rebuild(id).await.unwrap();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "\n{label}: rebuild of {} sessions, {events} events: {:.2} s, {:.0} events/s",
+        ids.len(),
+        secs,
+        events as f64 / secs
+    );
+
+    let studies: Value = http
+        .get(format!("{}/api/studies", server.base))
+        .bearer_auth("bench")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let study_id = studies["studies"][0]["study_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fields = json!({
+        "planning_method": {"field_id": "planning_method", "value": "A shared list on our phones, written on Sunday evenings", "confidence": 0.85, "evidence_turn_ids": [uuid::Uuid::new_v4()], "quote": "We plan on Sunday evenings, with a list"},
+        "main_frustration": {"field_id": "main_frustration", "value": "Vegetables go bad before we eat them", "confidence": 0.9, "evidence_turn_ids": [uuid::Uuid::new_v4()], "quote": "Vegetables go bad"},
+        "planning_satisfaction": {"field_id": "planning_satisfaction", "value": 2, "confidence": 1.0, "evidence_turn_ids": [uuid::Uuid::new_v4()], "quote": null}
+    });
+    let rows = 10_000;
+    interview_projections::on_db!(write(&db), |pool| {
+        let mut tx = pool.begin().await.unwrap();
+        for i in 0..rows {
+            sqlx::query(
+                "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, summary_confirmed, fields, last_seq) \
+                 VALUES ($1, $2, $3, $4, 'all_must_objectives_covered', 'A short summary, with \"quotes\"', TRUE, $5, 40)",
+            )
+            .bind(format!("bench-{i:06}"))
+            .bind(&study_id)
+            .bind(format!("panel-{i}"))
+            .bind(chrono_now())
+            .bind(fields.clone())
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        tx.commit().await.unwrap();
+    });
+    let started = Instant::now();
+    let csv = http
+        .get(format!(
+            "{}/api/studies/{study_id}/results.csv",
+            server.base
+        ))
+        .bearer_auth("bench")
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{label}: results.csv of {rows} rows ({} KB): {:.2} s, {:.0} rows/s",
+        csv.len() / 1024,
+        secs,
+        rows as f64 / secs
+    );
+}
+
+fn chrono_now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
 }
 
 fn row(store: &str, what: &str, clients: usize, n: usize, s: &Stats) {

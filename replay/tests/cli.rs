@@ -210,6 +210,35 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
     ));
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does not match the payload"), "{out}");
+
+    // So are a reordered log and a deleted event (in other sessions, each untouched before).
+    let second = f.interviewed_session().await;
+    let third = f.interviewed_session().await;
+    for id in [&second, &third] {
+        assert_eq!(replay(url, &["verify", id]).0, 0);
+    }
+    for (from, to) in [(2, 1000), (3, 2), (1000, 3)] {
+        sqlite_exec(&db_path, &format!(
+            "UPDATE events SET sequence = {to} WHERE aggregate_id = '{second}' AND sequence = {from}"
+        ));
+    }
+    let (code, out, _) = replay(url, &["verify", &second]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("prev_hash"),
+        "a reordered log breaks the chain: {out}"
+    );
+    sqlite_exec(
+        &db_path,
+        &format!("DELETE FROM events WHERE aggregate_id = '{third}' AND sequence = 3"),
+    );
+    let (code, out, _) = replay(url, &["verify", &third]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("expected sequence 3, found 4"),
+        "a deleted event leaves a gap: {out}"
+    );
 
     // Clear errors and distinct exit codes.
     let (code, _, err) = replay(url, &["show", "no-such-session"]);
