@@ -55,16 +55,6 @@ pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>,
     })
 }
 
-/// Number of events stored for a session (0 if unknown).
-pub async fn event_count(db: &Db, session_id: &str) -> Result<i64, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
-            .bind(session_id)
-            .fetch_one(pool)
-            .await
-    })
-}
-
 /// Every stored event of a session: `(sequence, event_type, payload, metadata)` in order.
 pub async fn events(
     db: &Db,

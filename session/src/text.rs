@@ -76,12 +76,6 @@ pub const AFFIRMATIVE_PHRASES: &[&str] = &[
     "没错",
 ];
 
-/// The default `agent.confirm_phrases`.
-pub fn is_affirmative(text: &str) -> bool {
-    let n = normalize(text);
-    AFFIRMATIVE_PHRASES.iter().any(|p| normalize(p) == n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,8 +114,9 @@ mod tests {
 
     #[test]
     fn affirmative_replies() {
-        assert!(is_affirmative("Yes, that's right!"));
-        assert!(is_affirmative("是的"));
-        assert!(!is_affirmative("Yes but I also cook at home"));
+        let defaults: Vec<String> = AFFIRMATIVE_PHRASES.iter().map(|p| p.to_string()).collect();
+        assert!(matches_phrase("Yes, that's right!", &defaults));
+        assert!(matches_phrase("是的", &defaults));
+        assert!(!matches_phrase("Yes but I also cook at home", &defaults));
     }
 }
