@@ -512,7 +512,9 @@ impl Aggregate for Session {
                 at,
             } => {
                 self.ensure_open()?;
-                if self.summary.is_none() {
+                // One reply per proposed summary: a second run classifying the same reply is
+                // refused (a new proposal resets this).
+                if self.summary.is_none() || self.summary_confirmed.is_some() {
                     return Err(SessionError::InvalidState {
                         status: self.status,
                     });

@@ -160,7 +160,12 @@ impl Harness {
                         addition: (!confirmed).then(|| reply.clone()),
                         at: now,
                     };
-                    self.execute(session_id, command, run_id).await?;
+                    match self.execute(session_id, command, run_id).await {
+                        // Another run classified this reply first.
+                        Ok(())
+                        | Err(AggregateError::UserError(SessionError::InvalidState { .. })) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                     continue;
                 }
             }

@@ -783,3 +783,23 @@ async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
     assert!(said(&events).unwrap().contains("support"));
     assert_eq!(status_after(&events), Some(S::Abandoned));
 }
+
+#[tokio::test]
+async fn a_reply_to_the_summary_is_recorded_once() {
+    let mut given = consented();
+    given.extend(step(2, A::SummarizeAndConfirm, None));
+    given.push(message(10, "yes"));
+    let confirm = C::ConfirmSummary {
+        confirmed: true,
+        addition: None,
+        at: at(),
+    };
+    assert_eq!(when(given.clone(), confirm.clone()).await.unwrap().len(), 1);
+    given.push(confirm.clone());
+    expect_error(
+        given,
+        confirm,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
