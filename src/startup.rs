@@ -107,6 +107,20 @@ impl Application {
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
+        // Turns a dead process left unanswered are answered now; later ones by the sweep.
+        interview_projections::processes::beat(
+            &state.db,
+            state.harness.process_id(),
+            chrono::Utc::now(),
+        )
+        .await
+        .map_err(|e| StartupError::Other(format!("process registry: {e}")))?;
+        crate::harness::schedule::spawn_background(state.harness.clone(), state.db.clone());
+        match state.harness.recover(false).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "answering turns left unanswered"),
+            Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),
+        }
         crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
         crate::extraction::spawn(state.clone(), settings.sweep_interval_secs.clamp(1, 10));
         let app_state = state.clone();

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod db;
+pub mod processes;
 pub mod projector;
 pub mod read;
 pub mod repository;

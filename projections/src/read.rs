@@ -353,6 +353,25 @@ pub async fn idle_sessions(
     })
 }
 
+/// Sessions where it is the interviewer's turn (created, or active with the participant's input
+/// unanswered) and nothing happened since `idle_since`, oldest activity first (at most `limit`).
+pub async fn sessions_awaiting_interviewer(
+    db: &Db,
+    idle_since: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT session_id FROM session_state WHERE status IN ('created', 'active') \
+             AND last_seq > 0 AND updated_at <= $1 ORDER BY updated_at LIMIT $2",
+        )
+        .bind(idle_since)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+    })
+}
+
 /// Completed sessions still waiting for their post-session extraction (at most `limit`).
 pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {

@@ -161,7 +161,9 @@ mod tests {
         assert!(folder
             .next(&event(EventBody::AgentMessageStarted {
                 message_id: Uuid::nil(),
-                run_id: Uuid::nil()
+                run_id: Uuid::nil(),
+                process_id: None,
+                takes_over: None,
             }))
             .is_none());
     }

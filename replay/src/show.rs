@@ -62,8 +62,18 @@ pub fn describe(body: &EventBody) -> String {
         EventBody::ParticipantMessageCreated {
             turn_id, content, ..
         } => format!("turn {turn_id}: {content:?}"),
-        EventBody::AgentMessageStarted { message_id, run_id } => {
-            format!("message {message_id} claimed by run {run_id}")
+        EventBody::AgentMessageStarted {
+            message_id,
+            run_id,
+            takes_over,
+            ..
+        } => {
+            match takes_over {
+                Some(dead) => {
+                    format!("message {message_id} claimed by run {run_id} (taking over dead run {dead})")
+                }
+                None => format!("message {message_id} claimed by run {run_id}"),
+            }
         }
         EventBody::AgentMessageCompleted {
             message_id,

@@ -68,7 +68,11 @@ impl Fixture {
             .unwrap();
         let session = created["session_id"].as_str().unwrap().to_string();
         let token = created["participant_token"].as_str().unwrap().to_string();
-        self.harness.run(&session).await.unwrap();
+        assert!(self
+            .harness
+            .wait_until_idle(&session, std::time::Duration::from_secs(20))
+            .await
+            .unwrap());
         let s: Value = http
             .get(format!("{base}/api/sessions/{session}"))
             .bearer_auth(&token)
@@ -90,7 +94,11 @@ impl Fixture {
         .send()
         .await
         .unwrap();
-        self.harness.run(&session).await.unwrap();
+        assert!(self
+            .harness
+            .wait_until_idle(&session, std::time::Duration::from_secs(20))
+            .await
+            .unwrap());
         http.post(format!("{base}/api/sessions/{session}/messages"))
             .bearer_auth(&token)
             .json(
@@ -99,7 +107,11 @@ impl Fixture {
             .send()
             .await
             .unwrap();
-        self.harness.run(&session).await.unwrap();
+        assert!(self
+            .harness
+            .wait_until_idle(&session, std::time::Duration::from_secs(20))
+            .await
+            .unwrap());
         session
     }
 }

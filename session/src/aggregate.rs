@@ -49,7 +49,7 @@ pub struct Session {
     last_turn_id: Option<Uuid>,
     pending: Option<Box<InteractionToolCall>>,
     answered: BTreeSet<String>,
-    open_message: Option<(Uuid, DateTime<Utc>)>,
+    open_message: Option<OpenClaim>,
     consent: Option<bool>,
     objectives: BTreeMap<String, ObjectiveProgress>,
     current_objective: Option<String>,
@@ -67,6 +67,15 @@ pub struct Session {
     /// The post-session extraction: its id, when it was claimed, and whether it completed.
     final_extraction: Option<(Uuid, DateTime<Utc>, bool)>,
     last_hash: Option<String>,
+}
+
+/// The claim on the utterance being written (`agent.message.started` with no decision yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenClaim {
+    pub message_id: Uuid,
+    pub run_id: Uuid,
+    pub process_id: Option<Uuid>,
+    pub at: DateTime<Utc>,
 }
 
 /// A claim older than this may be taken over: its run is presumed dead.
@@ -103,6 +112,11 @@ impl Session {
 
     pub fn current_objective(&self) -> Option<&str> {
         self.current_objective.as_deref()
+    }
+
+    /// The open claim on the next utterance, if a run holds one.
+    pub fn open_claim(&self) -> Option<&OpenClaim> {
+        self.open_message.as_ref()
     }
 
     pub fn last_turn_id(&self) -> Option<Uuid> {
@@ -319,7 +333,10 @@ impl Aggregate for Session {
                     return Ok(());
                 }
                 self.ensure_open()?;
+                // A message while a widget waits, or while the interviewer holds the turn, would
+                // advance nothing: it is refused, naming the widget or the status.
                 self.ensure_no_pending()?;
+                self.ensure_status(&[WaitingForUser])?;
                 if content.trim().is_empty() {
                     return Err(SessionError::InvalidValue {
                         field: "content".into(),
@@ -337,21 +354,32 @@ impl Aggregate for Session {
             SessionCommand::StartAgentMessage {
                 message_id,
                 run_id,
+                process_id,
+                takes_over,
                 at,
             } => {
                 self.ensure_open()?;
                 self.ensure_status(&[Active])?;
-                if let Some((_, claimed_at)) = self.open_message {
-                    // Another run holds the turn, unless its claim is stale (its process died).
-                    if (at - claimed_at).num_seconds() < CLAIM_TIMEOUT_SECS {
+                let mut replaced = None;
+                if let Some(open) = self.open_message {
+                    // Another run holds the turn, unless its claim is stale or its process is
+                    // known to be dead.
+                    let stale = (at - open.at).num_seconds() >= CLAIM_TIMEOUT_SECS;
+                    if !stale && takes_over != Some(open.run_id) {
                         return Err(SessionError::InvalidState {
                             status: self.status,
                         });
                     }
+                    replaced = Some(open.run_id);
                 }
                 self.emit(
                     sink,
-                    EventBody::AgentMessageStarted { message_id, run_id },
+                    EventBody::AgentMessageStarted {
+                        message_id,
+                        run_id,
+                        process_id,
+                        takes_over: replaced,
+                    },
                     at,
                 )
                 .await;
@@ -363,7 +391,7 @@ impl Aggregate for Session {
                 at,
             } => {
                 self.ensure_open()?;
-                if self.open_message.map(|(id, _)| id) != Some(message_id) {
+                if self.open_message.map(|c| c.message_id) != Some(message_id) {
                     return Err(SessionError::InvalidState {
                         status: self.status,
                     });
@@ -396,7 +424,7 @@ impl Aggregate for Session {
                 self.ensure_open()?;
                 self.ensure_no_pending()?;
                 self.ensure_status(&[Active])?;
-                if self.open_message.map(|(id, _)| id) != Some(message_id) {
+                if self.open_message.map(|c| c.message_id) != Some(message_id) {
                     return Err(SessionError::InvalidState {
                         status: self.status,
                     });
@@ -729,8 +757,18 @@ impl Aggregate for Session {
                     self.safety_triggered = true;
                 }
             }
-            EventBody::AgentMessageStarted { message_id, .. } => {
-                self.open_message = Some((message_id, event.at))
+            EventBody::AgentMessageStarted {
+                message_id,
+                run_id,
+                process_id,
+                ..
+            } => {
+                self.open_message = Some(OpenClaim {
+                    message_id,
+                    run_id,
+                    process_id,
+                    at: event.at,
+                })
             }
             EventBody::AgentMessageCompleted { .. } | EventBody::DecisionRecorded { .. } => {
                 if let EventBody::DecisionRecorded {

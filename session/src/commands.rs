@@ -32,10 +32,14 @@ pub enum SessionCommand {
         content: String,
         at: DateTime<Utc>,
     },
-    /// The interviewer claims the next utterance; only one may be open at a time.
+    /// The interviewer claims the next utterance; only one may be open at a time. An open claim
+    /// is replaced only when it is stale, or when `takes_over` names its run: the harness found
+    /// that run's process dead (that check is I/O, so it happens outside the aggregate).
     StartAgentMessage {
         message_id: Uuid,
         run_id: Uuid,
+        process_id: Option<Uuid>,
+        takes_over: Option<Uuid>,
         at: DateTime<Utc>,
     },
     /// The interviewer's utterance is complete; with `await_reply` the session waits for the

@@ -181,8 +181,19 @@ pub enum EventBody {
         client_message_id: Option<String>,
         content: String,
     },
+    /// A run claims the next utterance. `process_id` names the server process running it (so a
+    /// restarted or surviving process can tell a dead claim from a live one); `takes_over` is
+    /// the run whose claim this one replaced because its process had died. Both are absent
+    /// from claims written before they existed.
     #[serde(rename = "agent.message.started")]
-    AgentMessageStarted { message_id: Uuid, run_id: Uuid },
+    AgentMessageStarted {
+        message_id: Uuid,
+        run_id: Uuid,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        process_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        takes_over: Option<Uuid>,
+    },
     #[serde(rename = "agent.message.completed")]
     AgentMessageCompleted { message_id: Uuid, content: String },
     #[serde(rename = "tool.call.created")]

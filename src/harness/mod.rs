@@ -11,6 +11,7 @@
 
 pub mod conversation;
 pub mod rules;
+pub mod schedule;
 
 mod llm_step;
 
@@ -37,6 +38,8 @@ const MAX_STEPS: usize = 12;
 pub enum HarnessError {
     #[error("cannot read the session: {0}")]
     Read(#[from] ProjectionError),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
     #[error("a command was refused: {0}")]
     Command(#[from] AggregateError<SessionError>),
 }
@@ -50,6 +53,8 @@ pub enum RunOutcome {
     LostClaim,
     /// Nothing to do: the session is not the interviewer's turn.
     Idle,
+    /// A run on this session was already going in this process; it will look again.
+    Queued,
 }
 
 pub struct Harness {
@@ -58,6 +63,9 @@ pub struct Harness {
     hub: Arc<StreamHub>,
     /// The model endpoint, when one is configured; studies in `llm` mode use it.
     gateway: Option<Arc<ModelGateway>>,
+    /// This process, as named in its claims and heartbeats.
+    process_id: Uuid,
+    running: schedule::Running,
 }
 
 /// A session as the harness sees it: state, conversation, and the events behind them.
@@ -79,6 +87,8 @@ impl Harness {
             store,
             hub,
             gateway,
+            process_id: Uuid::new_v4(),
+            running: schedule::Running::default(),
         }
     }
 
@@ -118,9 +128,8 @@ impl Harness {
             .await
     }
 
-    /// Runs the interviewer on a session until it waits for the participant.
-    #[tracing::instrument(skip(self))]
-    pub async fn run(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+    /// The decision loop proper; the caller holds the session's slot in this process.
+    async fn run_steps(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
         let run_id = Uuid::new_v4();
         let mut outcome = RunOutcome::Idle;
         for _ in 0..MAX_STEPS {
@@ -202,9 +211,16 @@ impl Harness {
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();
+            // A claim left by a dead run (its process died mid-turn) is taken over at once.
+            let takes_over = match session.open_claim() {
+                Some(open) if self.claim_is_dead(open.process_id).await? => Some(open.run_id),
+                _ => None,
+            };
             let claim = SessionCommand::StartAgentMessage {
                 message_id,
                 run_id,
+                process_id: Some(self.process_id),
+                takes_over,
                 at: now,
             };
             match self.execute(session_id, claim, run_id).await {

@@ -250,6 +250,8 @@ pub async fn create(
             &request_id(&req),
         )
         .await?;
+    // The interviewer starts at once: consent, then the interview.
+    state.harness.trigger(&session_id.to_string());
     let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
         .path(format!("/api/sessions/{session_id}"))
         .http_only(true)
@@ -313,6 +315,7 @@ pub async fn post_message(
         at: Utc::now(),
     };
     let status = execute_participant(&state, &req, session_id, command).await?;
+    state.harness.trigger(&session_id.to_string());
     Ok(HttpResponse::Accepted().json(PostMessageResponse { turn_id, status }))
 }
 
@@ -351,6 +354,7 @@ pub async fn submit_interaction(
         at: Utc::now(),
     };
     let status = execute_participant(&state, &req, session_id, command).await?;
+    state.harness.trigger(&session_id.to_string());
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
 

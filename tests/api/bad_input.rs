@@ -64,9 +64,12 @@ fn definition_with(mutate: impl FnOnce(&mut Value)) -> String {
 async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store) {
     let app = TestApp::spawn(store).await;
     let (_, slug, _) = app.publish_study(&study_definition()).await;
-    let (session, own) = app.create_session(&slug).await;
-    let (_, other) = app.create_session(&slug).await;
+    // Sessions the interviewer has settled, so nothing else writes while the cases run.
+    let (session, own) = app.interviewing(&slug).await;
+    let (other_session, other) = app.create_session(&slug).await;
+    app.run(&other_session).await;
     let (ended, ended_token) = app.create_session(&slug).await;
+    app.run(&ended).await;
     app.execute(
         &ended,
         interview_session::SessionCommand::Abandon {
@@ -560,12 +563,12 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
     )
     .await;
     assert_eq!(read["turn_count"], 0);
-    assert_eq!(read["status"], "created");
+    assert_eq!(read["status"], "waiting_for_user");
 }
 
 async fn a_larger_message_limit_is_configurable(store: Store) {
     let app = TestApp::spawn_with(store, |s| s.max_message_bytes = 16).await;
-    let (session, token) = app.create_session("demo").await;
+    let (session, token) = app.interviewing("demo").await;
     assert_eq!(
         app.post_message(&session, &token, "sixteen chars ok")
             .await

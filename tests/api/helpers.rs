@@ -199,6 +199,49 @@ impl TestApp {
         )
     }
 
+    /// Starts a session on `slug` and accepts its consent, so the interviewer has asked its
+    /// first question; returns (session_id, participant_token).
+    pub async fn interviewing(&self, slug: &str) -> (String, String) {
+        let (session, token) = self.create_session(slug).await;
+        let s = self.run(&session).await;
+        assert_eq!(s["pending_interaction"]["type"], "consent", "{s}");
+        self.answer(&session, &token, &s, json!({"accepted": true}))
+            .await;
+        let s = self.run(&session).await;
+        assert_eq!(s["status"], "waiting_for_user", "{s}");
+        (session, token)
+    }
+
+    /// Answers the interviewer (long, concrete answers; a typical value for each widget) until a
+    /// widget of `kind` is pending; returns the session then, as a researcher reads it.
+    pub async fn drive_to_widget(&self, session: &str, token: &str, kind: &str) -> Value {
+        for _ in 0..30 {
+            let s = self.run(session).await;
+            let pending = &s["pending_interaction"];
+            if pending["type"] == kind {
+                return s;
+            }
+            assert!(
+                ["waiting_for_user", "waiting_for_tool"].contains(&s["status"].as_str().unwrap()),
+                "{s}"
+            );
+            if pending.is_null() {
+                let res = self
+                    .post_message(
+                        session,
+                        token,
+                        "Last Sunday I sat down with my partner, checked the fridge and wrote a long list on my phone before driving to the market.",
+                    )
+                    .await;
+                assert_eq!(res.status(), StatusCode::ACCEPTED, "{s}");
+            } else {
+                self.answer(session, token, &s, typical_value(pending))
+                    .await;
+            }
+        }
+        panic!("no {kind} widget was shown");
+    }
+
     pub async fn post_message(&self, session: &str, token: &str, content: &str) -> Response {
         self.post(
             &format!("/api/sessions/{session}/messages"),
@@ -236,14 +279,19 @@ impl TestApp {
         .await
     }
 
-    /// Runs the interviewer on the session, then reads it as a researcher.
+    /// Waits until the interviewer (triggered by the server itself) has had its turn — no run
+    /// going on and the session waiting for the participant or ended — then reads the session
+    /// as a researcher.
     pub async fn run(&self, session: &str) -> Value {
-        self.state
+        let idle = self
+            .state
             .harness
-            .run(session)
+            .wait_until_idle(session, std::time::Duration::from_secs(20))
             .await
-            .expect("the run succeeds");
-        self.researcher_view(session).await
+            .unwrap();
+        let view = self.researcher_view(session).await;
+        assert!(idle, "the interviewer did not answer: {view}");
+        view
     }
 
     /// Answers the pending widget of `state` with `value`.
@@ -288,6 +336,31 @@ impl TestApp {
             )
             .await
             .expect("command accepted");
+    }
+}
+
+/// A valid answer for a pending widget.
+pub fn typical_value(interaction: &Value) -> Value {
+    let first_option = || interaction["options"][0]["id"].clone();
+    match interaction["type"].as_str().unwrap_or_default() {
+        "consent" => json!({"accepted": true}),
+        "single_choice" => first_option(),
+        "multiple_choice" => json!([first_option()]),
+        "likert" => interaction["scale"]["max"]
+            .as_i64()
+            .or_else(|| interaction["value_schema"]["maximum"].as_i64())
+            .map_or(json!(4), |m| json!(m)),
+        "rating" => interaction["value_schema"]["minimum"].clone(),
+        "ranking" => Value::Array(
+            interaction["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["id"].clone())
+                .collect(),
+        ),
+        "yes_no" => json!(true),
+        _ => json!("A fairly long answer with details."),
     }
 }
 

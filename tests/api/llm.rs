@@ -35,52 +35,57 @@ impl Llm {
         Self { app, model }
     }
 
-    /// A session past consent, its first question not yet asked.
-    async fn consented(&self) -> (String, String) {
+    /// A session past consent; the model's `replies` are queued before consent is given (the
+    /// interviewer then asks at once) and the first question's turn is settled.
+    async fn consented(&self, replies: Vec<Reply>) -> (String, String, Value) {
         let (session, token) = self.app.create_session("llm-demo").await;
+        let s = self.give_consent(&session, &token, replies).await;
+        (session, token, s)
+    }
+
+    /// Accepts the pending consent with the model's `replies` queued; the turn is settled.
+    async fn give_consent(&self, session: &str, token: &str, replies: Vec<Reply>) -> Value {
         let asked = self.model.requests().len();
-        let s = self.run(&session).await;
+        let s = self.run(session).await;
         let id = s["pending_interaction"]["interaction_id"]
             .as_str()
             .unwrap()
             .to_string();
-        let res = self
-            .app
-            .post(
-                &format!("/api/sessions/{session}/interactions/{id}/submit"),
-                Some(&token),
-                &json!({"status": "submitted", "value": {"accepted": true}}),
-            )
-            .await;
-        assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(
             self.model.requests().len(),
             asked,
             "consent is handled without the model"
         );
-        (session, token)
+        for reply in replies {
+            self.model.push(reply);
+        }
+        let res = self
+            .app
+            .post(
+                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                Some(token),
+                &json!({"status": "submitted", "value": {"accepted": true}}),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        self.run(session).await
     }
 
+    /// Waits for the interviewer's turn to end; the session as a researcher reads it.
     async fn run(&self, session: &str) -> Value {
-        self.app
-            .state
-            .harness
-            .run(session)
-            .await
-            .expect("the run succeeds");
-        json_of(
-            self.app
-                .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-                .await,
-        )
-        .await
+        self.app.run(session).await
     }
 
-    async fn say(&self, session: &str, token: &str, text: &str) {
+    /// The participant says `text` with the model's `replies` queued; the turn is settled.
+    async fn say(&self, session: &str, token: &str, text: &str, replies: Vec<Reply>) -> Value {
+        for reply in replies {
+            self.model.push(reply);
+        }
         assert_eq!(
             self.app.post_message(session, token, text).await.status(),
             StatusCode::ACCEPTED
         );
+        self.run(session).await
     }
 }
 
@@ -96,17 +101,18 @@ fn last_decision(s: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
     let llm = Llm::start(Store::Sqlite).await;
-    let (session, token) = llm.consented().await;
+    let message = "Hi, thanks for joining! How do you usually work out what to buy each week?";
+    let (session, token) = llm.app.create_session("llm-demo").await;
     let url = llm
         .app
         .url(&format!("/api/sessions/{session}/stream?token={token}"));
     let mut sse = SseClient::new(llm.app.client.get(url).send().await.unwrap());
-    let message = "Hi, thanks for joining! How do you usually work out what to buy each week?";
-    llm.model.push(Reply::RawArgs(
-        "ask_question",
-        r#"{"objective_id": "planning_habits", "message": "Hi, thanks for joining! How do you usually work out what to buy each week?", "rationale": "Open the first must objective."}"#,
-    ));
-    let s = llm.run(&session).await;
+    let s = llm
+        .give_consent(&session, &token, vec![Reply::RawArgs(
+            "ask_question",
+            r#"{"objective_id": "planning_habits", "message": "Hi, thanks for joining! How do you usually work out what to buy each week?", "rationale": "Open the first must objective."}"#,
+        )])
+        .await;
     assert_eq!(s["status"], "waiting_for_user");
     assert_eq!(last_assistant(&s), message);
     let d = last_decision(&s);
@@ -166,12 +172,12 @@ async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
     let llm = Llm::start(Store::Sqlite).await;
-    let (session, _) = llm.consented().await;
-    llm.model.push(Reply::Tool(
-        "render_interaction",
-        json!({"objective_id": "pain_points", "rationale": "ask for satisfaction"}),
-    ));
-    let s = llm.run(&session).await;
+    let (_, _, s) = llm
+        .consented(vec![Reply::Tool(
+            "render_interaction",
+            json!({"objective_id": "pain_points", "rationale": "ask for satisfaction"}),
+        )])
+        .await;
     let d = last_decision(&s);
     assert_eq!(
         d["selected_action"],
@@ -188,20 +194,19 @@ async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fourth_probe_is_refused_by_the_cap() {
     let llm = Llm::start(Store::Sqlite).await;
-    let (session, token) = llm.consented().await;
-    llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})));
-    llm.run(&session).await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"}))])
+        .await;
     for i in 0..4 {
-        llm.say(&session, &token, "not sure").await;
-        llm.model.push(Reply::Tool(
+        let mut replies = vec![Reply::Tool(
             "probe",
             json!({"objective_id": "planning_habits", "trigger": "vague", "message": format!("Could you say more ({i})?"), "rationale": "vague"}),
-        ));
+        )];
         if i == 3 {
             // The capped probe becomes an extraction; the run goes on to the next decision.
-            llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "pain_points", "message": "What frustrates you?", "rationale": "next"})));
+            replies.push(Reply::Tool("ask_question", json!({"objective_id": "pain_points", "message": "What frustrates you?", "rationale": "next"})));
         }
-        llm.run(&session).await;
+        llm.say(&session, &token, "not sure", replies).await;
     }
     let s = json_of(
         llm.app
@@ -245,9 +250,7 @@ async fn every_model_failure_falls_back_and_is_recorded() {
         (Reply::Garbage, "model_garbage"),
     ];
     for (reply, code) in cases {
-        let (session, _) = llm.consented().await;
-        llm.model.push(reply.clone());
-        let s = llm.run(&session).await;
+        let (_, _, s) = llm.consented(vec![reply.clone()]).await;
         assert_eq!(s["status"], "waiting_for_user", "{reply:?}");
         assert_eq!(
             last_assistant(&s),
@@ -273,10 +276,10 @@ async fn every_model_failure_falls_back_and_is_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_already_shown_stands_when_the_stream_drops() {
     let llm = Llm::start(Store::Sqlite).await;
-    let (session, _) = llm.consented().await;
     let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries, from start to finish.", "rationale": "open"}"#;
-    llm.model.push(Reply::Drop("ask_question", raw, 90));
-    let s = llm.run(&session).await;
+    let (_, _, s) = llm
+        .consented(vec![Reply::Drop("ask_question", raw, 90)])
+        .await;
     let said = last_assistant(&s);
     assert!(
         said.starts_with("Welcome! Tell me about") && said.len() < 80,
@@ -304,26 +307,34 @@ async fn publish_screened(llm: &Llm) {
     llm.app.publish_study(&study).await;
 }
 
-/// A session of that study with consent given and the screening question answered `true`.
-async fn screened(llm: &Llm) -> (String, String) {
+/// A session of that study with consent given and the screening question answered `true`, the
+/// model's `replies` queued before that answer; the verdict's turn is settled.
+async fn screened(llm: &Llm, replies: Vec<Reply>) -> Value {
     let (session, token) = llm.app.create_session("llm-screened").await;
-    for value in [json!({"accepted": true}), json!(true)] {
-        let s = llm.run(&session).await;
-        llm.app.answer(&session, &token, &s, value).await;
+    let s = llm.run(&session).await;
+    llm.app
+        .answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    let s = llm.run(&session).await;
+    for reply in replies {
+        llm.model.push(reply);
     }
-    (session, token)
+    llm.app.answer(&session, &token, &s, json!(true)).await;
+    llm.run(&session).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
     let llm = Llm::start(Store::Sqlite).await;
     publish_screened(&llm).await;
-    let (session, _) = screened(&llm).await;
-    llm.model.push(Reply::Tool(
-        "judge_screening",
-        json!({"eligible": false, "rationale": "Buys groceries only for the office."}),
-    ));
-    let s = llm.run(&session).await;
+    let s = screened(
+        &llm,
+        vec![Reply::Tool(
+            "judge_screening",
+            json!({"eligible": false, "rationale": "Buys groceries only for the office."}),
+        )],
+    )
+    .await;
     assert_eq!(s["status"], "abandoned");
     assert_eq!(s["end_reason"], "screening_failed");
     assert_eq!(
@@ -336,13 +347,17 @@ async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
         .unwrap()
         .contains("shops"));
 
-    let (session, _) = screened(&llm).await;
-    llm.model.push(Reply::Tool(
-        "judge_screening",
-        json!({"eligible": "maybe", "rationale": ""}),
-    ));
-    llm.model.push(Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})));
-    let s = llm.run(&session).await;
+    let s = screened(
+        &llm,
+        vec![
+            Reply::Tool(
+                "judge_screening",
+                json!({"eligible": "maybe", "rationale": ""}),
+            ),
+            Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})),
+        ],
+    )
+    .await;
     assert_eq!(s["screening"]["eligible"], true);
     assert!(s["screening"]["rationale"]
         .as_str()

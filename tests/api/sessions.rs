@@ -1,11 +1,5 @@
 //! The participant contract: create, message, submit, read; tokens; idempotency; the log.
 
-use chrono::Utc;
-use interview_session::events::ConcludeReason;
-use interview_session::interaction::{
-    Choice, InteractionKind, InteractionSpec, InteractionToolCall,
-};
-use interview_session::SessionCommand;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -52,6 +46,7 @@ async fn creating_a_session_answers_the_contract(store: Store) {
 async fn a_session_reads_back_with_every_contract_key(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
+    app.run(&session).await;
     let body = json_of(
         app.get(&format!("/api/sessions/{session}"), Some(&token))
             .await,
@@ -68,8 +63,10 @@ async fn a_session_reads_back_with_every_contract_key(store: Store) {
     ] {
         assert!(body.get(key).is_some(), "missing {key}: {body}");
     }
-    assert_eq!(body["pending_interaction"], Value::Null);
-    assert_eq!(body["current_phase"], "LOAD_CONTEXT");
+    // The interviewer started on its own and asks for consent first.
+    assert_eq!(body["pending_interaction"]["type"], "consent");
+    assert_eq!(body["current_phase"], "CONSENT_OR_SCREENING");
+    assert_eq!(body["status"], "waiting_for_tool");
     for researcher_only in [
         "tool_calls",
         "interaction_events",
@@ -98,7 +95,7 @@ async fn a_session_reads_back_with_every_contract_key(store: Store) {
 
 async fn a_message_is_accepted_and_joins_the_transcript(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
+    let (session, token) = app.interviewing("demo").await;
     let res = app
         .post_message(&session, &token, "I plan on Sundays with a paper list.")
         .await;
@@ -106,14 +103,13 @@ async fn a_message_is_accepted_and_joins_the_transcript(store: Store) {
     let body = json_of(res).await;
     assert_eq!(body["status"], "active");
     let turn_id = body["turn_id"].as_str().unwrap().to_string();
-    let read = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
-    assert_eq!(read["status"], "active");
+    let read = app.run(&session).await;
     assert_eq!(read["turn_count"], 1);
-    let turn = &read["transcript"][0];
+    let transcript = read["transcript"].as_array().unwrap();
+    let turn = transcript
+        .iter()
+        .find(|t| t["role"] == "user" && t["kind"] == "message")
+        .unwrap();
     assert_eq!(turn["turn_id"], turn_id.as_str());
     assert_eq!(turn["role"], "user");
     assert_eq!(turn["content"], "I plan on Sundays with a paper list.");
@@ -121,10 +117,11 @@ async fn a_message_is_accepted_and_joins_the_transcript(store: Store) {
 
 async fn a_retried_message_answers_the_same_and_writes_once(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
+    let (session, token) = app.interviewing("demo").await;
     let path = format!("/api/sessions/{session}/messages");
     let body = json!({"content": "hello", "client_message_id": "m-1"});
     let first = json_of(app.post(&path, Some(&token), &body).await).await;
+    app.run(&session).await;
     let events = app.total_events().await;
     let second = app.post(&path, Some(&token), &body).await;
     assert_eq!(second.status(), StatusCode::ACCEPTED);
@@ -146,7 +143,13 @@ async fn a_retried_message_answers_the_same_and_writes_once(store: Store) {
             .await,
     )
     .await;
-    assert_eq!(read["transcript"].as_array().unwrap().len(), 2);
+    let messages = read["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "user" && t["kind"] == "message")
+        .count();
+    assert_eq!(messages, 2);
 }
 
 async fn the_token_also_works_as_query_parameter_and_cookie(store: Store) {
@@ -169,52 +172,20 @@ async fn the_token_also_works_as_query_parameter_and_cookie(store: Store) {
     assert_eq!(by_cookie.status(), StatusCode::OK);
 }
 
-fn single_choice(id: &str) -> SessionCommand {
-    let spec = InteractionSpec {
-        prompt: "Which brand?".into(),
-        research_intent: "brand".into(),
-        kind: InteractionKind::SingleChoice {
-            options: vec![
-                Choice {
-                    id: "a".into(),
-                    label: "Alpha".into(),
-                },
-                Choice {
-                    id: "b".into(),
-                    label: "Beta".into(),
-                },
-            ],
-        },
-    };
-    SessionCommand::RenderInteraction {
-        interaction: Box::new(InteractionToolCall::new(
-            id.into(),
-            format!("tc-{id}"),
-            Some("brand".into()),
-            &spec,
-        )),
-        at: Utc::now(),
-    }
-}
-
 async fn an_interaction_is_submitted_once_and_validated(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
-    app.execute(&session, SessionCommand::Start { at: Utc::now() })
-        .await;
-    app.execute(&session, single_choice("int-1")).await;
-
-    let read = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let (session, token) = app.interviewing("demo").await;
+    let read = app.drive_to_widget(&session, &token, "single_choice").await;
+    let id = read["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(read["status"], "waiting_for_tool");
-    assert_eq!(read["pending_interaction"]["interaction_id"], "int-1");
-    assert_eq!(read["pending_interaction"]["type"], "single_choice");
+    let options = read["pending_interaction"]["options"].as_array().unwrap();
+    let (first, second) = (options[0]["id"].clone(), options[1]["id"].clone());
     assert_eq!(
         read["pending_interaction"]["value_schema"]["enum"],
-        json!(["a", "b"])
+        json!(options.iter().map(|o| o["id"].clone()).collect::<Vec<_>>())
     );
 
     // A message while the widget is pending is refused and names it.
@@ -225,9 +196,12 @@ async fn an_interaction_is_submitted_once_and_validated(store: Store) {
         "interaction_pending",
     )
     .await;
-    assert_eq!(body["error"]["details"]["pending_interaction_id"], "int-1");
+    assert_eq!(
+        body["error"]["details"]["pending_interaction_id"],
+        id.as_str()
+    );
 
-    let submit = format!("/api/sessions/{session}/interactions/int-1/submit");
+    let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
     let bad = app
         .post(
             &submit,
@@ -251,7 +225,7 @@ async fn an_interaction_is_submitted_once_and_validated(store: Store) {
         .post(
             &submit,
             Some(&token),
-            &json!({"status": "submitted", "value": "b", "client_context": {"ms": 1200}}),
+            &json!({"status": "submitted", "value": second, "client_context": {"ms": 1200}}),
         )
         .await;
     assert_eq!(ok.status(), StatusCode::OK);
@@ -260,39 +234,49 @@ async fn an_interaction_is_submitted_once_and_validated(store: Store) {
         .post(
             &submit,
             Some(&token),
-            &json!({"status": "submitted", "value": "a"}),
+            &json!({"status": "submitted", "value": first}),
         )
         .await;
     assert_error(again, StatusCode::CONFLICT, "interaction_already_answered").await;
 
-    let full = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
-            .await,
-    )
-    .await;
-    assert_eq!(full["pending_interaction"], Value::Null);
-    assert_eq!(full["tool_calls"][0]["tool_name"], "render_interaction");
-    assert_eq!(full["tool_calls"][0]["tool_result"]["value"], "b");
-    assert_eq!(full["interaction_events"][0]["status"], "submitted");
+    let full = app.run(&session).await;
+    let call = full["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool_input"]["interaction_id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(call["tool_name"], "render_interaction");
+    assert_eq!(call["tool_result"]["value"], second);
+    let event = full["interaction_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["interaction_id"] == id.as_str() && e["status"] == "submitted");
+    assert!(event.is_some(), "{full}");
     let answer = full["transcript"]
         .as_array()
         .unwrap()
-        .last()
+        .iter()
+        .find(|t| t["interaction_id"] == id.as_str() && t["role"] == "user")
         .unwrap()
         .clone();
-    assert_eq!(answer["content"], "Beta");
+    assert_eq!(answer["content"], options[1]["label"]);
     assert_eq!(answer["kind"], "interaction");
 }
 
 async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
-    app.execute(&session, SessionCommand::Start { at: Utc::now() })
-        .await;
-    app.execute(&session, single_choice("int-p")).await;
-    let submit = format!("/api/sessions/{session}/interactions/int-p/submit");
-    let answer = json!({"status": "submitted", "value": "a"});
-    let attempts = (0..20).map(|_| app.post(&submit, Some(&token), &answer));
+    let (session, token) = app.interviewing("demo").await;
+    let read = app.drive_to_widget(&session, &token, "single_choice").await;
+    let id = read["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap();
+    let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
+    let value = read["pending_interaction"]["options"][0]["id"].clone();
+    let answer = json!({"status": "submitted", "value": value});
+    let attempts = (0..50).map(|_| app.post(&submit, Some(&token), &answer));
     let statuses: Vec<StatusCode> = futures_util::future::join_all(attempts)
         .await
         .iter()
@@ -315,7 +299,7 @@ async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
     assert_eq!(
         events
             .iter()
-            .filter(|e| e.1 == "interaction.submitted")
+            .filter(|e| e.1 == "interaction.submitted" && e.2["interaction_id"] == id)
             .count(),
         1
     );
@@ -324,17 +308,15 @@ async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
 async fn an_ended_session_refuses_messages_and_submits_with_410(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
-    app.execute(&session, SessionCommand::Start { at: Utc::now() })
+    let s = app.run(&session).await;
+    let consent = s["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.answer(&session, &token, &s, json!({"accepted": false}))
         .await;
-    app.execute(&session, single_choice("int-t")).await;
-    app.execute(
-        &session,
-        SessionCommand::Abandon {
-            reason: ConcludeReason::ConsentDeclined,
-            at: Utc::now(),
-        },
-    )
-    .await;
+    let s = app.run(&session).await;
+    assert_eq!(s["end_reason"], "consent_declined");
     let before = app.total_events().await;
     let body = assert_error(
         app.post_message(&session, &token, "hello?").await,
@@ -345,7 +327,7 @@ async fn an_ended_session_refuses_messages_and_submits_with_410(store: Store) {
     assert_eq!(body["error"]["details"]["status"], "abandoned");
     let submit = app
         .post(
-            &format!("/api/sessions/{session}/interactions/int-t/submit"),
+            &format!("/api/sessions/{session}/interactions/{consent}/submit"),
             Some(&token),
             &json!({"status": "skipped"}),
         )
@@ -365,35 +347,50 @@ async fn concurrent_sessions_never_surface_a_database_error(store: Store) {
     let app = TestApp::spawn(store).await;
     let mut sessions = Vec::new();
     for _ in 0..6 {
-        sessions.push(app.create_session("demo").await);
+        sessions.push(app.interviewing("demo").await);
     }
-    let posts = sessions
-        .iter()
-        .flat_map(|(s, t)| (0..5).map(move |i| (s.clone(), t.clone(), i)));
-    let results = futures_util::future::join_all(posts.map(|(s, t, i)| {
+    // Each session takes one message per turn; every session's turn goes in parallel, and
+    // each message is sent three times at once (a client retrying).
+    for i in 0..3 {
+        let posts = sessions
+            .iter()
+            .flat_map(|(s, t)| (0..3).map(move |_| (s.clone(), t.clone(), i)));
+        let results = futures_util::future::join_all(posts.map(|(s, t, i)| {
         let app = &app;
         async move {
             app.post(
                 &format!("/api/sessions/{s}/messages"),
                 Some(&t),
-                &json!({"content": format!("msg {i}"), "client_message_id": format!("c{i}")}),
+                &json!({"content": format!("We shop on day {i} with a long list and a plan"), "client_message_id": format!("c{i}")}),
             )
             .await
         }
     }))
     .await;
-    for res in results {
-        assert_eq!(res.status(), StatusCode::ACCEPTED);
+        for res in results {
+            assert_eq!(res.status(), StatusCode::ACCEPTED);
+        }
+        // A widget may follow an answer: answer it so the next message is the participant's turn.
+        for (s, t) in &sessions {
+            let mut view = app.run(s).await;
+            while !view["pending_interaction"].is_null() {
+                let value = crate::helpers::typical_value(&view["pending_interaction"]);
+                app.answer(s, t, &view, value).await;
+                view = app.run(s).await;
+            }
+            assert_eq!(view["status"], "waiting_for_user", "{view}");
+        }
     }
     for (s, t) in &sessions {
         let read = json_of(app.get(&format!("/api/sessions/{s}"), Some(t)).await).await;
-        assert_eq!(read["turn_count"], 5, "{read}");
+        assert!(read["turn_count"].as_u64().unwrap() >= 3, "{read}");
+        app.assert_stream_follows_the_rules(s).await;
     }
 }
 
 async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
+    let (session, token) = app.interviewing("demo").await;
     let res = app
         .client
         .post(app.url(&format!("/api/sessions/{session}/messages")))
@@ -404,29 +401,34 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
         .await
         .unwrap();
     assert_eq!(res.headers().get("x-request-id").unwrap(), "req-abc-123");
+    app.run(&session).await;
     let events = interview_projections::read::events(app.db(), &session)
         .await
         .unwrap();
-    let types: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
-    assert_eq!(
-        types,
-        [
-            "session.created",
-            "participant.message.created",
-            "session.status_changed"
-        ]
-    );
     for (_, event_type, payload, metadata) in &events {
         assert_eq!(payload["type"], event_type.as_str());
         assert!(payload["at"].as_str().is_some());
-        assert!(metadata["actor"] == "participant", "{metadata}");
+        let actor = metadata["actor"].as_str().unwrap();
+        match event_type.as_str() {
+            "participant.message.created" | "interaction.submitted" | "consent.recorded" => {
+                assert_eq!(actor, "participant", "{event_type}")
+            }
+            "agent.message.started" | "agent.decision.recorded" | "interaction.rendered" => {
+                assert_eq!(actor, "agent", "{event_type}")
+            }
+            _ => {}
+        }
     }
-    assert_eq!(events[1].3["request_id"], "req-abc-123");
+    let message = events
+        .iter()
+        .find(|e| e.1 == "participant.message.created" && e.2["content"] == "hello")
+        .unwrap();
+    assert_eq!(message.3["request_id"], "req-abc-123");
     let head = interview_session::hash::verify_chain(
         events.iter().map(|e| (e.0 as usize, e.1.as_str(), &e.2)),
     )
     .unwrap();
-    assert_eq!(head, events[2].2["hash"].as_str().unwrap());
+    assert_eq!(head, events.last().unwrap().2["hash"].as_str().unwrap());
     assert!(
         !events[0].2.to_string().contains(&token),
         "the token itself is never stored"
@@ -435,8 +437,9 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
 
 async fn views_catch_up_after_a_lost_projection(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
+    let (session, token) = app.interviewing("demo").await;
     app.post_message(&session, &token, "one").await;
+    let live = app.run(&session).await;
     // Simulate a crash between commit and projection: forget the views.
     interview_projections::on_db!(write(app.db()), |pool| {
         sqlx::query("DELETE FROM transcript")
@@ -456,7 +459,12 @@ async fn views_catch_up_after_a_lost_projection(store: Store) {
     )
     .await;
     assert_eq!(read["turn_count"], 1);
-    assert_eq!(read["transcript"][0]["content"], "one");
+    assert_eq!(read["transcript"], live["transcript"]);
+    assert!(read["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["content"] == "one"));
 }
 
 both_stores!(

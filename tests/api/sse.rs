@@ -47,6 +47,15 @@ impl SseClient {
         }
     }
 
+    /// Every event until none comes for `quiet`.
+    pub async fn drain(&mut self, quiet: Duration) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next(quiet).await {
+            frames.push(frame);
+        }
+        frames
+    }
+
     /// Events until `pred` holds for one (inclusive), failing after `wait` overall.
     pub async fn until(&mut self, wait: Duration, pred: impl Fn(&Frame) -> bool) -> Vec<Frame> {
         let deadline = tokio::time::Instant::now() + wait;

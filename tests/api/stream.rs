@@ -37,44 +37,125 @@ async fn the_stream_replays_the_log_then_goes_live(store: Store) {
         first.data,
         json!({"type": "session.status", "status": "created", "phase": "LOAD_CONTEXT"})
     );
+    // The interviewer starts by itself and asks for consent.
+    let mut frames = sse.until(WAIT, |f| f.event == "interaction.render").await;
+    assert_eq!(
+        frames.last().unwrap().data["interaction"]["type"],
+        "consent"
+    );
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    let opening = sse
+        .until(WAIT, |f| {
+            f.event == "message.completed" && f.data["role"] == "assistant"
+        })
+        .await;
+    assert!(opening
+        .iter()
+        .any(|f| f.event == "interaction.resolved" && f.data["status"] == "submitted"));
+    let question = opening.last().unwrap().data.clone();
+    let deltas: String = opening
+        .iter()
+        .filter(|f| f.event == "message.delta" && f.data["message_id"] == question["message_id"])
+        .map(|f| f.data["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        deltas,
+        question["content"].as_str().unwrap(),
+        "streamed before it completed"
+    );
+    frames.extend(opening);
 
+    app.run(&session).await;
     let res = app
         .post_message(&session, &token, "We shop on Saturdays.")
         .await;
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     let turn_id = crate::helpers::json_of(res).await["turn_id"].clone();
-    let frames = sse.until(WAIT, |f| f.event == "session.status").await;
-    assert_eq!(frames[0].event, "message.completed");
-    assert_eq!(frames[0].id, Some(2));
-    assert_eq!(frames[0].data["role"], "user");
-    assert_eq!(frames[0].data["content"], "We shop on Saturdays.");
-    assert_eq!(frames[0].data["turn_id"], turn_id);
-    assert_eq!(frames[1].data["status"], "active");
-    assert_eq!(ids(&frames), [2, 3]);
+    let answer = sse
+        .until(WAIT, |f| {
+            f.event == "message.completed" && f.data["role"] == "assistant"
+        })
+        .await;
+    let mine = answer
+        .iter()
+        .find(|f| f.event == "message.completed" && f.data["role"] == "user")
+        .expect("the participant's own message comes back on the stream");
+    assert_eq!(mine.data["content"], "We shop on Saturdays.");
+    assert_eq!(mine.data["turn_id"], turn_id);
+    assert!(answer
+        .iter()
+        .any(|f| f.event == "session.status" && f.data["status"] == "active"));
+    frames.extend(answer);
+    frames.extend(sse.drain(Duration::from_millis(300)).await);
+    // Persisted frames carry strictly increasing ids; deltas carry none.
+    let persisted = ids(&frames);
+    assert!(persisted.windows(2).all(|w| w[0] < w[1]), "{persisted:?}");
+    assert!(frames
+        .iter()
+        .filter(|f| f.event == "message.delta")
+        .all(|f| f.id.is_none()));
+    // A fresh subscriber replays exactly the persisted frames seen live.
+    let mut replay = open(&app, &session, &token, None).await;
+    let all = replay.drain(Duration::from_millis(500)).await;
+    assert_eq!(ids(&all), [vec![1], persisted].concat());
+}
+
+/// A settled session with a few turns; returns (session, token, every persisted frame id).
+async fn conversation(app: &TestApp) -> (String, String, Vec<u64>) {
+    let (session, token) = app.interviewing("demo").await;
+    for text in [
+        "We plan on Sunday evenings with a shared list on our phones.",
+        "Mostly my partner and I, sometimes the kids add snacks to it.",
+    ] {
+        assert_eq!(
+            app.post_message(&session, &token, text).await.status(),
+            StatusCode::ACCEPTED
+        );
+        let s = app.run(&session).await;
+        if !s["pending_interaction"].is_null() {
+            let value = crate::helpers::typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+            app.run(&session).await;
+        }
+    }
+    let mut full = open(app, &session, &token, None).await;
+    let all = ids(&full.drain(Duration::from_millis(500)).await);
+    (session, token, all)
 }
 
 async fn a_reconnecting_client_resumes_without_gap_or_duplicate(store: Store) {
     let app = TestApp::spawn(store).await;
-    let (session, token) = app.create_session("demo").await;
-    for text in ["one", "two", "three"] {
-        app.post_message(&session, &token, text).await;
-    }
-    // events: 1 created, 2 "one", 3 active, 4 "two", 5 "three"
-    let mut from_header = open(&app, &session, &token, Some("2")).await;
-    let replayed = from_header.until(WAIT, |f| f.id == Some(5)).await;
-    assert_eq!(ids(&replayed), [3, 4, 5]);
+    let (session, token, all) = conversation(&app).await;
+    let n = all.len();
+    assert!(n > 8, "{all:?}");
+    let last = all[n - 1];
+    let mut from_header = open(&app, &session, &token, Some(&all[n - 4].to_string())).await;
+    let replayed = from_header.until(WAIT, |f| f.id == Some(last)).await;
+    assert_eq!(ids(&replayed), all[n - 3..]);
     // The query parameter works too (for EventSource), with the token in the query as well.
     let url = app.url(&format!(
-        "/api/sessions/{session}/stream?last_event_id=4&token={token}"
+        "/api/sessions/{session}/stream?last_event_id={}&token={token}",
+        all[n - 2]
     ));
     let mut from_query = SseClient::new(app.client.get(url).send().await.unwrap());
     // Live events continue the sequence with nothing skipped or repeated.
-    app.post_message(&session, &token, "four").await;
-    let live = from_query.until(WAIT, |f| f.id == Some(6)).await;
-    assert_eq!(ids(&live), [5, 6]);
-    assert_eq!(live[1].data["content"], "four");
-    let more = from_header.until(WAIT, |f| f.id == Some(6)).await;
-    assert_eq!(ids(&more), [6]);
+    assert_eq!(
+        app.post_message(&session, &token, "That is about it for planning.")
+            .await
+            .status(),
+        StatusCode::ACCEPTED
+    );
+    app.run(&session).await;
+    let mut fresh = open(&app, &session, &token, None).await;
+    let now = ids(&fresh.drain(Duration::from_millis(500)).await);
+    let end = *now.last().unwrap();
+    assert!(end > last);
+    let live = from_query.until(WAIT, |f| f.id == Some(end)).await;
+    assert_eq!(ids(&live), now[n - 1..]);
+    let more = from_header.until(WAIT, |f| f.id == Some(end)).await;
+    assert_eq!(ids(&more), now[n..]);
 }
 
 async fn many_subscribers_each_get_every_event(store: Store) {
@@ -85,15 +166,33 @@ async fn many_subscribers_each_get_every_event(store: Store) {
         clients.push(open(&app, &session, &token, None).await);
     }
     clients.push(open(&app, &session, RESEARCHER_TOKEN, None).await);
-    for i in 0..10 {
-        app.post_message(&session, &token, &format!("m{i}")).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    app.run(&session).await;
+    for i in 0..3 {
+        app.post_message(
+            &session,
+            &token,
+            &format!("Answer number {i} has several words in it"),
+        )
+        .await;
+        let s = app.run(&session).await;
+        if !s["pending_interaction"].is_null() {
+            let value = crate::helpers::typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+            app.run(&session).await;
+        }
     }
-    // 1 created, 2 first message, 3 active, then 9 more messages: ids 1..=12
+    let mut fresh = open(&app, &session, &token, None).await;
+    let all = ids(&fresh.drain(Duration::from_millis(500)).await);
+    let last = *all.last().unwrap();
     for client in &mut clients {
-        let frames = client.until(WAIT, |f| f.id == Some(12)).await;
-        assert_eq!(ids(&frames), (1..=12).collect::<Vec<_>>());
+        let frames = client.until(WAIT, |f| f.id == Some(last)).await;
+        assert_eq!(ids(&frames), all);
     }
     drop(clients);
+    drop(fresh);
     let deadline = tokio::time::Instant::now() + WAIT;
     while app.state.hub.open_channels() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -221,12 +221,13 @@ async fn a_slug_is_used_by_one_study_only(store: Store) {
 async fn the_demo_study_is_published_at_start_up_once(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
+    app.run(&session).await;
     let body: Value = json_of(
         app.get(&format!("/api/sessions/{session}"), Some(&token))
             .await,
     )
     .await;
-    assert_eq!(body["status"], "created");
+    assert_eq!(body["pending_interaction"]["type"], "consent");
     // Publishing again at start-up is skipped when the slug exists.
     assert!(!interview_runtime::demo::ensure_demo_study(app.db())
         .await

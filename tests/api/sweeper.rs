@@ -2,7 +2,6 @@
 
 use chrono::{Duration, Utc};
 use reqwest::StatusCode;
-use serde_json::json;
 
 use crate::both_stores;
 use crate::helpers::{assert_error, Store, TestApp};
@@ -11,20 +10,11 @@ use interview_runtime::sweeper::sweep_once;
 async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     let app = TestApp::spawn(store).await;
     let (idle, token) = app.create_session("demo").await;
-    let (at_summary, summary_token) = app.create_session("demo").await;
+    app.run(&idle).await;
     // Bring the second one to the summary confirmation.
-    app.state.harness.run(&at_summary).await.unwrap();
-    let s = app.researcher_view(&at_summary).await;
-    let consent = s["pending_interaction"]["interaction_id"].as_str().unwrap();
-    app.post(
-        &format!("/api/sessions/{at_summary}/interactions/{consent}/submit"),
-        Some(&summary_token),
-        &json!({"status": "submitted", "value": {"accepted": true}}),
-    )
-    .await;
-    app.state.harness.run(&at_summary).await.unwrap();
+    let (at_summary, summary_token) = app.interviewing("demo").await;
     app.post_message(&at_summary, &summary_token, "stop").await;
-    app.state.harness.run(&at_summary).await.unwrap();
+    app.run(&at_summary).await;
     assert_eq!(
         app.researcher_view(&at_summary).await["current_phase"],
         "SUMMARY_CONFIRMATION"

@@ -39,6 +39,8 @@ fn claim(n: u128) -> C {
     C::StartAgentMessage {
         message_id: Uuid::from_u128(n),
         run_id: Uuid::from_u128(n + 1000),
+        process_id: None,
+        takes_over: None,
         at: at(),
     }
 }
@@ -160,6 +162,8 @@ async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
     let fresh = C::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
+        process_id: None,
+        takes_over: None,
         at: later(10),
     };
     expect_error(
@@ -171,9 +175,39 @@ async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
     let stale = C::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
+        process_id: None,
+        takes_over: None,
         at: later(121),
     };
     assert_eq!(when(given, stale).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_fresh_claim_is_taken_over_only_by_naming_its_dead_run() {
+    let mut given = consented();
+    given.push(claim(2)); // run 1002 holds message 2
+    let takeover = |dead: u128| C::StartAgentMessage {
+        message_id: Uuid::from_u128(7),
+        run_id: Uuid::from_u128(8),
+        process_id: Some(Uuid::from_u128(99)),
+        takes_over: Some(Uuid::from_u128(dead)),
+        at: later(1),
+    };
+    expect_error(
+        given.clone(),
+        takeover(42),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    let events = when(given, takeover(1002)).await.unwrap();
+    assert!(matches!(
+        events[0].body,
+        EventBody::AgentMessageStarted {
+            takes_over: Some(dead),
+            process_id: Some(_),
+            ..
+        } if dead == Uuid::from_u128(1002)
+    ));
 }
 
 #[tokio::test]
@@ -427,6 +461,8 @@ async fn questioning_stops_at_the_duration_limit() {
     given.push(C::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
+        process_id: None,
+        takes_over: None,
         at: later(31 * 60),
     });
     let late = C::Decide {

@@ -118,6 +118,8 @@ fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
         C::StartAgentMessage {
             message_id,
             run_id: Uuid::from_u128(message + 1),
+            process_id: None,
+            takes_over: None,
             at: at(),
         },
         C::CompleteAgentMessage {
@@ -243,13 +245,25 @@ async fn a_session_starts_only_once() {
 }
 
 #[tokio::test]
-async fn a_first_message_activates_a_created_session() {
-    let events = when(vec![create()], message(1, "hello")).await.unwrap();
-    assert_eq!(
-        types(&events),
-        ["participant.message.created", "session.status_changed"]
-    );
-    assert_eq!(status_changes(&events), [(S::Created, S::Active)]);
+async fn a_message_is_refused_unless_the_session_waits_for_the_participant() {
+    // Before the interviewer started, and while it holds the turn.
+    let claimed = {
+        let mut given = vec![create(), C::Start { at: at() }];
+        given.push(agent_says(10, true).remove(0));
+        given
+    };
+    for (given, status) in [
+        (vec![create()], S::Created),
+        (vec![create(), C::Start { at: at() }], S::Active),
+        (claimed, S::Active),
+    ] {
+        expect_error(
+            given,
+            message(1, "hello"),
+            SessionError::InvalidState { status },
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -262,16 +276,19 @@ async fn a_message_while_waiting_for_the_participant_returns_to_active() {
 
 #[tokio::test]
 async fn a_retried_message_writes_nothing() {
-    let events = when(vec![create(), message(1, "hello")], message(1, "hello"))
-        .await
-        .unwrap();
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(agent_says(10, true));
+    given.push(message(1, "hello"));
+    let events = when(given, message(1, "hello")).await.unwrap();
     assert!(events.is_empty());
 }
 
 #[tokio::test]
 async fn an_empty_message_is_refused() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(agent_says(10, true));
     expect_error(
-        vec![create()],
+        given,
         message(1, "  "),
         SessionError::InvalidValue {
             field: "content".into(),

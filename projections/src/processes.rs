@@ -1,0 +1,56 @@
+//! The registry of server processes on this database and their heartbeats.
+//!
+//! A run's claim on a session's next utterance names its process. When that process stops
+//! beating (killed, crashed, partitioned away), another process — or the same one restarted —
+//! may take the claim over at once rather than wait for the claim to go stale.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::on_db;
+
+/// Records (or refreshes) this process's heartbeat.
+#[tracing::instrument(skip(db))]
+pub async fn beat(db: &Db, process_id: Uuid, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+    on_db!(write(db), |pool| {
+        sqlx::query(
+            "INSERT INTO runtime_processes (process_id, started_at, heartbeat_at) VALUES ($1, $2, $2) \
+             ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(process_id.to_string())
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|_| ())
+    })
+}
+
+/// Whether `process_id` has beaten since `since`.
+pub async fn is_alive(
+    db: &Db,
+    process_id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<bool, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM runtime_processes WHERE process_id = $1 AND heartbeat_at >= $2",
+        )
+        .bind(process_id.to_string())
+        .bind(since)
+        .fetch_one(pool)
+        .await
+        .map(|n| n > 0)
+    })
+}
+
+/// Forgets processes silent since `before` (their claims are dead either way).
+pub async fn forget_silent(db: &Db, before: DateTime<Utc>) -> Result<u64, sqlx::Error> {
+    on_db!(write(db), |pool| {
+        sqlx::query("DELETE FROM runtime_processes WHERE heartbeat_at < $1")
+            .bind(before)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+    })
+}
