@@ -172,6 +172,9 @@ pub fn propose(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
         }
     }
     for objective in s.objectives_in_order() {
+        if skipped_as_confident(s, objective) {
+            continue;
+        }
         if !s.objective(&objective.id).asked {
             return proposal(
                 AgentAction::AskQuestion {
@@ -352,16 +355,31 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
     out
 }
 
+/// FR-04-21 in the rules interviewer: once every `must` objective is covered and every required
+/// field has reached the confidence threshold, `could` objectives not yet asked are left out
+/// (`should` ones are still asked while the limits allow).
+fn skipped_as_confident(s: &Session, objective: &interview_session::study::Objective) -> bool {
+    objective.priority == interview_session::study::Priority::Could
+        && !s.objective(&objective.id).asked
+        && s.all_must_covered()
+        && s.required_fields_met()
+}
+
 /// After the summary was proposed and the reply classified: conclude, or take in an addition
-/// and re-confirm once.
+/// and re-confirm once. The reason is `confidence_threshold_met` when objectives were left out
+/// because the required fields were already known, `all_must_objectives_covered` otherwise.
 fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
-    let reason = s.stop_reason(at).unwrap_or(if s.all_must_covered() {
-        ConcludeReason::AllMustObjectivesCovered
-    } else if s.required_fields_met() {
-        ConcludeReason::ConfidenceThresholdMet
-    } else {
-        ConcludeReason::AllMustObjectivesCovered
-    });
+    let left_out = s
+        .objectives_in_order()
+        .into_iter()
+        .any(|o| skipped_as_confident(s, o));
+    let reason = s.stop_reason(at).unwrap_or(
+        if left_out || (s.required_fields_met() && !s.all_must_covered()) {
+            ConcludeReason::ConfidenceThresholdMet
+        } else {
+            ConcludeReason::AllMustObjectivesCovered
+        },
+    );
     if s.summary_confirmed() == Some(false) && c.summaries_proposed < 2 {
         let mut p = proposal(
             AgentAction::SummarizeAndConfirm,

@@ -1,0 +1,237 @@
+//! `kill -9` between a participant's message and the interviewer's answer: after a restart on
+//! the same database the answer comes, once, without waiting for the dead claim to go stale.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::scripted_model::{Reply, ScriptedModel};
+
+const RESEARCHER: &str = "restart-researcher";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    async fn start(dir: &std::path::Path, model_url: &str) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+            .current_dir(dir)
+            .env("BIND", format!("127.0.0.1:{port}"))
+            .env("RESEARCHER_TOKENS", RESEARCHER)
+            .env("OPENAI_BASE_URL", model_url)
+            .env("MODEL_IDLE_TIMEOUT_SECS", "120")
+            .env_remove("DATABASE_URL")
+            .env_remove("CONFIG_FILE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let started = Instant::now();
+        while !http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            assert!(started.elapsed() < Duration::from_secs(30), "not ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { child, base }
+    }
+
+    fn kill_9(mut self) {
+        self.child.kill().unwrap(); // SIGKILL: no shutdown, no cleanup
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn session(http: &reqwest::Client, base: &str, id: &str, token: &str) -> Value {
+    http.get(format!("{base}/api/sessions/{id}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Polls the session until `pred` holds (or fails after `wait`).
+async fn until(
+    http: &reqwest::Client,
+    base: &str,
+    id: &str,
+    token: &str,
+    wait: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + wait;
+    loop {
+        let s = session(http, base, id, token).await;
+        if pred(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "gave up waiting: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn assistant_turns(s: &Value) -> usize {
+    s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "assistant" && t["kind"] == "message")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_turn_the_answer_comes_after_the_restart() {
+    let dir =
+        std::env::temp_dir().join(format!("interview-kill-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = ScriptedModel::start().await;
+    let http = reqwest::Client::new();
+    let first = Server::start(&dir, &model.url).await;
+    let base = first.base.clone();
+
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("kill");
+    study["agent"]["mode"] = json!("llm");
+    study["model"]["timeout_seconds"] = json!(120);
+    let created: Value = http
+        .post(format!("{base}/api/studies"))
+        .bearer_auth(RESEARCHER)
+        .json(&study)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let study_id = created["study_id"].as_str().unwrap();
+    let published = http
+        .post(format!("{base}/api/studies/{study_id}/publish"))
+        .bearer_auth(RESEARCHER)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(published.status(), 200);
+
+    let created: Value = http
+        .post(format!("{base}/api/public/studies/kill/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let token = created["participant_token"].as_str().unwrap().to_string();
+    let s = until(&http, &base, &id, &token, Duration::from_secs(10), |s| {
+        s["pending_interaction"]["type"] == "consent"
+    })
+    .await;
+    // The opening question comes from the model; the answer to the next message stalls.
+    model.push(Reply::Tool(
+        "ask_question",
+        json!({"objective_id": "planning_habits", "message": "How do you plan your groceries?", "rationale": "open"}),
+    ));
+    model.push(Reply::Stall);
+    let consent = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+    let res = http
+        .post(format!(
+            "{base}/api/sessions/{id}/interactions/{consent}/submit"
+        ))
+        .bearer_auth(&token)
+        .json(&json!({"status": "submitted", "value": {"accepted": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    until(&http, &base, &id, &token, Duration::from_secs(10), |s| {
+        s["status"] == "waiting_for_user"
+    })
+    .await;
+    let res = http
+        .post(format!("{base}/api/sessions/{id}/messages"))
+        .bearer_auth(&token)
+        .json(&json!({"content": "We write a list on Sunday evenings."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    // The interviewer has claimed the turn and is waiting on the model: kill it there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while model.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the model was not called");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.kill_9();
+
+    model.push(Reply::Tool(
+        "probe",
+        json!({"objective_id": "planning_habits", "trigger": "vague", "message": "What goes on the list first?", "rationale": "more detail"}),
+    ));
+    let second = Server::start(&dir, &model.url).await;
+    let s = until(
+        &http,
+        &second.base,
+        &id,
+        &token,
+        Duration::from_secs(20),
+        |s| s["status"] == "waiting_for_user" && assistant_turns(s) == 2,
+    )
+    .await;
+    let transcript = s["transcript"].as_array().unwrap();
+    assert_eq!(
+        transcript.last().unwrap()["content"],
+        "What goes on the list first?"
+    );
+    // The restarted process took the dead claim over, and said so in the log.
+    let events: Value = http
+        .get(format!("{}/api/sessions/{id}/events", second.base))
+        .bearer_auth(RESEARCHER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let takeovers = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["payload"]["type"] == "agent.message.started"
+                && e["payload"]["takes_over"].is_string()
+        })
+        .count();
+    assert_eq!(takeovers, 1, "{events}");
+    drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
