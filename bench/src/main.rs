@@ -7,6 +7,11 @@
 //! `scripts/bench`, which builds in release mode and starts a throwaway PostgreSQL.
 #![forbid(unsafe_code)]
 
+#[allow(dead_code)]
+#[path = "../../tests/api/scripted_model.rs"]
+mod scripted_model;
+mod turns;
+
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -24,9 +29,9 @@ struct Args {
     /// Concurrent clients, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
-    /// Messages per session before a client moves to a fresh session (a 20-turn interview).
-    #[arg(long, default_value_t = 20)]
-    turns_per_session: usize,
+    /// Interview turns per measurement (message → the interviewer's answer on the stream).
+    #[arg(long, default_value_t = 500)]
+    turns: usize,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -39,10 +44,13 @@ struct Server {
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
+/// The `llm` study the instant model answers for.
+const LLM_SLUG: &str = "bench-llm";
+
 fn start_server(database_url: Option<String>) -> Server {
     let data_dir =
         std::env::temp_dir().join(format!("interview-bench-{}", uuid::Uuid::new_v4().simple()));
-    let settings = Settings {
+    let mut settings = Settings {
         bind: "127.0.0.1:0".into(),
         database_url,
         data_dir,
@@ -58,6 +66,14 @@ fn start_server(database_url: Option<String>) -> Server {
             .build()
             .unwrap();
         rt.block_on(async move {
+            // An OpenAI-compatible endpoint that answers every request at once with a streamed
+            // `ask_question` tool call: the runtime's own overhead on the llm path.
+            let model = scripted_model::ScriptedModel::start().await;
+            model.always(scripted_model::Reply::Tool(
+                "ask_question",
+                json!({"objective_id": "planning_habits", "message": "Thanks! Could you tell me a little more about how that works for you?", "rationale": "instant scripted model"}),
+            ));
+            settings.openai_base_url = Some(model.url.clone());
             let app = Application::build(settings).await.expect("server starts");
             tx.send(app.port()).unwrap();
             app.run_until_stopped().await.unwrap();
@@ -146,6 +162,33 @@ async fn create_session(http: &reqwest::Client, base: &str) -> (String, String) 
     )
 }
 
+/// The demo study in `llm` mode under [`LLM_SLUG`].
+async fn publish_llm_study(http: &reqwest::Client, base: &str) {
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!(LLM_SLUG);
+    study["agent"]["mode"] = json!("llm");
+    let created: Value = http
+        .post(format!("{base}/api/studies"))
+        .bearer_auth("bench")
+        .json(&study)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["study_id"].as_str().unwrap();
+    let res = http
+        .post(format!("{base}/api/studies/{id}/publish"))
+        .bearer_auth("bench")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
@@ -157,6 +200,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .pool_max_idle_per_host(256)
         .build()
         .unwrap();
+    publish_llm_study(&http, &base).await;
     // Warm up connections and caches.
     for _ in 0..20 {
         create_session(&http, &base).await;
@@ -171,32 +215,25 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .await;
         row(label, "create session", clients, args.requests, &s);
 
-        // Each client talks in its own sessions, `turns_per_session` messages each, so the
-        // numbers are those of realistic interviews and clients never queue on one session.
-        let per_client = args.requests / clients;
-        let sessions_per_client = per_client.div_ceil(args.turns_per_session);
-        let mut sessions = Vec::new();
-        for _ in 0..clients * sessions_per_client {
-            sessions.push(create_session(&http, &base).await);
+        for (slug, policy) in [("demo", "rules"), (LLM_SLUG, "llm")] {
+            let t = turns::run(&http, &base, slug, clients, args.turns).await;
+            let n = t.post.len();
+            row(
+                label,
+                &format!("message ({policy})"),
+                clients,
+                n,
+                &stats(t.post, t.wall),
+            );
+            let n = t.first_delta.len();
+            row(
+                label,
+                &format!("→ 1st delta ({policy})"),
+                clients,
+                n,
+                &stats(t.first_delta, t.wall),
+            );
         }
-        let turns = args.turns_per_session;
-        let sessions = &sessions;
-        let s = measure(clients, args.requests, |c, i| {
-            let (http, base) = (http.clone(), base.clone());
-            let (session, token) = sessions[c * sessions_per_client + i / turns].clone();
-            async move {
-                let res = http
-                    .post(format!("{base}/api/sessions/{session}/messages"))
-                    .bearer_auth(token)
-                    .json(&json!({"content": format!("answer number {i}: we plan on Sundays"), "client_message_id": format!("m{i}")}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(res.status(), 202);
-            }
-        })
-        .await;
-        row(label, "post message", clients, args.requests, &s);
     }
     rebuild_and_export(label, &server, &http).await;
 }
@@ -288,7 +325,7 @@ fn chrono_now() -> chrono::DateTime<chrono::Utc> {
 
 fn row(store: &str, what: &str, clients: usize, n: usize, s: &Stats) {
     println!(
-        "| {store:<10} | {what:<14} | {clients:>7} | {n:>8} | {:>8} | {:>8} | {:>8} | {:>10.0} |",
+        "| {store:<10} | {what:<22} | {clients:>7} | {n:>8} | {:>8} | {:>8} | {:>8} | {:>10.0} |",
         ms(s.p50),
         ms(s.p99),
         ms(s.max),
@@ -304,8 +341,8 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        println!("| store      | request        | clients | requests | p50 ms   | p99 ms   | max ms   | req/s      |");
-        println!("|------------|----------------|---------|----------|----------|----------|----------|------------|");
+        println!("| store      | measurement            | clients | samples  | p50 ms   | p99 ms   | max ms   | per s      |");
+        println!("|------------|------------------------|---------|----------|----------|----------|----------|------------|");
         if args.store == "sqlite" || args.store == "both" {
             bench_store("sqlite", None, &args).await;
         }

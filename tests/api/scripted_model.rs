@@ -36,6 +36,10 @@ pub enum Reply {
 struct Shared {
     script: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Value>>>,
+    /// Answers when the script is empty (otherwise a 500).
+    fallback: Arc<Mutex<Option<Reply>>>,
+    /// Keep a copy of every request (tests); benchmarks turn it off.
+    record: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub struct ScriptedModel {
@@ -47,6 +51,9 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     pub async fn start() -> Self {
         let shared = Shared::default();
+        shared
+            .record
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let data = web::Data::new(shared.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -65,6 +72,16 @@ impl ScriptedModel {
             url: format!("http://127.0.0.1:{port}/v1"),
             shared,
         }
+    }
+
+    /// Answers with `reply` whenever the script is empty, and stops recording requests (a
+    /// model that always answers at once, for benchmarks).
+    #[allow(dead_code)] // the bench binary includes this file and uses it
+    pub fn always(&self, reply: Reply) {
+        *self.shared.fallback.lock().unwrap() = Some(reply);
+        self.shared
+            .record
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn push(&self, reply: Reply) {
@@ -121,8 +138,15 @@ fn sse(frames: Vec<Bytes>, stall: bool) -> HttpResponse {
 }
 
 async fn answer(shared: web::Data<Shared>, body: web::Json<Value>) -> HttpResponse {
-    shared.requests.lock().unwrap().push(body.into_inner());
-    let reply = shared.script.lock().unwrap().pop_front();
+    if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
+        shared.requests.lock().unwrap().push(body.into_inner());
+    }
+    let reply = shared
+        .script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .or_else(|| shared.fallback.lock().unwrap().clone());
     let done = Bytes::from_static(b"data: [DONE]\n\n");
     match reply {
         None => HttpResponse::InternalServerError().json(json!({"error": {"message": "script exhausted", "type": "server_error"}})),

@@ -1,0 +1,210 @@
+//! Interview turns over HTTP with a live stream open: the participant's `POST …/messages`
+//! latency, and the time from that POST returning to the first `message.delta` of the answer
+//! on the session's stream. Widgets the interviewer shows are answered (not timed); a session
+//! that ends is replaced by a fresh one.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+/// One frame of the session's stream, stamped when it arrived.
+struct Frame {
+    event: String,
+    data: Value,
+    at: Instant,
+}
+
+/// A consented session, its token and its stream.
+struct Live {
+    id: String,
+    token: String,
+    frames: mpsc::UnboundedReceiver<Frame>,
+    /// The widget shown last (answered when the session waits for it).
+    pending: Option<Value>,
+}
+
+fn parse(block: &str) -> Option<(String, Value)> {
+    let mut event = None;
+    let mut data = String::new();
+    for line in block.lines() {
+        if let Some(v) = line.strip_prefix("event: ") {
+            event = Some(v.to_string());
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            data.push_str(v);
+        }
+    }
+    Some((event?, serde_json::from_str(&data).ok()?))
+}
+
+async fn open_stream(
+    http: &reqwest::Client,
+    base: &str,
+    id: &str,
+    token: &str,
+) -> mpsc::UnboundedReceiver<Frame> {
+    let res = http
+        .get(format!("{base}/api/sessions/{id}/stream"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut body = res.bytes_stream();
+        let mut buffer = String::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            let at = Instant::now();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let block: String = buffer.drain(..end + 2).collect();
+                if let Some((event, data)) = parse(&block) {
+                    if tx.send(Frame { event, data, at }).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+impl Live {
+    /// Reads frames until the session waits for the participant (true) or has ended (false);
+    /// answers widgets on the way. Returns when the first delta arrived, if one did.
+    async fn settle(&mut self, http: &reqwest::Client, base: &str) -> (bool, Option<Instant>) {
+        let mut first_delta = None;
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.frames.recv())
+                .await
+                .expect("the interviewer answers within 30 s")
+                .expect("the stream stays open");
+            match frame.event.as_str() {
+                "message.delta" => {
+                    first_delta.get_or_insert(frame.at);
+                }
+                "interaction.render" => self.pending = Some(frame.data["interaction"].clone()),
+                "session.status" => match frame.data["status"].as_str().unwrap_or_default() {
+                    "waiting_for_user" => return (true, first_delta),
+                    "waiting_for_tool" => {
+                        let interaction = self.pending.take().expect("a widget was shown");
+                        let id = interaction["interaction_id"].as_str().unwrap();
+                        let res = http
+                            .post(format!("{base}/api/sessions/{}/interactions/{id}/submit", self.id))
+                            .bearer_auth(&self.token)
+                            .json(&json!({"status": "submitted", "value": typical_value(&interaction)}))
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(res.status(), 200);
+                    }
+                    "completed" | "abandoned" => return (false, first_delta),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+}
+
+fn typical_value(interaction: &Value) -> Value {
+    match interaction["type"].as_str().unwrap_or_default() {
+        "consent" => json!({"accepted": true}),
+        "single_choice" => interaction["options"][0]["id"].clone(),
+        "multiple_choice" => json!([interaction["options"][0]["id"]]),
+        "likert" => interaction["value_schema"]["minimum"].clone(),
+        "rating" => interaction["value_schema"]["minimum"].clone(),
+        "ranking" => Value::Array(
+            interaction["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["id"].clone())
+                .collect(),
+        ),
+        "yes_no" => json!(true),
+        _ => json!("A fairly long answer with details."),
+    }
+}
+
+/// A fresh session on `slug`, consented, its first question asked.
+async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
+    let body: Value = http
+        .post(format!("{base}/api/public/studies/{slug}/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = body["session_id"].as_str().unwrap().to_string();
+    let token = body["participant_token"].as_str().unwrap().to_string();
+    let frames = open_stream(http, base, &id, &token).await;
+    let mut live = Live {
+        id,
+        token,
+        frames,
+        pending: None,
+    };
+    assert!(live.settle(http, base).await.0, "the interview opens");
+    live
+}
+
+/// Measured turns: (POST latencies, POST-returned → first delta).
+pub struct Turns {
+    pub post: Vec<Duration>,
+    pub first_delta: Vec<Duration>,
+    pub wall: Duration,
+}
+
+/// `total` turns over `clients` concurrent participants on `slug`.
+pub async fn run(
+    http: &reqwest::Client,
+    base: &str,
+    slug: &str,
+    clients: usize,
+    total: usize,
+) -> Turns {
+    let started = Instant::now();
+    let per_client = total / clients;
+    let runs = (0..clients).map(|c| async move {
+        let mut post = Vec::with_capacity(per_client);
+        let mut first = Vec::with_capacity(per_client);
+        let mut live = fresh(http, base, slug).await;
+        for i in 0..per_client {
+            let t0 = Instant::now();
+            let res = http
+                .post(format!("{base}/api/sessions/{}/messages", live.id))
+                .bearer_auth(&live.token)
+                .json(&json!({"content": format!("Client {c}, answer {i}: we plan on Sunday evenings with a list on the phone")}))
+                .send()
+                .await
+                .unwrap();
+            let returned = Instant::now();
+            assert_eq!(res.status(), 202, "{}", res.text().await.unwrap_or_default());
+            post.push(returned - t0);
+            let (open, delta) = live.settle(http, base).await;
+            // A delta that beat the HTTP response counts as zero.
+            first.push(delta.map_or(Duration::MAX, |d| d.saturating_duration_since(returned)));
+            if !open {
+                live = fresh(http, base, slug).await;
+            }
+        }
+        (post, first)
+    });
+    let results = futures_util::future::join_all(runs).await;
+    let mut out = Turns {
+        post: Vec::new(),
+        first_delta: Vec::new(),
+        wall: started.elapsed(),
+    };
+    for (post, first) in results {
+        out.post.extend(post);
+        out.first_delta
+            .extend(first.into_iter().filter(|d| *d != Duration::MAX));
+    }
+    out
+}
