@@ -156,5 +156,6 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::StartFinalExtraction { .. } => "start_final_extraction",
         SessionCommand::CompleteFinalExtraction { .. } => "complete_final_extraction",
         SessionCommand::Abandon { .. } => "abandon",
+        SessionCommand::RequestEnd { .. } => "request_end",
     }
 }

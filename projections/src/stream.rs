@@ -117,7 +117,8 @@ impl StreamFolder {
             | EventBody::SummaryConfirmed { .. }
             | EventBody::ExtractionStarted { .. }
             | EventBody::ErrorRecorded { .. }
-            | EventBody::SessionAbandoned { .. } => None,
+            | EventBody::SessionAbandoned { .. }
+            | EventBody::EndRequested {} => None,
         }
     }
 }

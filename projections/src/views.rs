@@ -309,7 +309,7 @@ impl SessionStateView {
                     );
                 }
             }
-            EventBody::ExtractionStarted { .. } => {}
+            EventBody::ExtractionStarted { .. } | EventBody::EndRequested {} => {}
             EventBody::ErrorRecorded { source, code, message } => self.errors.push(serde_json::json!({
                 "source": source, "code": code, "message": message, "created_at": at, "sequence": seq,
             })),

@@ -200,5 +200,6 @@ pub fn describe(body: &EventBody) -> String {
             message,
         } => format!("{source}/{code}: {message}"),
         EventBody::SessionAbandoned { reason } => format!("reason {reason:?}"),
+        EventBody::EndRequested {} => "the participant asked to end".into(),
     }
 }

@@ -243,6 +243,52 @@ impl Session {
         self.change_phase(sink, Phase::End, at).await;
     }
 
+    /// The participant ends the interview. Before the interview proper (consent, screening) the
+    /// session is abandoned; during it, questioning stops and the summary is confirmed (a widget
+    /// left open is recorded as skipped); at the confirmation step — ending again — it completes
+    /// with the summary unconfirmed.
+    async fn request_end(&mut self, sink: &EventSink<Self>, at: DateTime<Utc>) {
+        let reason = ConcludeReason::ParticipantRequestedEnd;
+        if self.summary.is_none() && self.end_requested {
+            return; // already on its way to the summary
+        }
+        self.emit(sink, EventBody::EndRequested {}, at).await;
+        if !self.interviewing() {
+            self.emit(sink, EventBody::SessionAbandoned { reason }, at)
+                .await;
+            self.change_status(sink, SessionStatus::Abandoned, at).await;
+            self.change_phase(sink, Phase::End, at).await;
+            return;
+        }
+        if self.summary.is_some() {
+            self.end(sink, reason, at).await;
+            return;
+        }
+        if let Some(pending) = self.pending.clone() {
+            let session_id = self.session_id.unwrap_or_default();
+            let submitted = EventBody::InteractionSubmitted {
+                interaction_id: pending.interaction_id.clone(),
+                turn_id: Uuid::new_v5(
+                    &session_id,
+                    format!("interaction:{}", pending.interaction_id).as_bytes(),
+                ),
+                status: SubmitStatus::Skipped,
+                value: None,
+                client_context: Some(json!({ "ended_by_participant": true })),
+            };
+            self.emit(sink, submitted, at).await;
+            let tool_result = json!({ "status": SubmitStatus::Skipped, "value": null });
+            let completed = EventBody::ToolCallCompleted {
+                tool_call_id: pending.tool_call_id.clone(),
+                tool_result,
+            };
+            self.emit(sink, completed, at).await;
+        }
+        if self.status != SessionStatus::Active {
+            self.change_status(sink, SessionStatus::Active, at).await;
+        }
+    }
+
     /// Refuses commands on a session that does not exist or has ended.
     fn ensure_open(&self) -> Result<(), SessionError> {
         if self.session_id.is_none() {
@@ -699,6 +745,10 @@ impl Aggregate for Session {
                     self.change_status(sink, Abandoned, at).await;
                 }
             }
+            SessionCommand::RequestEnd { at } => {
+                self.ensure_open()?;
+                self.request_end(sink, at).await;
+            }
             SessionCommand::Abandon { reason, at } => {
                 self.ensure_open()?;
                 self.emit(sink, EventBody::SessionAbandoned { reason }, at)
@@ -838,6 +888,7 @@ impl Aggregate for Session {
             | EventBody::ErrorRecorded { .. }
             | EventBody::SessionCompleted { .. }
             | EventBody::SessionAbandoned { .. } => {}
+            EventBody::EndRequested {} => self.end_requested = true,
         }
         self.last_activity_at = Some(event.at);
         self.last_hash = Some(event.hash);

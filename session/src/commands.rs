@@ -32,6 +32,8 @@ pub enum SessionCommand {
         content: String,
         at: DateTime<Utc>,
     },
+    /// The participant ends the interview (`POST …/end`).
+    RequestEnd { at: DateTime<Utc> },
     /// The interviewer claims the next utterance; only one may be open at a time. An open claim
     /// is replaced only when it is stale, or when `takes_over` names its run: the harness found
     /// that run's process dead (that check is I/O, so it happens outside the aggregate).

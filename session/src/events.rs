@@ -227,6 +227,10 @@ pub enum EventBody {
     },
     #[serde(rename = "session.abandoned")]
     SessionAbandoned { reason: ConcludeReason },
+    /// The participant pressed "end" (`POST …/end`): questioning stops and the summary is
+    /// confirmed; pressed again at the confirmation, the session completes unconfirmed.
+    #[serde(rename = "session.end_requested")]
+    EndRequested {},
 }
 
 impl EventBody {
@@ -252,6 +256,7 @@ impl EventBody {
             Self::ToolCallCompleted { .. } => "tool.call.completed",
             Self::SessionCompleted { .. } => "session.completed",
             Self::SessionAbandoned { .. } => "session.abandoned",
+            Self::EndRequested { .. } => "session.end_requested",
         }
     }
 }

@@ -24,6 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::get)
         .service(sessions::post_message)
         .service(sessions::submit_interaction)
+        .service(sessions::end)
         .service(stream::stream)
         .service(research::study_sessions)
         .service(research::results_csv)

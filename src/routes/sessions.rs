@@ -358,6 +358,27 @@ pub async fn submit_interaction(
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
 
+/// The participant ends the interview. During the interview the interviewer stops asking and
+/// confirms its summary (ending again at that step completes the session with the summary
+/// unconfirmed); before it (consent, screening) the session is abandoned. A widget left open
+/// is recorded as skipped. The body, if any, is ignored.
+#[utoipa::path(post, path = "/api/sessions/{session_id}/end", tag = "participant", security(("bearer" = [])),
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = SubmitInteractionResponse), (status = 401), (status = 403), (status = 404),
+              (status = 410, description = "the session has already ended"), (status = 503)))]
+#[post("/api/sessions/{session_id}/end")]
+pub async fn end(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let session_id = authorize_participant(&state, &req, &path).await?;
+    let command = SessionCommand::RequestEnd { at: Utc::now() };
+    let status = execute_participant(&state, &req, session_id, command).await?;
+    state.harness.trigger(&session_id.to_string());
+    Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
+}
+
 /// Read a session: participants see their conversation; researchers also see tool calls,
 /// interaction events, extracted fields and the decision log.
 #[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "participant", security(("bearer" = [])),

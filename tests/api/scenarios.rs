@@ -261,7 +261,64 @@ async fn required_fields_at_the_threshold_end_the_interview(store: Store) {
     assert_every_decision_logged(&s);
 }
 
+impl Interview<'_> {
+    async fn end(&mut self) -> reqwest::Response {
+        self.app
+            .post(
+                &format!("/api/sessions/{}/end", self.session),
+                Some(&self.token),
+                &json!({}),
+            )
+            .await
+    }
+}
+
+async fn the_end_button_confirms_the_summary_and_pressing_it_again_skips_that(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut i = Interview::start(&app, "demo").await;
+    i.say("Last Sunday I wrote the list on my phone while my partner checked the fridge")
+        .await;
+    let res = i.end().await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let s = i.settle().await;
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
+    assert_eq!(s["status"], "waiting_for_user");
+    let res = i.end().await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["status"], "completed");
+    let s = i.settle().await;
+    assert_eq!(s["end_reason"], "participant_requested_end");
+    assert_eq!(s["summary_confirmed"], false);
+    let again = i.end().await;
+    assert_eq!(again.status(), StatusCode::GONE);
+    assert_every_decision_logged(&s);
+    app.assert_stream_follows_the_rules(&i.session).await;
+}
+
+async fn ending_with_a_widget_open_skips_it_then_confirms(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut i = Interview::start(&app, "demo").await;
+    let s = app.drive_to_widget(&i.session, &i.token, "likert").await;
+    let widget = s["pending_interaction"]["interaction_id"].clone();
+    assert_eq!(i.end().await.status(), StatusCode::OK);
+    let s = i.settle().await;
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION");
+    assert_eq!(s["pending_interaction"], Value::Null);
+    assert!(s["interaction_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["interaction_id"] == widget && e["status"] == "skipped"));
+    let s = i.say("Yes, that's right").await;
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["summary_confirmed"], true);
+    assert_eq!(s["end_reason"], "participant_requested_end");
+}
+
 both_stores!(
+    the_end_button_confirms_the_summary_and_pressing_it_again_skips_that,
+    ending_with_a_widget_open_skips_it_then_confirms,
     probes_stop_at_the_cap_and_the_interview_moves_on,
     the_tenth_turn_ends_the_questions,
     saying_jieshu_ends_with_the_summary_and_no_new_question,

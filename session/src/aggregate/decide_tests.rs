@@ -839,3 +839,85 @@ async fn a_reply_to_the_summary_is_recorded_once() {
     )
     .await;
 }
+
+fn end() -> C {
+    C::RequestEnd { at: at() }
+}
+
+fn types(events: &[SessionEvent]) -> Vec<&'static str> {
+    events.iter().map(|e| e.body.event_type()).collect()
+}
+
+#[tokio::test]
+async fn ending_before_consent_abandons_the_session() {
+    let given = vec![create(), C::Start { at: at() }];
+    let events = when(given, end()).await.unwrap();
+    assert!(events.iter().any(|e| matches!(
+        e.body,
+        EventBody::SessionAbandoned {
+            reason: R::ParticipantRequestedEnd
+        }
+    )));
+    assert_eq!(status_after(&events), Some(S::Abandoned));
+}
+
+#[tokio::test]
+async fn ending_during_the_interview_leads_to_the_summary_not_a_question() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    let events = when(given.clone(), end()).await.unwrap();
+    assert_eq!(
+        types(&events),
+        ["session.end_requested", "session.status_changed"]
+    );
+    assert_eq!(status_after(&events), Some(S::Active));
+    given.push(end());
+    given.push(claim(3));
+    let events = when(given, decide(3, ask("o2"), None)).await.unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+}
+
+#[tokio::test]
+async fn ending_with_a_widget_open_records_it_as_skipped() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(
+        10,
+        "I grind beans every morning and use a moka pot",
+    ));
+    given.extend(step(
+        3,
+        A::RenderInteraction {
+            objective_id: Some("o1".into()),
+        },
+        None,
+    ));
+    let events = when(given, end()).await.unwrap();
+    assert!(events.iter().any(|e| matches!(
+        e.body,
+        EventBody::InteractionSubmitted {
+            status: SubmitStatus::Skipped,
+            ..
+        }
+    )));
+    assert!(types(&events).contains(&"tool.call.completed"));
+    assert_eq!(status_after(&events), Some(S::Active));
+}
+
+#[tokio::test]
+async fn ending_again_at_the_summary_completes_it_unconfirmed() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(end());
+    given.extend(step(3, A::SummarizeAndConfirm, None));
+    let events = when(given, end()).await.unwrap();
+    assert!(events.iter().any(|e| matches!(
+        e.body,
+        EventBody::SessionCompleted {
+            summary_confirmed: false,
+            reason: R::ParticipantRequestedEnd,
+            ..
+        }
+    )));
+    assert_eq!(status_after(&events), Some(S::Completed));
+}
