@@ -1,4 +1,4 @@
-//! The rules interviewer driving the demo study end to end (runs triggered explicitly here).
+//! The rules interviewer driving the demo study end to end, through HTTP and the stream.
 
 use std::time::Duration;
 

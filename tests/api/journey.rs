@@ -1,4 +1,4 @@
-//! Screening and safety through the harness and HTTP (runs triggered explicitly).
+//! Screening and safety through the harness and HTTP.
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
