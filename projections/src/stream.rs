@@ -46,22 +46,45 @@ impl StreamEvent {
 pub struct StreamFolder {
     status: SessionStatus,
     phase: Phase,
+    /// For the redirect URL an ended session reports.
+    redirect_template: Option<String>,
+    participant_ref: Option<String>,
+    end_reason: Option<interview_session::ConcludeReason>,
 }
 
 impl StreamFolder {
+    /// `session.status` as of now; an ended session also says where a panel participant goes.
+    fn status_event(&self) -> StreamEvent {
+        let mut data = json!({ "status": self.status, "phase": self.phase });
+        if let Some(url) = interview_session::redirect::redirect_url(
+            self.redirect_template.as_deref(),
+            self.participant_ref.as_deref(),
+            self.status,
+            self.end_reason,
+        ) {
+            data["redirect_url"] = Value::String(url);
+        }
+        StreamEvent::new("session.status", data)
+    }
+
     pub fn next(&mut self, event: &SessionEvent) -> Option<StreamEvent> {
-        let status = |s: SessionStatus, p: Phase| {
-            StreamEvent::new("session.status", json!({ "status": s, "phase": p }))
-        };
         match &event.body {
-            EventBody::SessionCreated { .. } => Some(status(self.status, self.phase)),
+            EventBody::SessionCreated {
+                study,
+                participant_ref,
+                ..
+            } => {
+                self.redirect_template = study.study_config.completion_redirect_url.clone();
+                self.participant_ref = participant_ref.clone();
+                Some(self.status_event())
+            }
             EventBody::StatusChanged { to, .. } => {
                 self.status = *to;
-                Some(status(self.status, self.phase))
+                Some(self.status_event())
             }
             EventBody::PhaseChanged { to, .. } => {
                 self.phase = *to;
-                Some(status(self.status, self.phase))
+                Some(self.status_event())
             }
             // Ids and values only: confidence, evidence and rationale stay with researchers.
             EventBody::ExtractionCompleted { fields, .. } => Some(StreamEvent::new(
@@ -104,10 +127,26 @@ impl StreamFolder {
                     "status": match status { SubmitStatus::Submitted => "submitted", SubmitStatus::Skipped => "skipped" },
                 }),
             )),
-            EventBody::SessionCompleted { summary, .. } => Some(StreamEvent::new(
-                "session.completed",
-                json!({ "summary": summary }),
-            )),
+            EventBody::SessionCompleted {
+                summary, reason, ..
+            } => {
+                self.end_reason = Some(*reason);
+                let redirect = interview_session::redirect::redirect_url(
+                    self.redirect_template.as_deref(),
+                    self.participant_ref.as_deref(),
+                    SessionStatus::Completed,
+                    self.end_reason,
+                );
+                let mut data = json!({ "summary": summary });
+                if let Some(url) = redirect {
+                    data["redirect_url"] = Value::String(url);
+                }
+                Some(StreamEvent::new("session.completed", data))
+            }
+            EventBody::SessionAbandoned { reason } => {
+                self.end_reason = Some(*reason);
+                None
+            }
             EventBody::AgentMessageStarted { .. }
             | EventBody::ToolCallCompleted { .. }
             | EventBody::ConsentRecorded { .. }
@@ -117,7 +156,6 @@ impl StreamFolder {
             | EventBody::SummaryConfirmed { .. }
             | EventBody::ExtractionStarted { .. }
             | EventBody::ErrorRecorded { .. }
-            | EventBody::SessionAbandoned { .. }
             | EventBody::EndRequested {} => None,
         }
     }

@@ -67,6 +67,9 @@ pub struct SessionStateView {
     pub final_extraction_done: bool,
     /// The pinned study's idle TTL.
     pub idle_ttl_minutes: u32,
+    /// The pinned study's `completion_redirect_url` template.
+    #[serde(default)]
+    pub completion_redirect_url: Option<String>,
     /// Sequence of the last event folded in.
     pub last_seq: u64,
     /// Kept in its own column, never in the JSON document.
@@ -124,6 +127,16 @@ impl SessionStateView {
         self.last_activity_at.map(|at| at + ttl)
     }
 
+    /// Where an ended session sends a panel participant (the study's template, filled in).
+    pub fn redirect_url(&self) -> Option<String> {
+        interview_session::redirect::redirect_url(
+            self.completion_redirect_url.as_deref(),
+            self.participant_ref.as_deref(),
+            self.status,
+            self.end_reason,
+        )
+    }
+
     /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
         let transcript = &mut rows.transcript;
@@ -145,6 +158,7 @@ impl SessionStateView {
                 self.preview = *preview;
                 self.created_at = Some(at);
                 self.idle_ttl_minutes = study.study_config.limits.idle_ttl_minutes;
+                self.completion_redirect_url = study.study_config.completion_redirect_url.clone();
             }
             EventBody::StatusChanged { to, .. } => {
                 self.status = *to;

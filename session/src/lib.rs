@@ -15,6 +15,7 @@ pub mod events;
 pub mod hash;
 pub mod interaction;
 pub mod phrases;
+pub mod redirect;
 pub mod study;
 pub mod text;
 

@@ -104,6 +104,9 @@ pub struct SessionResponse {
     pending_interaction: Value,
     created_at: Option<DateTime<Utc>>,
     last_activity_at: Option<DateTime<Utc>>,
+    /// Once the session has ended: the study's `completion_redirect_url` with
+    /// `{participant_ref}` and `{outcome}` (`completed`, `screened_out`, `abandoned`) filled in.
+    redirect_url: Option<String>,
     #[serde(flatten)]
     #[schema(value_type = Object)]
     researcher: Option<Map<String, Value>>,
@@ -423,6 +426,7 @@ pub async fn get(
             .expect("interactions serialize"),
         created_at: view.created_at,
         last_activity_at: view.last_activity_at,
+        redirect_url: view.redirect_url(),
         researcher,
     }))
 }

@@ -22,6 +22,8 @@ async fn screened_study(app: &TestApp) -> String {
         ]
     });
     study["agent"]["safety_patterns"] = json!(["hurt myself", "my bank password"]);
+    study["completion_redirect_url"] =
+        json!("https://panel.example/return?pid={participant_ref}&status={outcome}");
     let (_, slug, _) = app.publish_study(&study).await;
     slug
 }
@@ -94,7 +96,50 @@ async fn a_safety_trigger_abandons_with_a_supportive_message(store: Store) {
     assert!(last_assistant(&s).contains("support"));
 }
 
+async fn an_ended_session_sends_a_panel_participant_back_with_the_outcome(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let slug = screened_study(&app).await;
+    let res = app
+        .post(
+            &format!("/api/public/studies/{slug}/sessions"),
+            None,
+            &json!({"participant_ref": "panel 42"}),
+        )
+        .await;
+    let body = crate::helpers::json_of(res).await;
+    let (session, token) = (
+        body["session_id"].as_str().unwrap().to_string(),
+        body["participant_token"].as_str().unwrap().to_string(),
+    );
+    let url = app.url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let mut sse = crate::sse::SseClient::new(app.client.get(url).send().await.unwrap());
+    let s = app.run(&session).await;
+    assert_eq!(s["redirect_url"], Value::Null, "not while it runs");
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!(false)).await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!("weekly")).await;
+    app.run(&session).await;
+    let expected = "https://panel.example/return?pid=panel%2042&status=screened_out";
+    let participant = crate::helpers::json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert_eq!(participant["status"], "abandoned");
+    assert_eq!(participant["redirect_url"], expected);
+    let frames = sse
+        .until(std::time::Duration::from_secs(5), |f| {
+            f.event == "session.status" && f.data["status"] == "abandoned"
+        })
+        .await;
+    assert_eq!(frames.last().unwrap().data["redirect_url"], expected);
+}
+
 both_stores!(
+    an_ended_session_sends_a_panel_participant_back_with_the_outcome,
     failing_screening_ends_the_session_kindly,
     passing_screening_opens_the_interview,
     a_safety_trigger_abandons_with_a_supportive_message,
