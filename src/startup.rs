@@ -104,6 +104,7 @@ impl Application {
             projector,
             hub,
             researcher_token_digests: tokens,
+            participant_create_lock: tokio::sync::Mutex::new(()),
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);

@@ -19,4 +19,7 @@ pub struct AppState {
     pub settings: Settings,
     /// SHA-256 digests of the researcher tokens.
     pub researcher_token_digests: HashSet<String>,
+    /// Serializes the "one open session per participant_ref" check with the create that
+    /// follows it, in this process.
+    pub participant_create_lock: tokio::sync::Mutex<()>,
 }

@@ -284,7 +284,7 @@ where
     sqlx::query(
         "UPDATE session_state SET study_id = $2, status = $3, current_phase = $4, turn_count = $5, \
          preview = $6, participant_token_sha256 = $7, last_seq = $8, created_at = $9, updated_at = $10, \
-         state = $11, idle_deadline = $12, needs_final_extraction = $13 WHERE session_id = $1",
+         state = $11, idle_deadline = $12, needs_final_extraction = $13, participant_ref = $14 WHERE session_id = $1",
     )
     .bind(session_id)
     .bind(view.study_id.clone())
@@ -299,6 +299,7 @@ where
     .bind(state)
     .bind(view.idle_deadline())
     .bind(view.status == SessionStatus::Completed && !view.final_extraction_done)
+    .bind(view.participant_ref.clone())
     .execute(&mut **tx)
     .await?;
     for t in &rows.transcript {

@@ -372,6 +372,24 @@ pub async fn sessions_awaiting_interviewer(
     })
 }
 
+/// An open (not completed or abandoned) session of `study_id` for `participant_ref`, if any.
+pub async fn open_session_for_participant(
+    db: &Db,
+    study_id: &str,
+    participant_ref: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT session_id FROM session_state WHERE study_id = $1 AND participant_ref = $2 \
+             AND status NOT IN ('completed', 'abandoned') AND last_seq > 0 LIMIT 1",
+        )
+        .bind(study_id)
+        .bind(participant_ref)
+        .fetch_optional(pool)
+        .await
+    })
+}
+
 /// Completed sessions still waiting for their post-session extraction (at most `limit`).
 pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {

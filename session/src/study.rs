@@ -37,6 +37,19 @@ pub struct StudyDefinition {
     pub model: ModelConfig,
     #[serde(default)]
     pub completion_redirect_url: Option<String>,
+    /// One open session per `participant_ref` at a time (the default, spec §8): a second
+    /// create for a reference with an open session answers 409 with that session's id.
+    /// `false` lets one reference hold several sessions at once.
+    #[serde(default = "yes")]
+    pub one_active_session_per_participant: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn default_locale() -> String {
@@ -294,6 +307,9 @@ pub struct StudyConfig {
     pub objectives: Vec<Objective>,
     pub limits: Limits,
     pub completion_redirect_url: Option<String>,
+    /// Serialized only when off, so studies published before it existed keep their version id.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub one_active_session_per_participant: bool,
 }
 
 /// The four version ids a session pins (FR-04-2).
@@ -547,6 +563,7 @@ impl StudyDefinition {
             objectives: self.objectives.clone(),
             limits: self.limits.clone(),
             completion_redirect_url: self.completion_redirect_url.clone(),
+            one_active_session_per_participant: self.one_active_session_per_participant,
         };
         let config_versions = ConfigVersions {
             study_config_version_id: content_id("scv", &study_config),

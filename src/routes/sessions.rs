@@ -195,7 +195,8 @@ async fn execute_participant(
     params(("public_slug" = String, Path)),
     request_body(content = CreateSessionRequest, description = "optional"),
     responses((status = 201, body = CreateSessionResponse), (status = 400), (status = 404, description = "unknown or unpublished study"),
-              (status = 409, description = "study_paused"), (status = 413), (status = 422), (status = 503)))]
+              (status = 409, description = "study_paused, or active_session_exists (details.session_id) for a participant_ref with an open session"),
+              (status = 413), (status = 422), (status = 503)))]
 #[post("/api/public/studies/{public_slug}/sessions")]
 pub async fn create(
     state: web::Data<AppState>,
@@ -232,6 +233,24 @@ pub async fn create(
             .published
             .ok_or_else(|| ApiError::not_found("study_not_found", "no such study"))?,
         None => return Err(ApiError::not_found("study_not_found", "no such study")),
+    };
+    // One open session per participant reference (spec §8): the check and the create go
+    // together, so two racing creates cannot both pass it.
+    let _serialized = match &request.participant_ref {
+        Some(r) if pinned.study_config.one_active_session_per_participant => {
+            let guard = state.participant_create_lock.lock().await;
+            if let Some(open) =
+                read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
+            {
+                return Err(ApiError::Conflict {
+                    code: "active_session_exists",
+                    message: "you already have an interview in progress for this study".into(),
+                    details: Some(json!({ "session_id": open })),
+                });
+            }
+            Some(guard)
+        }
+        _ => None,
     };
     let session_id = Uuid::new_v4();
     let (token, token_sha256) = crate::auth::new_participant_token(session_id);

@@ -317,6 +317,8 @@ async fn ending_with_a_widget_open_skips_it_then_confirms(store: Store) {
 }
 
 both_stores!(
+    every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value,
+    a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget,
     the_end_button_confirms_the_summary_and_pressing_it_again_skips_that,
     ending_with_a_widget_open_skips_it_then_confirms,
     probes_stop_at_the_cap_and_the_interview_moves_on,
@@ -325,3 +327,271 @@ both_stores!(
     three_one_word_answers_stop_the_probing,
     required_fields_at_the_threshold_end_the_interview,
 );
+
+fn options(ids: &[&str]) -> Value {
+    Value::Array(
+        ids.iter()
+            .map(|id| json!({"id": id, "label": format!("Option {}", id.to_uppercase())}))
+            .collect(),
+    )
+}
+
+/// A study with one objective per interaction type, each shown after its open question.
+async fn every_type_study(app: &TestApp) {
+    let kinds = [
+        (
+            "choice",
+            json!({"type": "single_choice", "prompt": "Which store do you use most?", "options": options(&["a", "b", "c"])}),
+        ),
+        (
+            "many",
+            json!({"type": "multiple_choice", "prompt": "Which do you buy online?", "options": options(&["fruit", "bread", "milk"]), "min_selections": 1, "max_selections": 2}),
+        ),
+        (
+            "scale",
+            json!({"type": "likert", "prompt": "How easy is planning for you?", "scale": 5, "labels": ["Very hard", "Hard", "Neutral", "Easy", "Very easy"]}),
+        ),
+        (
+            "score",
+            json!({"type": "rating", "prompt": "Rate your usual store.", "min": 0, "max": 10, "step": 0.5}),
+        ),
+        (
+            "order",
+            json!({"type": "ranking", "prompt": "Rank what matters most.", "options": options(&["price", "quality", "speed"])}),
+        ),
+        (
+            "yesno",
+            json!({"type": "yes_no", "prompt": "Do you use coupons?"}),
+        ),
+        (
+            "words",
+            json!({"type": "free_text", "prompt": "Anything else we should know?", "max_length": 60}),
+        ),
+    ];
+    let objectives: Vec<Value> = kinds
+        .iter()
+        .map(|(id, interaction)| {
+            json!({"id": id, "title": format!("About {id}"), "priority": "must",
+                   "opening_question": format!("Tell me about {id} in your shopping."),
+                   "interaction": interaction})
+        })
+        .collect();
+    let fields: Vec<Value> = kinds
+        .iter()
+        .map(|(id, _)| json!({"id": format!("{id}_answer"), "type": "string", "objective_id": id}))
+        .collect();
+    let study = json!({
+        "title": "Every widget",
+        "locale": "en",
+        "public_slug": "every-type",
+        "consent": {"text": "We keep your answers for research.", "version": "1"},
+        "objectives": objectives,
+        "output_schema": {"fields": fields},
+        "limits": {"max_turn_count": 40}
+    });
+    app.publish_study(&study).await;
+}
+
+/// Texts a participant reads must not leak internals (FR-04-27).
+fn assert_plain_language(text: &str, what: &str) {
+    let lower = text.to_lowercase();
+    for term in ["tool", "agent", "harness", "langgraph", "rationale"] {
+        assert!(!lower.contains(term), "{what} says {term:?}: {text}");
+    }
+    let t = text.trim_start();
+    assert!(
+        !(t.starts_with('{') || t.starts_with('[')),
+        "{what} is raw JSON: {text}"
+    );
+}
+
+async fn every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value(store: Store) {
+    let app = TestApp::spawn(store).await;
+    every_type_study(&app).await;
+    let mut i = Interview::start(&app, "every-type").await;
+    let mut s = i.settle().await;
+    let mut seen = Vec::new();
+    while s["status"] != "completed" {
+        let pending = s["pending_interaction"].clone();
+        if pending.is_null() {
+            s = i
+                .say("Every Saturday morning I compare prices in two stores and then buy for the week")
+                .await;
+            continue;
+        }
+        let kind = pending["type"].as_str().unwrap().to_string();
+        assert!(pending["value_schema"]["$schema"]
+            .as_str()
+            .unwrap()
+            .contains("2020-12"));
+        assert_plain_language(pending["prompt"].as_str().unwrap(), "a prompt");
+        let id = pending["interaction_id"].as_str().unwrap().to_string();
+        let submit = format!("/api/sessions/{}/interactions/{id}/submit", i.session);
+        // One bad value per type: refused with 422, nothing written.
+        let bad = match kind.as_str() {
+            "single_choice" => json!("zzz"),
+            "multiple_choice" => json!(["fruit", "bread", "milk"]),
+            "likert" => json!(9),
+            "rating" => json!(10.5),
+            "ranking" => json!(["price", "price", "speed"]),
+            "yes_no" => json!("yes"),
+            _ => json!("x".repeat(61)),
+        };
+        let before = app.total_events().await;
+        let res = app
+            .post(
+                &submit,
+                Some(&i.token),
+                &json!({"status": "submitted", "value": bad}),
+            )
+            .await;
+        let body =
+            crate::helpers::assert_error(res, StatusCode::UNPROCESSABLE_ENTITY, "invalid_value")
+                .await;
+        assert_eq!(body["error"]["details"]["field"], "value", "{kind}");
+        assert_eq!(
+            app.total_events().await,
+            before,
+            "{kind}: a refused value wrote nothing"
+        );
+        let answer = if kind == "ranking" {
+            json!({"status": "skipped"})
+        } else {
+            json!({"status": "submitted", "value": typical_value(&pending)})
+        };
+        let res = app.post(&submit, Some(&i.token), &answer).await;
+        assert_eq!(res.status(), StatusCode::OK, "{kind}");
+        seen.push(kind);
+        s = i.settle().await;
+        if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            s = i.say("Yes, that's right").await;
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "consent",
+            "single_choice",
+            "multiple_choice",
+            "likert",
+            "rating",
+            "ranking",
+            "yes_no",
+            "free_text"
+        ][1..]
+    );
+    let events = s["interaction_events"].as_array().unwrap();
+    assert_eq!(events.len(), 8, "consent and seven widgets");
+    let skipped: Vec<_> = events.iter().filter(|e| e["status"] == "skipped").collect();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["type"], "ranking");
+    assert_eq!(s["tool_calls"].as_array().unwrap().len(), 8);
+    assert_every_decision_logged(&s);
+    app.assert_stream_follows_the_rules(&i.session).await;
+
+    // Everything the participant read, on the stream and in their view, is plain language.
+    for f in &i.frames {
+        match f.event.as_str() {
+            "message.completed" if f.data["role"] == "assistant" => {
+                assert_plain_language(f.data["content"].as_str().unwrap(), "a message")
+            }
+            "message.delta" => {
+                assert_plain_language(f.data["content"].as_str().unwrap(), "a delta")
+            }
+            "interaction.render" => {
+                let it = &f.data["interaction"];
+                assert_plain_language(it["prompt"].as_str().unwrap(), "a prompt");
+                for o in it["options"].as_array().into_iter().flatten() {
+                    assert_plain_language(o["label"].as_str().unwrap(), "an option");
+                }
+            }
+            "session.completed" => {
+                assert_plain_language(f.data["summary"].as_str().unwrap(), "the summary")
+            }
+            "error" => assert_plain_language(f.data["message"].as_str().unwrap(), "an error"),
+            _ => {}
+        }
+    }
+    let participant = crate::helpers::json_of(
+        app.get(&format!("/api/sessions/{}", i.session), Some(&i.token))
+            .await,
+    )
+    .await;
+    for t in participant["transcript"].as_array().unwrap() {
+        if t["role"] == "assistant" {
+            assert_plain_language(t["content"].as_str().unwrap(), "the transcript");
+        }
+    }
+}
+
+/// A participant who loses the connection comes back with their token: the session shows
+/// where they were, the stream resumes from the last id they saw, and they carry on.
+async fn a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut i = Interview::start(&app, "demo").await;
+    for widget_pending in [false, true] {
+        let s = if widget_pending {
+            app.drive_to_widget(&i.session, &i.token, "likert").await
+        } else {
+            i.settle().await
+        };
+        // The connection drops; the client remembers the last id it saw.
+        i.frames
+            .extend(i.sse.drain(Duration::from_millis(100)).await);
+        let last_id = i.frames.iter().filter_map(|f| f.id).max().unwrap();
+        let url = app.url(&format!("/api/sessions/{}/stream?token=x", i.session));
+        drop(std::mem::replace(
+            &mut i.sse,
+            SseClient::new(
+                app.client
+                    .get(url.replace("token=x", &format!("token={}", i.token)))
+                    .header("last-event-id", last_id.to_string())
+                    .send()
+                    .await
+                    .unwrap(),
+            ),
+        ));
+        let view = crate::helpers::json_of(
+            app.get(&format!("/api/sessions/{}", i.session), Some(&i.token))
+                .await,
+        )
+        .await;
+        assert_eq!(view["status"], s["status"]);
+        assert_eq!(view["transcript"], {
+            // The participant's view is the researcher's transcript.
+            s["transcript"].clone()
+        });
+        if widget_pending {
+            assert_eq!(view["status"], "waiting_for_tool");
+            assert_eq!(view["pending_interaction"], s["pending_interaction"]);
+            let value = typical_value(&view["pending_interaction"]);
+            app.answer(&i.session, &i.token, &view, value).await;
+        } else {
+            assert_eq!(view["status"], "waiting_for_user");
+            assert_eq!(view["pending_interaction"], Value::Null);
+            let res = app
+                .post_message(
+                    &i.session,
+                    &i.token,
+                    "We plan on Sundays with a shared list on our phones and a budget",
+                )
+                .await;
+            assert_eq!(res.status(), StatusCode::ACCEPTED);
+        }
+        let after = i
+            .sse
+            .until(WAIT_LONG, |f| {
+                f.event == "message.completed" && f.data["role"] == "assistant"
+            })
+            .await;
+        let ids: Vec<u64> = after.iter().filter_map(|f| f.id).collect();
+        assert!(
+            ids.iter().all(|id| *id > last_id),
+            "no duplicate: {ids:?} after {last_id}"
+        );
+        assert_eq!(ids.first().copied(), Some(last_id + 1), "no gap");
+        i.frames.extend(after);
+    }
+}
+
+const WAIT_LONG: Duration = Duration::from_secs(10);
