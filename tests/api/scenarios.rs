@@ -317,6 +317,7 @@ async fn ending_with_a_widget_open_skips_it_then_confirms(store: Store) {
 }
 
 both_stores!(
+    concurrent_load_never_shows_two_pending_widgets,
     every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value,
     a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget,
     the_end_button_confirms_the_summary_and_pressing_it_again_skips_that,
@@ -595,3 +596,70 @@ async fn a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget(
 }
 
 const WAIT_LONG: Duration = Duration::from_secs(10);
+
+/// AC-04-7 under load: many sessions through every widget type at once, each widget answered by
+/// three racing submits and a racing message. One submit wins, the rest get 409; no session
+/// ever holds two pending widgets (the stored streams are re-checked against the rules).
+async fn concurrent_load_never_shows_two_pending_widgets(store: Store) {
+    let app = TestApp::spawn(store).await;
+    every_type_study(&app).await;
+    let app = &app;
+    let drive = |n: usize| async move {
+        let (session, token) = app.interviewing("every-type").await;
+        let (mut ok, mut conflicts) = (0, 0);
+        for _ in 0..60 {
+            let s = app.run(&session).await;
+            if s["status"] == "completed" {
+                break;
+            }
+            if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                app.post_message(&session, &token, "yes").await;
+                continue;
+            }
+            let pending = &s["pending_interaction"];
+            if pending.is_null() {
+                let res = app
+                    .post_message(
+                        &session,
+                        &token,
+                        &format!(
+                            "Participant {n} answers with a long concrete example from last week"
+                        ),
+                    )
+                    .await;
+                assert_eq!(res.status(), StatusCode::ACCEPTED);
+                continue;
+            }
+            let id = pending["interaction_id"].as_str().unwrap();
+            let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
+            let body = json!({"status": "submitted", "value": typical_value(pending)});
+            let (a, b, c, m) = tokio::join!(
+                app.post(&submit, Some(&token), &body),
+                app.post(&submit, Some(&token), &body),
+                app.post(&submit, Some(&token), &body),
+                app.post_message(&session, &token, "hello?"),
+            );
+            assert_eq!(
+                m.status(),
+                StatusCode::CONFLICT,
+                "a message never passes a pending widget"
+            );
+            for r in [a, b, c] {
+                match r.status() {
+                    StatusCode::OK => ok += 1,
+                    StatusCode::CONFLICT => conflicts += 1,
+                    other => panic!("unexpected {other}"),
+                }
+            }
+        }
+        (session, ok, conflicts)
+    };
+    let runs = futures_util::future::join_all((0..8).map(drive)).await;
+    for (session, ok, conflicts) in runs {
+        assert_eq!(ok, 7, "one winning submit per widget");
+        assert_eq!(conflicts, 14);
+        let s = app.researcher_view(&session).await;
+        assert_eq!(s["status"], "completed");
+        app.assert_stream_follows_the_rules(&session).await;
+    }
+}

@@ -43,4 +43,75 @@ async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     assert_eq!(s["end_reason"], "timeout");
 }
 
-both_stores!(idle_sessions_are_closed_and_active_ones_left_alone);
+async fn final_extraction_events(app: &TestApp, session: &str) -> Vec<serde_json::Value> {
+    interview_projections::read::events(app.db(), session)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.1 == "extraction.completed" && e.2["final"] == true)
+        .map(|e| e.2)
+        .collect()
+}
+
+/// A session completed while no extraction worker ran (this process's worker runs at start-up
+/// and then hourly): the next process to start finds the pending work and finishes it, once.
+async fn the_post_session_extraction_survives_a_restart(store: Store) {
+    let first = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 3600).await;
+    let (session, token) = first.interviewing("demo").await;
+    first
+        .post_message(
+            &session,
+            &token,
+            "We plan on Sundays with a shared list on our phones",
+        )
+        .await;
+    first.run(&session).await;
+    first.post_message(&session, &token, "stop").await;
+    first.run(&session).await;
+    first.post_message(&session, &token, "yes").await;
+    let s = first.run(&session).await;
+    assert_eq!(s["status"], "completed");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(final_extraction_events(&first, &session).await.is_empty());
+
+    // "Restart": another server on the same database.
+    let (dir, url) = (
+        first.data_dir().to_path_buf(),
+        first.state.settings.database_url.clone(),
+    );
+    let second = TestApp::spawn_with(store, move |s| {
+        s.data_dir = dir;
+        s.database_url = url;
+        s.demo_study = false;
+    })
+    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while final_extraction_events(&second, &session).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the extraction was not finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let done = final_extraction_events(&second, &session).await;
+    assert_eq!(done.len(), 1);
+    let fields = done[0]["fields"].as_array().unwrap();
+    let method = fields
+        .iter()
+        .find(|f| f["field_id"] == "planning_method")
+        .unwrap();
+    assert!(!method["evidence_turn_ids"].as_array().unwrap().is_empty());
+    let results = second
+        .get(
+            &format!("/api/studies/{}/results", s["study_id"].as_str().unwrap()),
+            Some(crate::helpers::RESEARCHER_TOKEN),
+        )
+        .await;
+    let results = crate::helpers::json_of(results).await;
+    assert!(results.to_string().contains(&session), "{results}");
+}
+
+both_stores!(
+    idle_sessions_are_closed_and_active_ones_left_alone,
+    the_post_session_extraction_survives_a_restart
+);
