@@ -7,6 +7,7 @@
 //! `scripts/bench`, which builds in release mode and starts a throwaway PostgreSQL.
 #![forbid(unsafe_code)]
 
+mod load;
 #[allow(dead_code)]
 #[path = "../../tests/api/scripted_model.rs"]
 mod scripted_model;
@@ -32,6 +33,9 @@ struct Args {
     /// Interview turns per measurement (message → the interviewer's answer on the stream).
     #[arg(long, default_value_t = 500)]
     turns: usize,
+    /// Sessions in the concurrent-load run (every widget type, racing duplicate submits).
+    #[arg(long, default_value_t = 64)]
+    load_sessions: usize,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -168,6 +172,12 @@ async fn publish_llm_study(http: &reqwest::Client, base: &str) {
         serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
     study["public_slug"] = json!(LLM_SLUG);
     study["agent"]["mode"] = json!("llm");
+    publish(http, base, &study.to_string()).await;
+}
+
+/// Creates and publishes a study from its JSON definition.
+async fn publish(http: &reqwest::Client, base: &str, definition: &str) {
+    let study: Value = serde_json::from_str(definition).unwrap();
     let created: Value = http
         .post(format!("{base}/api/studies"))
         .bearer_auth("bench")
@@ -201,6 +211,12 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .build()
         .unwrap();
     publish_llm_study(&http, &base).await;
+    publish(
+        &http,
+        &base,
+        include_str!("../../examples/every-type-study.json"),
+    )
+    .await;
     // Warm up connections and caches.
     for _ in 0..20 {
         create_session(&http, &base).await;
@@ -233,8 +249,19 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
                 n,
                 &stats(t.first_delta, t.wall),
             );
+            if policy == "rules" {
+                let n = t.submits.len();
+                row(
+                    label,
+                    "widget submit",
+                    clients,
+                    n,
+                    &stats(t.submits, t.wall),
+                );
+            }
         }
     }
+    load::run(label, &server.url, &http, &base, args.load_sessions).await;
     rebuild_and_export(label, &server, &http).await;
 }
 

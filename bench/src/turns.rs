@@ -23,6 +23,8 @@ struct Live {
     frames: mpsc::UnboundedReceiver<Frame>,
     /// The widget shown last (answered when the session waits for it).
     pending: Option<Value>,
+    /// How long each widget submit took (its 200).
+    submits: Vec<Duration>,
 }
 
 fn parse(block: &str) -> Option<(String, Value)> {
@@ -91,6 +93,7 @@ impl Live {
                     "waiting_for_tool" => {
                         let interaction = self.pending.take().expect("a widget was shown");
                         let id = interaction["interaction_id"].as_str().unwrap();
+                        let t0 = Instant::now();
                         let res = http
                             .post(format!("{base}/api/sessions/{}/interactions/{id}/submit", self.id))
                             .bearer_auth(&self.token)
@@ -99,6 +102,7 @@ impl Live {
                             .await
                             .unwrap();
                         assert_eq!(res.status(), 200);
+                        self.submits.push(t0.elapsed());
                     }
                     "completed" | "abandoned" => return (false, first_delta),
                     _ => {}
@@ -148,6 +152,7 @@ async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
         token,
         frames,
         pending: None,
+        submits: Vec::new(),
     };
     assert!(live.settle(http, base).await.0, "the interview opens");
     live
@@ -157,6 +162,8 @@ async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
 pub struct Turns {
     pub post: Vec<Duration>,
     pub first_delta: Vec<Duration>,
+    /// Widget submits along the way (consent included).
+    pub submits: Vec<Duration>,
     pub wall: Duration,
 }
 
@@ -173,6 +180,7 @@ pub async fn run(
     let runs = (0..clients).map(|c| async move {
         let mut post = Vec::with_capacity(per_client);
         let mut first = Vec::with_capacity(per_client);
+        let mut submits = Vec::new();
         let mut live = fresh(http, base, slug).await;
         for i in 0..per_client {
             let t0 = Instant::now();
@@ -190,19 +198,23 @@ pub async fn run(
             // A delta that beat the HTTP response counts as zero.
             first.push(delta.map_or(Duration::MAX, |d| d.saturating_duration_since(returned)));
             if !open {
+                submits.append(&mut live.submits);
                 live = fresh(http, base, slug).await;
             }
         }
-        (post, first)
+        submits.append(&mut live.submits);
+        (post, first, submits)
     });
     let results = futures_util::future::join_all(runs).await;
     let mut out = Turns {
         post: Vec::new(),
         first_delta: Vec::new(),
+        submits: Vec::new(),
         wall: started.elapsed(),
     };
-    for (post, first) in results {
+    for (post, first, submits) in results {
         out.post.extend(post);
+        out.submits.extend(submits);
         out.first_delta
             .extend(first.into_iter().filter(|d| *d != Duration::MAX));
     }

@@ -329,67 +329,10 @@ both_stores!(
     required_fields_at_the_threshold_end_the_interview,
 );
 
-fn options(ids: &[&str]) -> Value {
-    Value::Array(
-        ids.iter()
-            .map(|id| json!({"id": id, "label": format!("Option {}", id.to_uppercase())}))
-            .collect(),
-    )
-}
-
 /// A study with one objective per interaction type, each shown after its open question.
 async fn every_type_study(app: &TestApp) {
-    let kinds = [
-        (
-            "choice",
-            json!({"type": "single_choice", "prompt": "Which store do you use most?", "options": options(&["a", "b", "c"])}),
-        ),
-        (
-            "many",
-            json!({"type": "multiple_choice", "prompt": "Which do you buy online?", "options": options(&["fruit", "bread", "milk"]), "min_selections": 1, "max_selections": 2}),
-        ),
-        (
-            "scale",
-            json!({"type": "likert", "prompt": "How easy is planning for you?", "scale": 5, "labels": ["Very hard", "Hard", "Neutral", "Easy", "Very easy"]}),
-        ),
-        (
-            "score",
-            json!({"type": "rating", "prompt": "Rate your usual store.", "min": 0, "max": 10, "step": 0.5}),
-        ),
-        (
-            "order",
-            json!({"type": "ranking", "prompt": "Rank what matters most.", "options": options(&["price", "quality", "speed"])}),
-        ),
-        (
-            "yesno",
-            json!({"type": "yes_no", "prompt": "Do you use coupons?"}),
-        ),
-        (
-            "words",
-            json!({"type": "free_text", "prompt": "Anything else we should know?", "max_length": 60}),
-        ),
-    ];
-    let objectives: Vec<Value> = kinds
-        .iter()
-        .map(|(id, interaction)| {
-            json!({"id": id, "title": format!("About {id}"), "priority": "must",
-                   "opening_question": format!("Tell me about {id} in your shopping."),
-                   "interaction": interaction})
-        })
-        .collect();
-    let fields: Vec<Value> = kinds
-        .iter()
-        .map(|(id, _)| json!({"id": format!("{id}_answer"), "type": "string", "objective_id": id}))
-        .collect();
-    let study = json!({
-        "title": "Every widget",
-        "locale": "en",
-        "public_slug": "every-type",
-        "consent": {"text": "We keep your answers for research.", "version": "1"},
-        "objectives": objectives,
-        "output_schema": {"fields": fields},
-        "limits": {"max_turn_count": 40}
-    });
+    let study: Value =
+        serde_json::from_str(include_str!("../../examples/every-type-study.json")).unwrap();
     app.publish_study(&study).await;
 }
 
