@@ -2,6 +2,7 @@
 //! Session write model (`interview-session`) to its event store and projections.
 #![forbid(unsafe_code)]
 
+pub mod agui;
 pub mod auth;
 pub mod body;
 pub mod demo;

@@ -101,6 +101,10 @@ pub struct Overrides {
     /// Base URL printed in the start-up log [default: http://BIND].
     #[arg(long, env = "PUBLIC_BASE_URL")]
     pub public_base_url: Option<String>,
+    /// Origins (comma-separated) whose pages may call the API from the browser — the AG-UI
+    /// endpoint, the event stream and the participant routes; `*` for any [default: none].
+    #[arg(long, env = "CORS_ALLOWED_ORIGINS")]
+    pub cors_allowed_origins: Option<String>,
 }
 
 /// The resolved configuration.
@@ -123,6 +127,7 @@ pub struct Settings {
     pub sweep_interval_secs: u64,
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
+    pub cors_allowed_origins: Vec<String>,
 }
 
 impl Default for Settings {
@@ -145,6 +150,7 @@ impl Default for Settings {
             sweep_interval_secs: 60,
             log_format: LogFormat::Text,
             public_base_url: None,
+            cors_allowed_origins: Vec::new(),
         }
     }
 }
@@ -212,6 +218,14 @@ impl Settings {
         }
         if o.public_base_url.is_some() {
             self.public_base_url = o.public_base_url;
+        }
+        if let Some(origins) = o.cors_allowed_origins {
+            self.cors_allowed_origins = origins
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(String::from)
+                .collect();
         }
         if let Some(tokens) = o.researcher_tokens {
             self.researcher_tokens = tokens

@@ -125,8 +125,10 @@ impl Application {
         crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
         crate::extraction::spawn(state.clone(), settings.sweep_interval_secs.clamp(1, 10));
         let app_state = state.clone();
+        let origins = settings.cors_allowed_origins.clone();
         let server = HttpServer::new(move || {
             App::new()
+                .wrap(cors(&origins))
                 .wrap(from_fn(crate::telemetry::request_span))
                 .app_data(app_state.clone())
                 .configure(crate::routes::configure)
@@ -202,6 +204,32 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
     let mut file = options.open(path).map_err(fail)?;
     std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes()).map_err(fail)?;
     Ok(token)
+}
+
+/// CORS for pages on other origins (a front end calling the AG-UI endpoint and the stream):
+/// only the configured origins; none by default.
+fn cors(origins: &[String]) -> actix_cors::Cors {
+    let mut cors = actix_cors::Cors::default()
+        .allowed_methods(["GET", "POST", "PUT", "OPTIONS"])
+        .allowed_headers([
+            actix_web::http::header::AUTHORIZATION,
+            actix_web::http::header::CONTENT_TYPE,
+            actix_web::http::header::ACCEPT,
+            actix_web::http::header::HeaderName::from_static("last-event-id"),
+            actix_web::http::header::HeaderName::from_static("x-request-id"),
+        ])
+        .expose_headers([actix_web::http::header::HeaderName::from_static(
+            "x-request-id",
+        )])
+        .max_age(600);
+    for origin in origins {
+        cors = if origin == "*" {
+            cors.allow_any_origin()
+        } else {
+            cors.allowed_origin(origin)
+        };
+    }
+    cors
 }
 
 /// Periodic projection catch-up: a crash between a commit and its projection is repaired here.

@@ -26,6 +26,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::submit_interaction)
         .service(sessions::end)
         .service(stream::stream)
+        .service(crate::agui::run)
         .service(research::study_sessions)
         .service(research::results_csv)
         .service(research::results_jsonl)

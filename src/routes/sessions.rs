@@ -159,7 +159,7 @@ pub(crate) async fn load_view(
 }
 
 /// Participant-only commands: researchers may read sessions but not speak in them.
-async fn authorize_participant(
+pub(crate) async fn authorize_participant(
     state: &AppState,
     req: &HttpRequest,
     raw_id: &str,
@@ -173,7 +173,7 @@ async fn authorize_participant(
 }
 
 /// Runs a participant's command and answers the session's status after it.
-async fn execute_participant(
+pub(crate) async fn execute_participant(
     state: &AppState,
     req: &HttpRequest,
     session_id: Uuid,

@@ -45,6 +45,7 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "POST /api/sessions/{session_id}/messages",
         "POST /api/sessions/{session_id}/interactions/{interaction_id}/submit",
         "POST /api/sessions/{session_id}/end",
+        "POST /api/sessions/{session_id}/agui",
         "GET /api/sessions/{session_id}/stream",
         "GET /api/studies/{study_id}/sessions",
         "GET /api/studies/{study_id}/results",

@@ -1,0 +1,227 @@
+//! `POST /api/sessions/{id}/agui`: the interview over the AG-UI protocol, so `@ag-ui/client`'s
+//! `HttpAgent` (and assistant-ui's AG-UI adapter) can drive it unchanged.
+//!
+//! A run takes a `RunAgentInput`: its `resume` entry answers the pending interaction
+//! (`resolved` = submitted with the payload as value, `cancelled` = skipped), or else its last
+//! user message is the participant's new message (its id is the `client_message_id`, so a
+//! retried run writes nothing twice). These are the same commands the REST routes send. The
+//! answer is an event stream: RUN_STARTED, the interviewer's utterances as they stream, any
+//! interaction it shows, a STATE_SNAPSHOT, and RUN_FINISHED once the interviewer has had its
+//! turn — with an `interrupt` outcome while an interaction waits for an answer.
+
+mod events;
+mod input;
+
+use std::time::Duration;
+
+use actix_web::web::Bytes;
+use actix_web::{post, web, HttpRequest, HttpResponse};
+use chrono::Utc;
+use interview_projections::read;
+use interview_session::events::SubmitStatus;
+use interview_session::SessionCommand;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+use uuid::Uuid;
+
+use crate::body::{json_body, ShapeErrors};
+use crate::error::ApiError;
+use crate::routes::sessions::{authorize_participant, execute_participant};
+use crate::state::AppState;
+use crate::stream_hub::{Live, Subscription};
+use events::Translator;
+pub use events::RENDER_TOOL;
+use input::{ResumeStatus, RunAgentInput};
+
+/// How long a run may wait for the interviewer before it ends with RUN_ERROR.
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Run the interview over AG-UI (RunAgentInput in, an AG-UI event stream out).
+#[utoipa::path(post, path = "/api/sessions/{session_id}/agui", tag = "participant", security(("bearer" = [])),
+    params(("session_id" = String, Path)),
+    request_body(content = Object, description = "an AG-UI RunAgentInput: threadId = the session id, runId, messages (the last user message is the new one), resume (answers the pending interaction)"),
+    responses((status = 200, description = "text/event-stream of AG-UI events", content_type = "text/event-stream"),
+              (status = 400, description = "a malformed RunAgentInput; nothing written"), (status = 401), (status = 403), (status = 404),
+              (status = 409, description = "a pending interaction not answered, or another state conflict"),
+              (status = 410), (status = 413), (status = 422), (status = 503)))]
+#[post("/api/sessions/{session_id}/agui")]
+pub async fn run(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let session_id = authorize_participant(&state, &req, &path).await?;
+    let limit = state
+        .settings
+        .max_body_bytes
+        .max(state.settings.max_message_bytes * 6 + 4096);
+    let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
+    let id = session_id.to_string();
+    input.check(&id)?;
+    // Subscribe before acting, so nothing the interviewer streams is missed.
+    let subscription = state.hub.subscribe(&id);
+    let from = read::session_state(&state.db, &id)
+        .await?
+        .map_or(0, |v| v.last_seq);
+    let mut acted = false;
+    if let Some(entry) = input.resume.as_ref().and_then(|r| r.first()) {
+        let (status, value) = match entry.status {
+            ResumeStatus::Resolved => (SubmitStatus::Submitted, entry.payload.clone()),
+            ResumeStatus::Cancelled => (SubmitStatus::Skipped, None),
+        };
+        let command = SessionCommand::SubmitInteraction {
+            turn_id: Uuid::new_v5(
+                &session_id,
+                format!("interaction:{}", entry.interrupt_id).as_bytes(),
+            ),
+            interaction_id: entry.interrupt_id.clone(),
+            status,
+            value,
+            client_context: Some(serde_json::json!({ "via": "ag-ui", "run_id": input.run_id })),
+            at: Utc::now(),
+        };
+        execute_participant(&state, &req, session_id, command).await?;
+        acted = true;
+    } else if let Some((message_id, text)) = input.new_user_message() {
+        if text.trim().is_empty() {
+            return Err(ApiError::BadRequest {
+                code: "empty_content",
+                message: "the message is empty".into(),
+                details: Some(serde_json::json!({ "field": "messages" })),
+            });
+        }
+        if text.len() > state.settings.max_message_bytes {
+            return Err(ApiError::PayloadTooLarge {
+                what: "message",
+                limit: state.settings.max_message_bytes,
+            });
+        }
+        let command = SessionCommand::PostMessage {
+            turn_id: Uuid::new_v5(&session_id, message_id.as_bytes()),
+            client_message_id: Some(message_id.to_string()),
+            content: text,
+            at: Utc::now(),
+        };
+        execute_participant(&state, &req, session_id, command).await?;
+        acted = true;
+    }
+    if acted {
+        state.harness.trigger(&id);
+    }
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(pump(state.clone(), id, input, from, subscription, tx));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|frame| (Ok::<_, actix_web::Error>(frame), rx))
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(body))
+}
+
+fn frame(event: &Value) -> Bytes {
+    Bytes::from(format!("data: {event}\n\n"))
+}
+
+async fn send_all(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> Result<(), ()> {
+    for e in events {
+        tx.send(frame(&e)).await.map_err(|_| ())?;
+    }
+    Ok(())
+}
+
+/// Streams one run: live deltas and committed events until the interviewer has had its turn.
+async fn pump(
+    state: web::Data<AppState>,
+    session_id: String,
+    input: RunAgentInput,
+    mut folded: u64,
+    mut sub: Subscription,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let (thread, run_id) = (input.thread_id.as_str(), input.run_id.as_str());
+    let mut t = Translator::default();
+    if send_all(&tx, vec![events::run_started(thread, run_id)])
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    let outcome: Result<(), &'static str> = async {
+        loop {
+            // Fold what is committed, then see whether the interviewer is done.
+            let batch = read::decoded_events_after(&state.db, &session_id, folded)
+                .await
+                .map_err(|_| "read")?;
+            for (seq, e) in batch {
+                folded = seq;
+                send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
+            }
+            let settled = !state.harness.is_running(&session_id)
+                && !matches!(
+                    read::session_status(&state.db, &session_id)
+                        .await
+                        .map_err(|_| "read")?
+                        .as_deref(),
+                    Some("created" | "active")
+                );
+            if settled {
+                // Anything committed between the read and the check is read once more.
+                let tail = read::decoded_events_after(&state.db, &session_id, folded)
+                    .await
+                    .map_err(|_| "read")?;
+                if tail.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let note = tokio::select! {
+                note = sub.receiver.recv() => note,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
+                _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
+            };
+            match note {
+                Ok(Live::Delta {
+                    message_id,
+                    content,
+                }) => send_all(&tx, t.delta(&message_id, &content))
+                    .await
+                    .map_err(|_| "gone")?,
+                Ok(Live::Committed(_)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return Err("read"),
+            }
+        }
+    }
+    .await;
+    let mut tail = t.close_open();
+    match outcome {
+        Ok(()) => match read::session_state(&state.db, &session_id).await {
+            Ok(Some(view)) => {
+                if let Some(pending) = &view.pending_interaction {
+                    tail.extend(t.announce(pending));
+                }
+                tail.push(events::snapshot(&view));
+                tail.push(events::run_finished(thread, run_id, &view));
+            }
+            _ => tail.push(events::run_error(
+                "Something went wrong on our side. Please try again in a moment.",
+                "unavailable",
+            )),
+        },
+        Err("gone") => return,
+        Err("timeout") => tail.push(events::run_error(
+            "The interviewer is taking longer than usual. Please try again in a moment.",
+            "timeout",
+        )),
+        Err(_) => tail.push(events::run_error(
+            "Something went wrong on our side. Please try again in a moment.",
+            "unavailable",
+        )),
+    }
+    let _ = send_all(&tx, tail).await;
+}

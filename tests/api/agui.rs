@@ -1,0 +1,224 @@
+//! The AG-UI endpoint: a run per participant input, the interviewer's turn as AG-UI events,
+//! interactions as interrupts answered through `resume`, bad input refused, CORS.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, Store, TestApp};
+
+/// Posts a RunAgentInput; returns the AG-UI events of the run.
+async fn run(app: &TestApp, session: &str, token: &str, input: Value) -> Vec<Value> {
+    let res = app
+        .client
+        .post(app.url(&format!("/api/sessions/{session}/agui")))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&input)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "{}",
+        res.text().await.unwrap()
+    );
+    assert_eq!(res.headers()["content-type"], "text/event-stream");
+    let body = res.text().await.unwrap();
+    body.split("\n\n")
+        .filter_map(|block| block.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+fn text_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+fn input(session: &str, messages: Value, resume: Option<Value>) -> Value {
+    let mut i = json!({"threadId": session, "runId": uuid::Uuid::new_v4().to_string(),
+                       "messages": messages, "tools": [], "context": [], "state": {}});
+    if let Some(r) = resume {
+        i["resume"] = r;
+    }
+    i
+}
+
+async fn an_interview_runs_over_ag_ui(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    // The first run only connects: consent is the interrupt.
+    let events = run(&app, &session, &token, input(&session, json!([]), None)).await;
+    let t = types(&events);
+    assert_eq!(t.first(), Some(&"RUN_STARTED"));
+    assert_eq!(t.last(), Some(&"RUN_FINISHED"));
+    assert!(t.contains(&"TOOL_CALL_START") && t.contains(&"STATE_SNAPSHOT"));
+    let finished = events.last().unwrap();
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    assert_eq!(finished["outcome"]["type"], "interrupt");
+    assert_eq!(interrupt["reason"], "consent");
+    assert!(interrupt["responseSchema"].is_object());
+    let consent = interrupt["id"].as_str().unwrap().to_string();
+
+    // Resolving it gives consent; the opening question streams as a text message.
+    let resume =
+        json!([{"interruptId": consent, "status": "resolved", "payload": {"accepted": true}}]);
+    let events = run(
+        &app,
+        &session,
+        &token,
+        input(&session, json!([]), Some(resume)),
+    )
+    .await;
+    let t = types(&events);
+    assert_eq!(
+        &t[..2],
+        ["RUN_STARTED", "TEXT_MESSAGE_START"],
+        "{events:#?}"
+    );
+    assert!(text_of(&events).starts_with("To start, could you walk me through"));
+    assert_eq!(events.last().unwrap()["outcome"]["type"], "success");
+    let snapshot = events
+        .iter()
+        .find(|e| e["type"] == "STATE_SNAPSHOT")
+        .unwrap();
+    assert_eq!(snapshot["snapshot"]["status"], "waiting_for_user");
+
+    // A user message is the participant's next turn; running it again writes nothing.
+    let messages = json!([{"id": "u-1", "role": "user", "content": "I use a list"}]);
+    let events = run(
+        &app,
+        &session,
+        &token,
+        input(&session, messages.clone(), None),
+    )
+    .await;
+    assert!(!text_of(&events).is_empty());
+    let before = app.total_events().await;
+    run(&app, &session, &token, input(&session, messages, None)).await;
+    assert_eq!(
+        app.total_events().await,
+        before,
+        "a retried run writes nothing"
+    );
+
+    // Cancelling an interrupt skips the widget.
+    let s = app.drive_to_widget(&session, &token, "likert").await;
+    let id = s["pending_interaction"]["interaction_id"].clone();
+    let resume = json!([{"interruptId": id, "status": "cancelled"}]);
+    let events = run(
+        &app,
+        &session,
+        &token,
+        input(&session, json!([]), Some(resume)),
+    )
+    .await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+    let s = app.researcher_view(&session).await;
+    assert!(s["interaction_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["interaction_id"] == id && e["status"] == "skipped"));
+    app.assert_stream_follows_the_rules(&session).await;
+}
+
+async fn bad_run_input_is_refused_and_writes_nothing(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let path = format!("/api/sessions/{session}/agui");
+    let before = app.total_events().await;
+    let cases = [
+        ("not json", "{".to_string(), "invalid_json"),
+        ("no threadId", json!({"runId": "r", "messages": []}).to_string(), "invalid_body"),
+        ("messages not a list", json!({"threadId": session, "runId": "r", "messages": {}}).to_string(), "invalid_body"),
+        ("another thread", json!({"threadId": uuid::Uuid::new_v4(), "runId": "r", "messages": []}).to_string(), "invalid_thread_id"),
+        ("empty run id", json!({"threadId": session, "runId": "", "messages": []}).to_string(), "invalid_run_id"),
+        ("two resumes", json!({"threadId": session, "runId": "r", "messages": [], "resume": [
+            {"interruptId": "a", "status": "resolved"}, {"interruptId": "b", "status": "resolved"}]}).to_string(), "invalid_resume"),
+        ("bad resume status", json!({"threadId": session, "runId": "r", "messages": [], "resume": [
+            {"interruptId": "a", "status": "maybe"}]}).to_string(), "invalid_body"),
+    ];
+    for (name, body, code) in cases {
+        let res = app
+            .send(reqwest::Method::POST, &path, Some(&token), Some(body))
+            .await;
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
+        assert!(
+            code == "invalid_body" || body["error"]["code"] == code,
+            "{name}: {body}"
+        );
+    }
+    // A message while a widget waits is a conflict, answered before any stream starts.
+    let s = app.drive_to_widget(&session, &token, "likert").await;
+    let before_widget = app.total_events().await;
+    let res = app
+        .post(
+            &path,
+            Some(&token),
+            &input(
+                &session,
+                json!([{"id": "u-9", "role": "user", "content": "hi"}]),
+                None,
+            ),
+        )
+        .await;
+    assert_error(res, StatusCode::CONFLICT, "interaction_pending").await;
+    assert_eq!(app.total_events().await, before_widget);
+    assert!(before <= before_widget);
+    assert!(!s["pending_interaction"].is_null());
+}
+
+async fn cors_allows_only_the_configured_origins(store: Store) {
+    let app = TestApp::spawn_with(store, |s| {
+        s.cors_allowed_origins = vec!["https://survey.example".into()];
+    })
+    .await;
+    let (session, _) = app.create_session("demo").await;
+    for (origin, allowed) in [
+        ("https://survey.example", true),
+        ("https://evil.example", false),
+    ] {
+        let res = app
+            .client
+            .request(
+                reqwest::Method::OPTIONS,
+                app.url(&format!("/api/sessions/{session}/agui")),
+            )
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send()
+            .await
+            .unwrap();
+        let header = res
+            .headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap().to_string());
+        if allowed {
+            assert_eq!(header.as_deref(), Some(origin));
+        } else {
+            assert_eq!(header, None);
+        }
+    }
+}
+
+both_stores!(
+    an_interview_runs_over_ag_ui,
+    bad_run_input_is_refused_and_writes_nothing,
+    cors_allows_only_the_configured_origins,
+);
