@@ -258,7 +258,7 @@ fn log_urls(settings: &Settings, port: u16) {
         format!("http://{host}:{port}")
     });
     tracing::info!(
-        "listening: {base}  (API docs {base}/api/openapi.json; demo: POST {base}/api/public/studies/{}/sessions)",
-        crate::demo::DEMO_SLUG
+        "listening: {base}  (demo interview: {base}/interview/{slug} ; API docs: {base}/api/openapi.json)",
+        slug = crate::demo::DEMO_SLUG
     );
 }

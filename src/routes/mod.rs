@@ -2,6 +2,7 @@
 //! the contract of BRIEF §4; errors go through [`crate::error::ApiError`].
 
 pub mod health;
+pub mod page;
 pub mod research;
 pub mod sessions;
 pub mod stream;
@@ -27,6 +28,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::end)
         .service(stream::stream)
         .service(crate::agui::run)
+        .service(page::study_page)
+        .service(page::session_page)
+        .service(page::asset)
         .service(research::study_sessions)
         .service(research::results_csv)
         .service(research::results_jsonl)

@@ -239,7 +239,43 @@ async fn the_demo_study_is_published_at_start_up_once(store: Store) {
     assert_error(res, StatusCode::NOT_FOUND, "study_not_found").await;
 }
 
+async fn the_participant_page_is_served_for_a_published_study(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let res = app.get("/interview/demo", None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = res.text().await.unwrap();
+    assert!(html.contains(r#""slug":"demo""#), "{html}");
+    assert!(html.contains("/interview/assets/app.js"));
+    let unknown = app.get("/interview/nope", None).await.text().await.unwrap();
+    assert!(unknown.contains("study_not_found"));
+    for (file, kind) in [("app.js", "text/javascript"), ("app.css", "text/css")] {
+        let res = app.get(&format!("/interview/assets/{file}"), None).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with(kind));
+    }
+    assert_eq!(
+        app.get("/interview/assets/secret.txt", None).await.status(),
+        StatusCode::NOT_FOUND
+    );
+    let (session, _) = app.create_session("demo").await;
+    let html = app
+        .get(&format!("/interview/s/{session}"), None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(&session) && html.contains(r#""slug":"demo""#));
+}
+
 both_stores!(
+    the_participant_page_is_served_for_a_published_study,
     publishing_yields_four_version_ids_and_a_slug,
     republishing_keeps_ids_of_unchanged_parts,
     republishing_never_changes_a_running_session,

@@ -1,0 +1,116 @@
+// The participant page in headless Chromium (Debian's, driven by playwright-core): the demo
+// interview end to end at phone width, keyboard only where it matters, a reload in the middle,
+// the Chinese "thinking" text, and the numbers the README quotes (page weight, first character).
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+import { RESEARCHER_TOKEN, startServer } from "./server.mjs";
+
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+});
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function phone() {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true });
+  return { context, page: await context.newPage() };
+}
+
+const assistant = (page) => page.locator("#log li.them");
+
+async function say(page, text) {
+  await page.locator("#text").fill(text);
+  await page.keyboard.press("Enter");
+}
+
+test("the demo interview in the page, with a reload in the middle", async () => {
+  const { context, page } = await phone();
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("Network.enable");
+  let transferred = 0;
+  cdp.on("Network.loadingFinished", (e) => (transferred += e.encodedDataLength));
+
+  await page.goto(`${server.base}/interview/demo`);
+  await page.locator("#start").click();
+  // Consent first, answered with the keyboard (focus lands on the panel's first button).
+  await page.locator("#widget .consent-text").waitFor();
+  const firstLoadBytes = transferred;
+  await page.keyboard.press("Enter");
+  await assistant(page).first().waitFor();
+  assert.match(await assistant(page).first().textContent(), /^To start, could you walk me through/);
+  assert.ok(await page.locator("#end").isVisible(), "a way to end is always visible");
+
+  await say(page, "Last Sunday I wrote the list on my phone while my partner checked the fridge and pantry");
+  await assistant(page).nth(1).waitFor();
+  await say(page, "Vegetables go bad before we eat them because we buy too much on impulse every single week");
+  await page.locator("#widget .scale").waitFor();
+
+  // Reload with a widget pending: the conversation and the widget come back.
+  const before = await page.locator("#log li.them, #log li.me").allTextContents();
+  await page.reload();
+  await page.locator("#widget .scale").waitFor();
+  await page.waitForFunction((n) => document.querySelectorAll("#log li.them, #log li.me").length >= n, before.length);
+  const after = await page.locator("#log li.them, #log li.me").allTextContents();
+  assert.deepEqual(after, before);
+
+  await page.locator("#widget .scale button", { hasText: "2" }).click();
+  await page.locator("#widget button.primary").click();
+  await assistant(page).nth(2).waitFor();
+  await say(page, "Honestly a shopping list that fills itself from the meals we plan would save me the most time");
+  await page.locator("#widget .choices").waitFor();
+  await page.locator("#widget .choice").first().click();
+  await page.locator("#widget button.primary").click();
+  await page.waitForFunction(() => /Did I get that right\?/.test(document.querySelector("#log li.them:last-of-type")?.textContent ?? ""));
+  await say(page, "Yes, that's right");
+  await page.locator("#done h2").waitFor();
+  assert.match(await page.locator("#done").textContent(), /Thank you/);
+  assert.ok(!(await page.locator("#composer").isVisible()));
+
+  // Everything shown is plain language.
+  const text = (await page.locator("main").textContent()).toLowerCase();
+  for (const term of ["tool", "agent", "harness", "rationale", "{\""]) {
+    assert.ok(!text.includes(term), `the page shows ${term}: ${text}`);
+  }
+
+  const m = await page.evaluate(() => window.__metrics);
+  const latencies = m.firstCharacter.map((t, i) => t - m.sends[i]).filter((x) => x >= 0);
+  console.log(`# page weight (first load, bytes transferred): ${firstLoadBytes}`);
+  console.log(`# message sent → first character shown (ms): ${latencies.map((x) => x.toFixed(1)).join(", ")}`);
+  assert.ok(latencies.length >= 2, JSON.stringify(m));
+  await context.close();
+});
+
+test("the thinking indicator speaks the study's language", async () => {
+  const study = JSON.parse(
+    await (await import("node:fs/promises")).readFile(new URL("../../examples/demo-study.json", import.meta.url), "utf8"),
+  );
+  study.public_slug = "zh-demo";
+  study.locale = "zh-CN";
+  const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
+  const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
+  const published = await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
+  assert.equal(published.status, 200);
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/zh-demo`);
+  assert.equal(await page.locator("#thinking-text").textContent(), "正在思考…");
+  assert.equal(await page.locator("#start").textContent(), "开始访谈");
+  await page.goto(`${server.base}/interview/no-such-study`);
+  assert.ok(await page.locator("#notice").isVisible());
+  await context.close();
+});

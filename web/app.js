@@ -1,0 +1,469 @@
+// The participant page: one interview over the REST routes and the session's event stream.
+// The stream is the source of truth: the page rebuilds the conversation from it (it replays
+// from the start, and EventSource resumes with Last-Event-ID after a drop), so a reload
+// restores the transcript and any pending question. The token stays in this browser's storage.
+"use strict";
+
+const boot = JSON.parse(document.getElementById("boot").textContent);
+const zh = (boot.locale || "").toLowerCase().startsWith("zh");
+const T = zh
+  ? {
+      start: "开始访谈", thinking: "正在思考…", send: "发送", placeholder: "输入你的回答…",
+      end: "结束访谈", endConfirm: "确定要结束访谈吗？", submit: "提交", skip: "跳过",
+      agree: "我同意", decline: "我不同意", yes: "是", no: "否", up: "上移", down: "下移",
+      answered: "已回答", skipped: "已跳过", answerAbove: "请先回答上面的问题。",
+      doneTitle: "谢谢你的参与！", summary: "访谈总结", ended: "访谈已结束。", continue: "继续",
+      reconnecting: "连接中断，正在重新连接…", failed: "出了点问题，请稍后再试。",
+      invalid: "这个回答不太符合要求，请检查后再提交。", gone: "这次访谈已经结束。",
+      missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
+      chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
+      rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
+    }
+  : {
+      start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
+      end: "End interview", endConfirm: "Do you want to end the interview?", submit: "Submit", skip: "Skip",
+      agree: "I agree", decline: "I do not agree", yes: "Yes", no: "No", up: "Move up", down: "Move down",
+      answered: "Answered", skipped: "Skipped", answerAbove: "Please answer the question above first.",
+      doneTitle: "Thank you for taking part!", summary: "Summary", ended: "The interview has ended.", continue: "Continue",
+      reconnecting: "Connection lost — reconnecting…", failed: "Something went wrong. Please try again in a moment.",
+      invalid: "That answer doesn't fit — please check it and try again.", gone: "This interview has already ended.",
+      missing: "We can't find this interview. Please open the link in the browser you started it in.",
+      notFound: "We can't find this study.", chooseBetween: (a, b) => `Choose ${a} to ${b}`,
+      messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
+      newInterview: "Start a new interview",
+    };
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, attrs = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+};
+
+// Timings the browser test reads: when a message was sent, when its answer's first character
+// appeared.
+window.__metrics = { sends: [], firstCharacter: [] };
+
+const ui = { log: $("log"), widget: $("widget"), composer: $("composer"), text: $("text") };
+let session = null; // { id, token }
+let status = "created";
+let pending = null; // the interaction waiting for an answer
+let events = null;
+const bubbles = new Map(); // message id → <li>
+let awaitingFirstCharacter = false;
+
+function notice(text) {
+  const n = $("notice");
+  n.textContent = text || "";
+  n.hidden = !text;
+}
+
+function thinking(on) {
+  $("thinking").hidden = !on;
+}
+
+function storageKey() {
+  return boot.session_id ? `interview:s:${boot.session_id}` : `interview:${boot.slug}`;
+}
+
+function save() {
+  const value = JSON.stringify(session);
+  localStorage.setItem(storageKey(), value);
+  localStorage.setItem(`interview:s:${session.id}`, value);
+}
+
+async function api(method, path, body) {
+  const res = await fetch(path, {
+    method,
+    headers: { "content-type": "application/json", authorization: `Bearer ${session.token}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (res.ok) return res.json();
+  let code = "";
+  try {
+    code = (await res.json()).error.code;
+  } catch {
+    // not our error shape
+  }
+  const error = new Error(code || String(res.status));
+  error.status = res.status;
+  error.code = code;
+  throw error;
+}
+
+function friendly(error) {
+  if (error.status === 410) return T.gone;
+  if (error.code === "interaction_pending") return T.answerAbove;
+  if (error.status === 422) return T.invalid;
+  return T.failed;
+}
+
+function scrollDown() {
+  window.scrollTo({ top: document.body.scrollHeight, behavior: "smooth" });
+}
+
+function bubble(id, role, text) {
+  let li = bubbles.get(id);
+  if (!li) {
+    li = el("li", { class: role === "user" ? "me" : "them" });
+    bubbles.set(id, li);
+    ui.log.append(li);
+  }
+  if (text !== undefined) li.textContent = text;
+  scrollDown();
+  return li;
+}
+
+function setStatus(next) {
+  status = next;
+  const open = status === "waiting_for_user";
+  ui.composer.hidden = status === "completed" || status === "abandoned";
+  ui.text.disabled = !open;
+  $("send").disabled = !open;
+  ui.text.placeholder = status === "waiting_for_tool" ? T.answerAbove : T.placeholder;
+  $("end").hidden = status === "completed" || status === "abandoned" || !session;
+  if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
+  if (open && document.activeElement === document.body) ui.text.focus();
+}
+
+// ---- the stream -------------------------------------------------------------------------
+
+function connect() {
+  const url = `/api/sessions/${session.id}/stream?token=${encodeURIComponent(session.token)}`;
+  events = new EventSource(url);
+  events.onopen = () => notice("");
+  events.onerror = () => {
+    if (status !== "completed" && status !== "abandoned") notice(T.reconnecting);
+  };
+  const on = (name, fn) => events.addEventListener(name, (e) => fn(JSON.parse(e.data)));
+  on("message.delta", (d) => {
+    const li = bubble(d.message_id, "assistant");
+    li.textContent += d.content;
+    if (awaitingFirstCharacter) {
+      awaitingFirstCharacter = false;
+      window.__metrics.firstCharacter.push(performance.now());
+    }
+    thinking(false);
+  });
+  on("message.completed", (d) => {
+    if (d.role === "user") {
+      // The participant's own message: already shown if it was sent from this page.
+      const mine = [...ui.log.querySelectorAll("li.me[data-pending]")].find((li) => li.textContent === d.content);
+      if (mine) {
+        mine.removeAttribute("data-pending");
+        bubbles.set(d.turn_id, mine);
+      } else if (!bubbles.has(d.turn_id)) {
+        bubble(d.turn_id, "user", d.content);
+      }
+      return;
+    }
+    if (awaitingFirstCharacter) {
+      awaitingFirstCharacter = false;
+      window.__metrics.firstCharacter.push(performance.now());
+    }
+    bubble(d.message_id, "assistant", d.content);
+  });
+  on("interaction.render", (d) => showWidget(d.interaction));
+  on("interaction.resolved", (d) => {
+    if (pending && pending.interaction_id === d.interaction_id) hideWidget();
+    ui.log.append(el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered }));
+  });
+  on("session.status", (d) => {
+    setStatus(d.status);
+    if (d.status === "completed" || d.status === "abandoned") finish(null, d.redirect_url);
+  });
+  on("session.completed", (d) => finish(d.summary, d.redirect_url));
+  on("error", (d) => notice(d.message || T.failed));
+}
+
+// ---- widgets ------------------------------------------------------------------------------
+
+function hideWidget() {
+  pending = null;
+  ui.widget.hidden = true;
+  ui.widget.replaceChildren();
+}
+
+async function submit(interaction, value, skipped) {
+  const buttons = ui.widget.querySelectorAll("button");
+  buttons.forEach((b) => (b.disabled = true));
+  notice("");
+  try {
+    const body = skipped ? { status: "skipped" } : { status: "submitted", value };
+    await api("POST", `/api/sessions/${session.id}/interactions/${interaction.interaction_id}/submit`, body);
+    thinking(true);
+  } catch (error) {
+    notice(friendly(error));
+    buttons.forEach((b) => (b.disabled = false));
+  }
+}
+
+function actions(interaction, getValue, { skippable = true, submitLabel = T.submit } = {}) {
+  const row = el("div", { class: "actions" });
+  if (getValue) {
+    row.append(el("button", { type: "button", class: "primary", text: submitLabel, onclick: () => {
+      const value = getValue();
+      if (value !== undefined) submit(interaction, value, false);
+    } }));
+  }
+  if (skippable) {
+    row.append(el("button", { type: "button", text: T.skip, onclick: () => submit(interaction, null, true) }));
+  }
+  return row;
+}
+
+/** A group of toggle buttons; `multi` allows several. Returns the group and a value getter. */
+function choiceGroup(options, multi, label) {
+  const group = el("div", { class: "choices", role: multi ? "group" : "radiogroup", "aria-label": label });
+  const chosen = new Set();
+  const buttons = options.map((o, i) => {
+    const b = el("button", {
+      type: "button", class: "choice", role: multi ? "checkbox" : "radio", "aria-checked": "false",
+      tabindex: multi || i === 0 ? "0" : "-1", text: o.label,
+      onclick: () => {
+        if (!multi) chosen.clear();
+        if (chosen.has(o.id)) chosen.delete(o.id);
+        else chosen.add(o.id);
+        buttons.forEach((x, j) => x.setAttribute("aria-checked", chosen.has(options[j].id) ? "true" : "false"));
+      },
+      onkeydown: (e) => {
+        if (multi || !["ArrowDown", "ArrowUp", "ArrowRight", "ArrowLeft"].includes(e.key)) return;
+        e.preventDefault();
+        const next = buttons[(i + (e.key === "ArrowDown" || e.key === "ArrowRight" ? 1 : buttons.length - 1)) % buttons.length];
+        next.focus();
+        next.click();
+      },
+    });
+    group.append(b);
+    return b;
+  });
+  return { group, chosen };
+}
+
+function showWidget(it) {
+  pending = it;
+  ui.widget.replaceChildren();
+  ui.widget.hidden = false;
+  const heading = el("h2", { id: `w-${it.interaction_id}`, text: it.prompt });
+  ui.widget.append(heading);
+  const schema = it.value_schema || {};
+  switch (it.type) {
+    case "consent": {
+      ui.widget.append(el("div", { class: "consent-text", text: it.consent_text || "" }));
+      const row = el("div", { class: "actions" });
+      row.append(
+        el("button", { type: "button", class: "primary", text: T.agree, onclick: () => submit(it, { accepted: true }) }),
+        el("button", { type: "button", text: T.decline, onclick: () => submit(it, { accepted: false }) }),
+      );
+      ui.widget.append(el("p"), row);
+      break;
+    }
+    case "single_choice":
+    case "multiple_choice": {
+      const multi = it.type === "multiple_choice";
+      const { group, chosen } = choiceGroup(it.options, multi, it.prompt);
+      ui.widget.append(group);
+      if (multi) {
+        const min = schema.minItems ?? 1;
+        const max = schema.maxItems ?? it.options.length;
+        ui.widget.append(el("p", { class: "hint", text: T.chooseBetween(min, max) }));
+        ui.widget.append(actions(it, () => {
+          if (chosen.size < min || chosen.size > max) {
+            notice(T.chooseBetween(min, max));
+            return undefined;
+          }
+          return [...chosen];
+        }));
+      } else {
+        ui.widget.append(actions(it, () => [...chosen][0] ?? (notice(T.invalid), undefined)));
+      }
+      break;
+    }
+    case "likert": {
+      const scale = it.scale || schema.maximum || 5;
+      const labels = it.labels || [];
+      const options = Array.from({ length: scale }, (_, i) => ({ id: i + 1, label: String(i + 1) }));
+      const { group, chosen } = choiceGroup(options, false, it.prompt);
+      group.className = "scale";
+      [...group.children].forEach((b, i) => labels[i] && b.setAttribute("aria-label", `${i + 1} — ${labels[i]}`));
+      ui.widget.append(group);
+      if (labels.length) {
+        ui.widget.append(el("div", { class: "scale-labels" }, el("span", { text: labels[0] }), el("span", { text: labels[labels.length - 1] })));
+      }
+      ui.widget.append(actions(it, () => [...chosen][0] ?? (notice(T.invalid), undefined)));
+      break;
+    }
+    case "rating": {
+      const min = it.min ?? schema.minimum ?? 0;
+      const max = it.max ?? schema.maximum ?? 10;
+      const step = it.step ?? 1;
+      const output = el("output", { text: String(min) });
+      const input = el("input", { type: "range", min, max, step, value: min, "aria-labelledby": heading.id,
+        oninput: () => (output.textContent = input.value) });
+      ui.widget.append(input, el("p", { class: "hint" }, output), actions(it, () => Number(input.value)));
+      break;
+    }
+    case "ranking": {
+      const order = it.options.slice();
+      const list = el("ol", { class: "rank", "aria-label": T.rankHint });
+      const draw = () => {
+        list.replaceChildren(...order.map((o, i) => {
+          const li = el("li", { draggable: "true", "data-index": i },
+            el("span", { text: o.label }),
+            el("button", { type: "button", "aria-label": `${T.up}: ${o.label}`, text: "↑", disabled: i === 0,
+              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); list.children[i - 1].querySelector("button").focus(); } }),
+            el("button", { type: "button", "aria-label": `${T.down}: ${o.label}`, text: "↓", disabled: i === order.length - 1,
+              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); list.children[i + 1].querySelectorAll("button")[1].focus(); } }));
+          li.addEventListener("dragstart", (e) => { e.dataTransfer.setData("text/plain", String(i)); li.classList.add("dragging"); });
+          li.addEventListener("dragend", () => li.classList.remove("dragging"));
+          li.addEventListener("dragover", (e) => e.preventDefault());
+          li.addEventListener("drop", (e) => {
+            e.preventDefault();
+            const from = Number(e.dataTransfer.getData("text/plain"));
+            const [moved] = order.splice(from, 1);
+            order.splice(i, 0, moved);
+            draw();
+          });
+          return li;
+        }));
+      };
+      draw();
+      ui.widget.append(el("p", { class: "hint", text: T.rankHint }), list, actions(it, () => order.map((o) => o.id)));
+      break;
+    }
+    case "yes_no": {
+      ui.widget.append(el("div", { class: "actions" },
+        el("button", { type: "button", class: "primary", text: T.yes, onclick: () => submit(it, true) }),
+        el("button", { type: "button", class: "primary", text: T.no, onclick: () => submit(it, false) }),
+        el("button", { type: "button", text: T.skip, onclick: () => submit(it, null, true) })));
+      break;
+    }
+    default: {
+      const area = el("textarea", { class: "answer", rows: "3", maxlength: it.max_length || schema.maxLength || 2000, "aria-labelledby": heading.id });
+      ui.widget.append(area, actions(it, () => area.value));
+      break;
+    }
+  }
+  setTimeout(() => ui.widget.querySelector("button, input, textarea")?.focus(), 0);
+  scrollDown();
+}
+
+// ---- the end ------------------------------------------------------------------------------
+
+function finish(summary, redirect) {
+  hideWidget();
+  thinking(false);
+  ui.composer.hidden = true;
+  $("end").hidden = true;
+  const done = $("done");
+  done.hidden = false;
+  if (summary === null && done.childElementCount) {
+    if (redirect && !done.querySelector("a")) done.append(el("p", {}, el("a", { href: redirect, text: T.returnLink })));
+    return;
+  }
+  done.replaceChildren(el("h2", { text: status === "completed" || summary ? T.doneTitle : T.ended }));
+  if (summary) done.append(el("h3", { text: T.summary }), el("p", { text: summary }));
+  if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "primary", text: T.returnLink })));
+  if (!boot.session_id) {
+    done.append(el("p", {}, el("button", { type: "button", text: T.newInterview, onclick: () => {
+      localStorage.removeItem(storageKey());
+      location.reload();
+    } })));
+  }
+  scrollDown();
+}
+
+// ---- start --------------------------------------------------------------------------------
+
+async function send(e) {
+  e.preventDefault();
+  const text = ui.text.value.trim();
+  if (!text || status !== "waiting_for_user") return;
+  window.__metrics.sends.push(performance.now());
+  awaitingFirstCharacter = true;
+  const li = el("li", { class: "me", "data-pending": "", text });
+  ui.log.append(li);
+  ui.text.value = "";
+  setStatus("active");
+  thinking(true);
+  notice("");
+  try {
+    const answer = await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: crypto.randomUUID() });
+    if (!bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
+  } catch (error) {
+    awaitingFirstCharacter = false;
+    li.remove();
+    ui.text.value = text;
+    thinking(false);
+    setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
+    notice(friendly(error));
+  }
+}
+
+async function endInterview() {
+  if (!confirm(T.endConfirm)) return;
+  try {
+    thinking(true);
+    await api("POST", `/api/sessions/${session.id}/end`, {});
+  } catch (error) {
+    thinking(false);
+    notice(friendly(error));
+  }
+}
+
+async function begin() {
+  $("start").disabled = true;
+  try {
+    const res = await fetch(`/api/public/studies/${encodeURIComponent(boot.slug)}/sessions`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+    });
+    if (!res.ok) throw Object.assign(new Error(String(res.status)), { status: res.status });
+    const body = await res.json();
+    session = { id: body.session_id, token: body.participant_token };
+    save();
+    $("intro").hidden = true;
+    thinking(true);
+    connect();
+  } catch (error) {
+    $("start").disabled = false;
+    notice(error.status === 404 ? T.notFound : T.failed);
+  }
+}
+
+function init() {
+  $("start").textContent = T.start;
+  $("send").textContent = T.send;
+  $("end").textContent = T.end;
+  $("thinking-text").textContent = T.thinking;
+  $("text-label").textContent = T.messageLabel;
+  ui.text.placeholder = T.placeholder;
+  ui.composer.addEventListener("submit", send);
+  ui.text.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
+  });
+  $("end").addEventListener("click", endInterview);
+  $("start").addEventListener("click", begin);
+  if (boot.error) {
+    notice(boot.error === "study_not_found" ? T.notFound : T.failed);
+    return;
+  }
+  const saved = localStorage.getItem(storageKey());
+  if (saved) {
+    session = JSON.parse(saved);
+    ui.composer.hidden = false;
+    setStatus("active");
+    connect();
+  } else if (boot.session_id) {
+    notice(T.missing);
+  } else {
+    $("intro-text").textContent = boot.description || "";
+    $("intro").hidden = false;
+  }
+}
+
+init();
