@@ -134,6 +134,13 @@ impl Application {
                 .configure(crate::routes::configure)
                 .default_service(web::to(crate::routes::not_found))
         })
+        // Event streams write many small frames; without TCP_NODELAY a frame can wait on the
+        // peer's delayed ACK (tens to hundreds of milliseconds) before it leaves.
+        .on_connect(|conn, _| {
+            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = tcp.set_nodelay(true);
+            }
+        })
         .shutdown_timeout(settings.shutdown_timeout_secs)
         .listen(listener)
         .map_err(|source| StartupError::Bind {

@@ -45,9 +45,10 @@ const el = (tag, attrs = {}, ...children) => {
   return node;
 };
 
-// Timings the browser test reads: when a message was sent, when its answer's first character
-// appeared.
-window.__metrics = { sends: [], firstCharacter: [] };
+// Timings the browser test reads, per message sent: when it was sent, when the server accepted
+// it, and when the first character of the answer appeared (none when the answer is a widget).
+window.__metrics = { turns: [] };
+const lastTurn = () => window.__metrics.turns[window.__metrics.turns.length - 1];
 
 const ui = { log: $("log"), widget: $("widget"), composer: $("composer"), text: $("text") };
 let session = null; // { id, token }
@@ -56,6 +57,13 @@ let pending = null; // the interaction waiting for an answer
 let events = null;
 const bubbles = new Map(); // message id → <li>
 let awaitingFirstCharacter = false;
+
+function firstCharacter() {
+  if (awaitingFirstCharacter) {
+    awaitingFirstCharacter = false;
+    lastTurn().first = performance.now();
+  }
+}
 
 function notice(text) {
   const n = $("notice");
@@ -144,10 +152,7 @@ function connect() {
   on("message.delta", (d) => {
     const li = bubble(d.message_id, "assistant");
     li.textContent += d.content;
-    if (awaitingFirstCharacter) {
-      awaitingFirstCharacter = false;
-      window.__metrics.firstCharacter.push(performance.now());
-    }
+    firstCharacter();
     thinking(false);
   });
   on("message.completed", (d) => {
@@ -162,13 +167,13 @@ function connect() {
       }
       return;
     }
-    if (awaitingFirstCharacter) {
-      awaitingFirstCharacter = false;
-      window.__metrics.firstCharacter.push(performance.now());
-    }
+    firstCharacter();
     bubble(d.message_id, "assistant", d.content);
   });
-  on("interaction.render", (d) => showWidget(d.interaction));
+  on("interaction.render", (d) => {
+    awaitingFirstCharacter = false; // the answer is a widget, not words
+    showWidget(d.interaction);
+  });
   on("interaction.resolved", (d) => {
     if (pending && pending.interaction_id === d.interaction_id) hideWidget();
     ui.log.append(el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered }));
@@ -384,7 +389,7 @@ async function send(e) {
   e.preventDefault();
   const text = ui.text.value.trim();
   if (!text || status !== "waiting_for_user") return;
-  window.__metrics.sends.push(performance.now());
+  window.__metrics.turns.push({ sent: performance.now(), accepted: null, first: null });
   awaitingFirstCharacter = true;
   const li = el("li", { class: "me", "data-pending": "", text });
   ui.log.append(li);
@@ -394,6 +399,7 @@ async function send(e) {
   notice("");
   try {
     const answer = await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: crypto.randomUUID() });
+    lastTurn().accepted = performance.now();
     if (!bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
   } catch (error) {
     awaitingFirstCharacter = false;
