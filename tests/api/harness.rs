@@ -110,7 +110,7 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     );
     assert_eq!(s["end_reason"], "all_must_objectives_covered");
     assert_eq!(s["summary_confirmed"], true);
-    assert!(s["summary"].as_str().unwrap().contains("shopping_list"));
+    assert!(s["summary"].as_str().unwrap().contains("shopping list"));
 
     // Every decision is logged with its rationale and provenance.
     for d in s["decision_log"].as_array().unwrap() {

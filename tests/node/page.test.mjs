@@ -118,6 +118,80 @@ test("the first character of each answer appears promptly (timings for the READM
   await context.close();
 });
 
+test("every widget type works in the page, by mouse and by keyboard", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const study = JSON.parse(await readFile(new URL("../../examples/every-type-study.json", import.meta.url), "utf8"));
+  const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
+  const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
+  await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/every-type`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  const seen = [];
+  for (let step = 0; step < 30; step++) {
+    await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled || !document.querySelector("#done").hidden);
+    if (!(await page.locator("#done").isHidden())) break;
+    if (await page.locator("#widget").isHidden()) {
+      const text = /Did I get that right/.test(await assistant(page).last().textContent())
+        ? "Yes, that's right"
+        : "Every Saturday morning I compare prices in two stores and then buy for the week";
+      await say(page, text);
+      await page.waitForFunction(() => document.querySelector("#text").disabled || !document.querySelector("#widget").hidden);
+      continue;
+    }
+    const w = page.locator("#widget");
+    const resolved = page.locator("#log li.note").count();
+    if (await w.locator(".rank").count()) {
+      seen.push("ranking");
+      await w.locator(".rank li").first().locator("button").nth(1).click(); // move the first one down
+      await w.locator("button.primary").click();
+    } else if (await w.locator("input[type=range]").count()) {
+      seen.push("rating");
+      await w.locator("input[type=range]").focus();
+      await page.keyboard.press("ArrowRight");
+      await w.locator("button.primary").click();
+    } else if (await w.locator("textarea.answer").count()) {
+      seen.push("free_text");
+      await w.locator("textarea.answer").fill("Nothing else, thanks.");
+      await w.locator("button.primary").click();
+    } else if (await w.locator(".scale").count()) {
+      seen.push("likert");
+      await w.locator(".scale button").nth(3).click();
+      await w.locator("button.primary").click();
+    } else if (await w.locator("[role=group] .choice").count()) {
+      seen.push("multiple_choice");
+      await w.locator(".choice").nth(0).click();
+      await w.locator(".choice").nth(1).click();
+      await w.locator("button.primary").click();
+    } else if (await w.locator("[role=radiogroup] .choice").count()) {
+      seen.push("single_choice");
+      // Keyboard: focus lands on the first option; arrows move and choose.
+      await w.locator(".choice").first().focus();
+      await page.keyboard.press("ArrowDown");
+      await w.locator("button.primary").click();
+    } else {
+      seen.push("yes_no");
+      await w.locator("button", { hasText: "Skip" }).click();
+    }
+    await page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, await resolved);
+  }
+  assert.deepEqual(seen, ["single_choice", "multiple_choice", "likert", "rating", "ranking", "yes_no", "free_text"]);
+  await page.locator("#done h2").waitFor();
+  // What the widgets sent, as researchers see it.
+  const { id } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:every-type")));
+  const res = await fetch(`${server.base}/api/sessions/${id}/interaction-events`, { headers });
+  const values = JSON.stringify(await res.json());
+  assert.match(values, /"value":\["fruit","bread"\]/);
+  assert.match(values, /"value":\["quality","price","speed"\]/);
+  assert.match(values, /"value":0\.5/);
+  assert.match(values, /"status":"skipped"/);
+  // The summary the participant read is in plain words.
+  assert.doesNotMatch(await page.locator("#done").textContent(), /_answer/);
+  await context.close();
+});
+
 test("the thinking indicator speaks the study's language", async () => {
   const study = JSON.parse(
     await (await import("node:fs/promises")).readFile(new URL("../../examples/demo-study.json", import.meta.url), "utf8"),

@@ -174,14 +174,23 @@ impl Session {
             .iter()
             .filter_map(|f| {
                 let v = self.fields.get(&f.id)?;
+                // Participants read this: ids become words ("planning_method" → "planning
+                // method"), option ids too.
+                let words = |id: &str| id.replace('_', " ");
                 let shown = match &v.value {
+                    serde_json::Value::String(s) if f.options.contains(s) => words(s),
                     serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().map_or_else(|| i.to_string(), words))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     other => other.to_string(),
                 };
                 let label = if f.description.is_empty() {
-                    f.id.as_str()
+                    words(&f.id)
                 } else {
-                    f.description.as_str()
+                    f.description.clone()
                 };
                 Some(format!("- {label}: {shown}"))
             })
