@@ -275,10 +275,7 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
     let ids = projections::read::session_ids(&db).await.unwrap();
     let projector = projections::Projector::new(db.clone());
     let started = Instant::now();
-    let mut events = 0;
-    for id in &ids {
-        events += projector.rebuild(id).await.unwrap();
-    }
+    let events = projector.rebuild_many(&ids, |_, _| {}).await.unwrap();
     let secs = started.elapsed().as_secs_f64();
     println!(
         "\n{label}: rebuild of {} sessions, {events} events: {:.2} s, {:.0} events/s",

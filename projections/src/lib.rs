@@ -6,6 +6,7 @@
 //! same fold serves catch-up (views dropped or lagging for any reason) and rebuilds.
 #![forbid(unsafe_code)]
 
+pub mod bulk;
 pub mod db;
 pub mod processes;
 pub mod projector;

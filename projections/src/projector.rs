@@ -41,6 +41,10 @@ impl Projector {
         Self { db }
     }
 
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// Applies every event of `session_id` the views have not seen; returns how many.
     #[tracing::instrument(skip(self), err)]
     pub async fn project(&self, session_id: &str) -> Result<u64, ProjectionError> {
@@ -147,6 +151,16 @@ impl Projector {
         }
         Ok(applied)
     }
+}
+
+/// The `results.end_reason` column of a view.
+pub(crate) fn end_reason_text(view: &SessionStateView) -> Option<String> {
+    view.end_reason.map(|r| {
+        serde_json::to_value(r)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    })
 }
 
 /// Decodes a stored payload (upcasters go here when an event version changes).
@@ -352,7 +366,7 @@ where
         .bind(view.study_id.clone())
         .bind(view.participant_ref.clone())
         .bind(view.ended_at.unwrap_or_default())
-        .bind(view.end_reason.map(|r| serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()))
+        .bind(end_reason_text(view))
         .bind(view.summary.clone())
         .bind(view.summary_confirmed)
         .bind(Value::Object(view.extracted_fields.clone()))

@@ -290,20 +290,25 @@ async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let started = Instant::now();
-    let mut applied = 0u64;
-    for id in &ids {
-        match projector.rebuild(id).await {
-            Ok(0) => {
-                bar.finish_and_clear();
-                return Err(fail(SourceError::UnknownSession(id.clone())));
-            }
-            Ok(n) => applied += n,
-            Err(e) => {
-                bar.finish_and_clear();
-                return Err(fail(SourceError::Database(e.to_string())));
-            }
+    // The bulk path: each batch of sessions read in one query, folded in memory, written once.
+    let mut folded = 0u64;
+    let applied = projector
+        .rebuild_many(&ids, |sessions, events| {
+            folded += events;
+            bar.inc(sessions as u64);
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("{:.0} events/s", folded as f64 / secs));
+        })
+        .await
+        .map_err(|e| {
+            bar.finish_and_clear();
+            fail(SourceError::Database(e.to_string()))
+        })?;
+    if applied == 0 {
+        if let [id] = ids.as_slice() {
+            bar.finish_and_clear();
+            return Err(fail(SourceError::UnknownSession(id.clone())));
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64().max(1e-9);

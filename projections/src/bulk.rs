@@ -1,0 +1,216 @@
+//! Bulk rebuild: many sessions' views dropped and refolded from the log at once.
+//!
+//! The per-session path ([`Projector::rebuild`]) costs two transactions and a query per row. This
+//! one reads a batch of sessions' events in one ordered query, folds each session in memory with
+//! the same fold, and writes the batch's views with multi-row inserts in one transaction — so
+//! the cost is per batch, not per session or per row. Views written this way are identical to
+//! the live ones (the fold is the same code).
+
+use interview_session::{SessionStatus, AGGREGATE_TYPE};
+use serde_json::Value;
+use sqlx::{QueryBuilder, Row};
+
+use crate::on_db;
+use crate::projector::{decode_event, ProjectionError, Projector};
+use crate::views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
+
+/// Sessions per batch (one read, one write transaction).
+pub const BATCH: usize = 500;
+/// Rows per multi-row INSERT: under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+const ROWS_PER_INSERT: usize = 1000;
+
+/// One session's rebuilt views.
+struct Folded {
+    session_id: String,
+    view: SessionStateView,
+    rows: NewRows,
+}
+
+impl Projector {
+    /// Rebuilds the views of `ids` in batches of [`BATCH`]; `progress(sessions, events)` is
+    /// called after each batch. Returns the number of events folded.
+    #[tracing::instrument(skip(self, ids, progress), fields(sessions = ids.len()), err)]
+    pub async fn rebuild_many(
+        &self,
+        ids: &[String],
+        mut progress: impl FnMut(usize, u64),
+    ) -> Result<u64, ProjectionError> {
+        let mut total = 0;
+        for batch in ids.chunks(BATCH) {
+            let (folded, events) = self.fold_batch(batch).await?;
+            self.write_batch(batch, &folded).await?;
+            total += events;
+            progress(batch.len(), events);
+        }
+        Ok(total)
+    }
+
+    /// Reads the batch's events in one query and folds each session.
+    async fn fold_batch(&self, ids: &[String]) -> Result<(Vec<Folded>, u64), ProjectionError> {
+        let rows = on_db!(read(self.db()), |pool| {
+            let mut q = QueryBuilder::new(
+                "SELECT aggregate_id, sequence, payload FROM events WHERE aggregate_type = ",
+            );
+            q.push_bind(AGGREGATE_TYPE).push(" AND aggregate_id IN (");
+            let mut list = q.separated(", ");
+            for id in ids {
+                list.push_bind(id.as_str());
+            }
+            q.push(") ORDER BY aggregate_id, sequence");
+            let rows = q.build().fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get::<String, _>("aggregate_id")?,
+                        r.try_get::<i64, _>("sequence")?,
+                        r.try_get::<Value, _>("payload")?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        });
+        let events = rows.len() as u64;
+        let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
+        for (session_id, sequence, payload) in rows {
+            let event = decode_event(&session_id, sequence as u64, payload)?;
+            if folded.last().is_none_or(|f| f.session_id != session_id) {
+                folded.push(Folded {
+                    session_id: session_id.clone(),
+                    view: SessionStateView::default(),
+                    rows: NewRows::default(),
+                });
+            }
+            let f = folded.last_mut().expect("just pushed");
+            f.view.apply(sequence as u64, &event, &mut f.rows);
+        }
+        Ok((folded, events))
+    }
+
+    /// Replaces the batch's views in one transaction.
+    async fn write_batch(&self, ids: &[String], folded: &[Folded]) -> Result<(), ProjectionError> {
+        on_db!(write(self.db()), |pool| {
+            let mut tx = pool.begin().await?;
+            for table in ["transcript", "decision_log", "results", "session_state"] {
+                let mut q = QueryBuilder::new(format!("DELETE FROM {table} WHERE session_id IN ("));
+                let mut list = q.separated(", ");
+                for id in ids {
+                    list.push_bind(id.as_str());
+                }
+                q.push(")");
+                q.build().execute(&mut *tx).await?;
+            }
+            for chunk in folded.chunks(ROWS_PER_INSERT / 2) {
+                let mut q = QueryBuilder::new(
+                    "INSERT INTO session_state (session_id, study_id, status, current_phase, turn_count, preview, \
+                     participant_token_sha256, last_seq, created_at, updated_at, state, idle_deadline, \
+                     needs_final_extraction, participant_ref) ",
+                );
+                q.push_values(chunk, |mut b, f| {
+                    let v = &f.view;
+                    let state = serde_json::to_value(v).expect("views serialize");
+                    b.push_bind(f.session_id.clone())
+                        .push_bind(v.study_id.clone())
+                        .push_bind(v.status.as_str())
+                        .push_bind(
+                            state["current_phase"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string(),
+                        )
+                        .push_bind(i64::from(v.turn_count))
+                        .push_bind(v.preview)
+                        .push_bind(v.participant_token_sha256.clone())
+                        .push_bind(v.last_seq as i64)
+                        .push_bind(v.created_at)
+                        .push_bind(v.last_activity_at)
+                        .push_bind(state)
+                        .push_bind(v.idle_deadline())
+                        .push_bind(v.status == SessionStatus::Completed && !v.final_extraction_done)
+                        .push_bind(v.participant_ref.clone());
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            let transcript: Vec<(&str, &TranscriptRow)> = folded
+                .iter()
+                .flat_map(|f| {
+                    f.rows
+                        .transcript
+                        .iter()
+                        .map(move |t| (f.session_id.as_str(), t))
+                })
+                .collect();
+            for chunk in transcript.chunks(ROWS_PER_INSERT) {
+                let mut q = QueryBuilder::new(
+                    "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) ",
+                );
+                q.push_values(chunk, |mut b, (id, t)| {
+                    b.push_bind(*id)
+                        .push_bind(t.seq as i64)
+                        .push_bind(t.turn_id.as_str())
+                        .push_bind(t.role.as_str())
+                        .push_bind(t.kind.as_str())
+                        .push_bind(t.content.as_str())
+                        .push_bind(t.interaction_id.clone())
+                        .push_bind(t.created_at);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            let decisions: Vec<(&str, &DecisionRow)> = folded
+                .iter()
+                .flat_map(|f| {
+                    f.rows
+                        .decisions
+                        .iter()
+                        .map(move |d| (f.session_id.as_str(), d))
+                })
+                .collect();
+            for chunk in decisions.chunks(ROWS_PER_INSERT / 2) {
+                let mut q = QueryBuilder::new(
+                    "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, \
+                     proposed_action, rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) ",
+                );
+                q.push_values(chunk, |mut b, (id, d)| {
+                    b.push_bind(*id)
+                        .push_bind(d.seq as i64)
+                        .push_bind(d.decision_id.as_str())
+                        .push_bind(d.turn_id.clone())
+                        .push_bind(d.phase.as_str())
+                        .push_bind(d.selected_action.clone())
+                        .push_bind(d.proposed_action.clone())
+                        .push_bind(d.rationale.as_str())
+                        .push_bind(d.model.as_str())
+                        .push_bind(d.prompt_version_id.as_str())
+                        .push_bind(d.latency_ms as i64)
+                        .push_bind(d.token_usage.clone())
+                        .push_bind(d.input_summary.as_str())
+                        .push_bind(d.created_at);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            let results: Vec<&Folded> = folded
+                .iter()
+                .filter(|f| f.view.status == SessionStatus::Completed && !f.view.preview)
+                .collect();
+            for chunk in results.chunks(ROWS_PER_INSERT / 2) {
+                let mut q = QueryBuilder::new(
+                    "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, \
+                     summary_confirmed, fields, last_seq) ",
+                );
+                q.push_values(chunk, |mut b, f| {
+                    let v = &f.view;
+                    b.push_bind(f.session_id.as_str())
+                        .push_bind(v.study_id.as_str())
+                        .push_bind(v.participant_ref.clone())
+                        .push_bind(v.ended_at.unwrap_or_default())
+                        .push_bind(crate::projector::end_reason_text(v))
+                        .push_bind(v.summary.clone())
+                        .push_bind(v.summary_confirmed)
+                        .push_bind(Value::Object(v.extracted_fields.clone()))
+                        .push_bind(v.last_seq as i64);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+}
