@@ -11,7 +11,7 @@ use serde_json::Value;
 use sqlx::{QueryBuilder, Row};
 
 use crate::on_db;
-use crate::projector::{decode_event, ProjectionError, Projector};
+use crate::projector::{decode_event_text, ProjectionError, Projector};
 use crate::views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
 
 /// Sessions per batch (one read, one write transaction).
@@ -33,24 +33,51 @@ impl Projector {
     pub async fn rebuild_many(
         &self,
         ids: &[String],
+        progress: impl FnMut(usize, u64),
+    ) -> Result<u64, ProjectionError> {
+        self.rebuild_in_batches(ids, BATCH, progress).await
+    }
+
+    /// [`Projector::rebuild_many`] with `batch` sessions per batch.
+    pub async fn rebuild_in_batches(
+        &self,
+        ids: &[String],
+        batch: usize,
         mut progress: impl FnMut(usize, u64),
     ) -> Result<u64, ProjectionError> {
+        // A pipeline: while one batch is written, the next is read and folded (on two cores,
+        // decoding overlaps the database's own work).
         let mut total = 0;
-        for batch in ids.chunks(BATCH) {
-            let (folded, events) = self.fold_batch(batch).await?;
-            self.write_batch(batch, &folded).await?;
+        let mut batches = ids.chunks(batch.max(1));
+        let Some(first) = batches.next() else {
+            return Ok(0);
+        };
+        let mut current = (first, self.fold_batch(first).await?);
+        for next in batches {
+            let (ids, (folded, events)) = &current;
+            let (written, read) =
+                tokio::join!(self.write_batch(ids, folded), self.fold_batch(next));
+            written?;
             total += events;
-            progress(batch.len(), events);
+            progress(ids.len(), *events);
+            current = (next, read?);
         }
+        let (ids, (folded, events)) = &current;
+        self.write_batch(ids, folded).await?;
+        total += events;
+        progress(ids.len(), *events);
         Ok(total)
     }
 
     /// Reads the batch's events in one query and folds each session.
     async fn fold_batch(&self, ids: &[String]) -> Result<(Vec<Folded>, u64), ProjectionError> {
         let rows = on_db!(read(self.db()), |pool| {
-            let mut q = QueryBuilder::new(
-                "SELECT aggregate_id, sequence, payload FROM events WHERE aggregate_type = ",
-            );
+            // The payload as text, decoded straight into events (no JSON tree in between).
+            let mut q = QueryBuilder::new(if self.db().is_postgres() {
+                "SELECT aggregate_id, sequence, payload::text AS payload FROM events WHERE aggregate_type = "
+            } else {
+                "SELECT aggregate_id, sequence, payload FROM events WHERE aggregate_type = "
+            });
             q.push_bind(AGGREGATE_TYPE).push(" AND aggregate_id IN (");
             let mut list = q.separated(", ");
             for id in ids {
@@ -63,7 +90,7 @@ impl Projector {
                     Ok((
                         r.try_get::<String, _>("aggregate_id")?,
                         r.try_get::<i64, _>("sequence")?,
-                        r.try_get::<Value, _>("payload")?,
+                        r.try_get::<String, _>("payload")?,
                     ))
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
@@ -71,7 +98,7 @@ impl Projector {
         let events = rows.len() as u64;
         let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
         for (session_id, sequence, payload) in rows {
-            let event = decode_event(&session_id, sequence as u64, payload)?;
+            let event = decode_event_text(&session_id, sequence as u64, &payload)?;
             if folded.last().is_none_or(|f| f.session_id != session_id) {
                 folded.push(Folded {
                     session_id: session_id.clone(),

@@ -163,6 +163,20 @@ pub(crate) fn end_reason_text(view: &SessionStateView) -> Option<String> {
     })
 }
 
+/// Decodes a stored payload read as text (the bulk path), like [`decode_event`]: an upcaster
+/// added there must be added here too.
+pub fn decode_event_text(
+    session_id: &str,
+    sequence: u64,
+    payload: &str,
+) -> Result<SessionEvent, ProjectionError> {
+    serde_json::from_str(payload).map_err(|source| ProjectionError::Decode {
+        session_id: session_id.into(),
+        sequence,
+        source,
+    })
+}
+
 /// Decodes a stored payload (upcasters go here when an event version changes).
 pub fn decode_event(
     session_id: &str,
