@@ -48,6 +48,10 @@ pub enum ApiError {
     Domain(#[from] SessionError),
     #[error("the service is temporarily unavailable, please retry shortly")]
     Unavailable(#[source] BoxError),
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after: u64 },
+    #[error("the service is busy right now, please retry shortly")]
+    Overloaded { what: &'static str },
     #[error("something went wrong on our side")]
     Internal(#[source] BoxError),
 }
@@ -87,6 +91,8 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::Domain(e) => e.code(),
             Self::Unavailable(_) => "service_unavailable",
+            Self::TooManyRequests { .. } => "rate_limited",
+            Self::Overloaded { .. } => "overloaded",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -97,6 +103,10 @@ impl ApiError {
             Self::Unprocessable { field, .. } => Some(json!({ "field": field })),
             Self::PayloadTooLarge { limit, .. } => Some(json!({ "limit_bytes": limit })),
             Self::Domain(e) => e.details(),
+            Self::TooManyRequests { retry_after, .. } => {
+                Some(json!({ "retry_after_secs": retry_after }))
+            }
+            Self::Overloaded { what } => Some(json!({ "limit": what })),
             Self::Unauthorized
             | Self::Forbidden(_)
             | Self::NotFound { .. }
@@ -122,7 +132,8 @@ impl ResponseError for ApiError {
                 ErrorKind::Gone => StatusCode::GONE,
                 ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             },
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -138,8 +149,14 @@ impl ResponseError for ApiError {
             error["details"] = details;
         }
         let mut response = HttpResponse::build(self.status_code());
-        if matches!(self, Self::Unavailable(_)) {
-            response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+        match self {
+            Self::Unavailable(_) | Self::Overloaded { .. } => {
+                response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+            }
+            Self::TooManyRequests { retry_after, .. } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+            }
+            _ => {}
         }
         if matches!(self, Self::Unauthorized) {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));

@@ -10,6 +10,7 @@ pub mod error;
 pub mod export;
 pub mod extraction;
 pub mod harness;
+pub mod limits;
 pub mod llm;
 pub mod openapi;
 pub mod routes;

@@ -105,6 +105,18 @@ pub struct Overrides {
     /// endpoint, the event stream and the participant routes; `*` for any [default: none].
     #[arg(long, env = "CORS_ALLOWED_ORIGINS")]
     pub cors_allowed_origins: Option<String>,
+    /// New sessions per minute from one client address; 0 = no limit [default: 300].
+    #[arg(long, env = "CREATE_RATE_PER_ADDRESS")]
+    pub create_rate_per_address: Option<u32>,
+    /// New sessions per minute for one study; 0 = no limit [default: 6000].
+    #[arg(long, env = "CREATE_RATE_PER_STUDY")]
+    pub create_rate_per_study: Option<u32>,
+    /// Open event streams (SSE and AG-UI runs) per process; 0 = no cap [default: 20000].
+    #[arg(long, env = "MAX_STREAMS")]
+    pub max_streams: Option<usize>,
+    /// Requests in flight per process; 0 = no cap [default: 4096].
+    #[arg(long, env = "MAX_INFLIGHT_REQUESTS")]
+    pub max_inflight_requests: Option<usize>,
 }
 
 /// The resolved configuration.
@@ -128,6 +140,10 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
     pub cors_allowed_origins: Vec<String>,
+    pub create_rate_per_address: u32,
+    pub create_rate_per_study: u32,
+    pub max_streams: usize,
+    pub max_inflight_requests: usize,
 }
 
 impl Default for Settings {
@@ -151,6 +167,10 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             public_base_url: None,
             cors_allowed_origins: Vec::new(),
+            create_rate_per_address: 300,
+            create_rate_per_study: 6000,
+            max_streams: 20_000,
+            max_inflight_requests: 4096,
         }
     }
 }
@@ -205,7 +225,11 @@ impl Settings {
             sse_keepalive_secs,
             model_idle_timeout_secs,
             sweep_interval_secs,
-            log_format
+            log_format,
+            create_rate_per_address,
+            create_rate_per_study,
+            max_streams,
+            max_inflight_requests
         );
         if o.database_url.is_some() {
             self.database_url = o.database_url;

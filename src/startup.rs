@@ -105,6 +105,10 @@ impl Application {
             hub,
             researcher_token_digests: tokens,
             participant_create_lock: tokio::sync::Mutex::new(()),
+            create_by_address: crate::limits::RateLimiter::new(settings.create_rate_per_address),
+            create_by_study: crate::limits::RateLimiter::new(settings.create_rate_per_study),
+            streams: crate::limits::Gauge::new(settings.max_streams),
+            inflight: crate::limits::Gauge::new(settings.max_inflight_requests),
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
@@ -128,6 +132,7 @@ impl Application {
         let origins = settings.cors_allowed_origins.clone();
         let server = HttpServer::new(move || {
             App::new()
+                .wrap(from_fn(crate::limits::inflight))
                 .wrap(cors(&origins))
                 .wrap(from_fn(crate::telemetry::request_span))
                 .app_data(app_state.clone())

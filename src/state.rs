@@ -22,4 +22,10 @@ pub struct AppState {
     /// Serializes the "one open session per participant_ref" check with the create that
     /// follows it, in this process.
     pub participant_create_lock: tokio::sync::Mutex<()>,
+    /// New sessions per client address, and per study.
+    pub create_by_address: crate::limits::RateLimiter,
+    pub create_by_study: crate::limits::RateLimiter,
+    /// Open event streams, and requests in flight.
+    pub streams: crate::limits::Gauge,
+    pub inflight: crate::limits::Gauge,
 }

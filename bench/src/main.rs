@@ -59,6 +59,9 @@ fn start_server(database_url: Option<String>) -> Server {
         database_url,
         data_dir,
         researcher_tokens: vec![Secret("bench".into())],
+        // The load generator is one address creating sessions as fast as it can.
+        create_rate_per_address: 0,
+        create_rate_per_study: 0,
         ..Settings::default()
     };
     let url = settings.effective_database_url();

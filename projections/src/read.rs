@@ -372,6 +372,18 @@ pub async fn sessions_awaiting_interviewer(
     })
 }
 
+/// How many sessions (previews aside) a study has.
+pub async fn count_study_sessions(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND preview = FALSE AND last_seq > 0",
+        )
+        .bind(study_id)
+        .fetch_one(pool)
+        .await
+    })
+}
+
 /// An open (not completed or abandoned) session of `study_id` for `participant_ref`, if any.
 pub async fn open_session_for_participant(
     db: &Db,

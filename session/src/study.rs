@@ -206,6 +206,10 @@ pub struct Limits {
     pub max_duration_minutes: u32,
     pub confidence_threshold: f64,
     pub idle_ttl_minutes: u32,
+    /// At most this many sessions (previews aside); further creates answer 409 `study_full`.
+    /// Serialized only when set, so studies published before it existed keep their version id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<u32>,
 }
 
 impl Default for Limits {
@@ -215,6 +219,7 @@ impl Default for Limits {
             max_duration_minutes: 30,
             confidence_threshold: 0.7,
             idle_ttl_minutes: 24 * 60,
+            max_sessions: None,
         }
     }
 }

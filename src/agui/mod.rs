@@ -59,6 +59,9 @@ pub async fn run(
     let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
     let id = session_id.to_string();
     input.check(&id)?;
+    let slot = state.streams.try_open().ok_or(ApiError::Overloaded {
+        what: "open event streams",
+    })?;
     // Subscribe before acting, so nothing the interviewer streams is missed.
     let subscription = state.hub.subscribe(&id);
     let from = read::session_state(&state.db, &id)
@@ -110,7 +113,10 @@ pub async fn run(
         state.harness.trigger(&id);
     }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(pump(state.clone(), id, input, from, subscription, tx));
+    tokio::spawn(async move {
+        pump(state.clone(), id, input, from, subscription, tx).await;
+        drop(slot);
+    });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await

@@ -195,8 +195,8 @@ pub(crate) async fn execute_participant(
     params(("public_slug" = String, Path)),
     request_body(content = CreateSessionRequest, description = "optional"),
     responses((status = 201, body = CreateSessionResponse), (status = 400), (status = 404, description = "unknown or unpublished study"),
-              (status = 409, description = "study_paused, or active_session_exists (details.session_id) for a participant_ref with an open session"),
-              (status = 413), (status = 422), (status = 503)))]
+              (status = 409, description = "study_paused, study_full, or active_session_exists (details.session_id) for a participant_ref with an open session"),
+              (status = 413), (status = 422), (status = 429, description = "rate_limited, with Retry-After"), (status = 503)))]
 #[post("/api/public/studies/{public_slug}/sessions")]
 pub async fn create(
     state: web::Data<AppState>,
@@ -220,6 +220,24 @@ pub async fn create(
             "preview sessions need a researcher token",
         ));
     }
+    // Overload protection before any work: per client address, then per study link.
+    let address = req
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    for (limiter, key, who) in [
+        (&state.create_by_address, address.as_str(), "your network"),
+        (&state.create_by_study, path.as_str(), "this study"),
+    ] {
+        if let Err(retry_after) = limiter.check(key) {
+            return Err(ApiError::TooManyRequests {
+                message: format!(
+                    "too many new interviews from {who} just now; please try again in {retry_after} s"
+                ),
+                retry_after,
+            });
+        }
+    }
     let study = studies::by_slug(&state.db, &path).await?;
     let pinned = match study {
         Some(s) if s.status == StudyStatus::Paused => {
@@ -234,11 +252,28 @@ pub async fn create(
             .ok_or_else(|| ApiError::not_found("study_not_found", "no such study"))?,
         None => return Err(ApiError::not_found("study_not_found", "no such study")),
     };
-    // One open session per participant reference (spec §8): the check and the create go
-    // together, so two racing creates cannot both pass it.
-    let _serialized = match &request.participant_ref {
+    // A study's cap on sessions, and one open session per participant reference (spec §8):
+    // each check goes with the create that follows it, so racing creates cannot both pass.
+    let cap = pinned.study_config.limits.max_sessions;
+    let guard = if cap.is_some()
+        || (request.participant_ref.is_some()
+            && pinned.study_config.one_active_session_per_participant)
+    {
+        Some(state.participant_create_lock.lock().await)
+    } else {
+        None
+    };
+    if let Some(max) = cap {
+        if read::count_study_sessions(&state.db, &pinned.study_id).await? >= i64::from(max) {
+            return Err(ApiError::Conflict {
+                code: "study_full",
+                message: "this study has all the participants it needs, thank you".into(),
+                details: Some(json!({ "max_sessions": max })),
+            });
+        }
+    }
+    match &request.participant_ref {
         Some(r) if pinned.study_config.one_active_session_per_participant => {
-            let guard = state.participant_create_lock.lock().await;
             if let Some(open) =
                 read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
             {
@@ -248,10 +283,10 @@ pub async fn create(
                     details: Some(json!({ "session_id": open })),
                 });
             }
-            Some(guard)
         }
-        _ => None,
+        _ => {}
     };
+    let _serialized = guard;
     let session_id = Uuid::new_v4();
     let (token, token_sha256) = crate::auth::new_participant_token(session_id);
     let config_versions = (&pinned.config_versions).into();

@@ -61,11 +61,17 @@ pub async fn stream(
 ) -> Result<HttpResponse, ApiError> {
     let (_, session_id) = authorize(&state, &req, &path).await?;
     let after = last_event_id(&req)?;
+    let slot = state.streams.try_open().ok_or(ApiError::Overloaded {
+        what: "open event streams",
+    })?;
     let session_id = session_id.to_string();
     // Subscribe before the first read, so nothing committed in between is missed.
     let subscription = state.hub.subscribe(&session_id);
     let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
-    tokio::spawn(pump(state.clone(), session_id, after, subscription, tx));
+    tokio::spawn(async move {
+        pump(state.clone(), session_id, after, subscription, tx).await;
+        drop(slot);
+    });
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await

@@ -246,6 +246,7 @@ async fn every_model_failure_falls_back_and_is_recorded() {
             "model_bad_arguments",
         ),
         (Reply::Status(500), "model_http_error"),
+        (Reply::RateLimited, "model_http_error"),
         (Reply::Stall, "model_stalled"),
         (Reply::Garbage, "model_garbage"),
     ];
@@ -365,4 +366,32 @@ async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
         .starts_with("Fallback after a model failure"));
     assert_eq!(s["errors"][0]["code"], "model_bad_arguments");
     assert_eq!(last_assistant(&s), "How do you plan?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_model_endpoint_falls_back_and_is_recorded() {
+    // A port nothing listens on: the connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let app = TestApp::spawn_with(Store::Sqlite, move |s| {
+        s.openai_base_url = Some(url);
+        s.model_idle_timeout_secs = 1;
+    })
+    .await;
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("llm-down");
+    study["agent"]["mode"] = json!("llm");
+    study["model"]["timeout_seconds"] = json!(5);
+    app.publish_study(&study).await;
+    let (session, token) = app.create_session("llm-down").await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    let s = app.run(&session).await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(last_assistant(&s), OPENING);
+    assert_eq!(s["errors"][0]["source"], "model");
+    assert_eq!(s["errors"][0]["code"], "model_http_error");
 }

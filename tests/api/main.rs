@@ -5,6 +5,7 @@ mod bad_input;
 mod harness;
 mod helpers;
 mod journey;
+mod limits;
 mod llm;
 mod operations;
 mod process;

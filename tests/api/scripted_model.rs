@@ -24,6 +24,8 @@ pub enum Reply {
     NoTool(&'static str),
     /// An HTTP error status.
     Status(u16),
+    /// 429 with `Retry-After`, as a rate-limited provider answers.
+    RateLimited,
     /// The first chunk, then silence.
     Stall,
     /// These raw arguments cut after this many bytes, then the connection closes.
@@ -175,6 +177,9 @@ async fn answer(shared: web::Data<Shared>, body: web::Json<Value>) -> HttpRespon
         ),
         Some(Reply::Status(code)) => HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap())
             .json(json!({"error": {"message": "scripted failure", "type": "server_error", "param": null, "code": null}})),
+        Some(Reply::RateLimited) => HttpResponse::TooManyRequests()
+            .insert_header(("retry-after", "1"))
+            .json(json!({"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
         Some(Reply::Stall) => sse(vec![tool_start(0, "ask_question")], true),
         Some(Reply::Drop(name, raw, cut)) => {
             let mut frames = vec![tool_start(0, name)];

@@ -1,0 +1,151 @@
+//! Overload protection: a token-bucket rate limit on the public create-session route (per client
+//! address and per study), a cap on requests in flight, and a cap on open event streams. Each
+//! refusal is quick and explicit (429 or 503 with `Retry-After`) instead of queueing until memory
+//! runs out. Limits are per process; behind several processes, divide them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A token bucket per key: `per_minute` tokens, refilled continuously, bursting to the same.
+pub struct RateLimiter {
+    per_minute: u32,
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl RateLimiter {
+    /// `per_minute` 0 turns the limit off.
+    pub fn new(per_minute: u32) -> Self {
+        Self {
+            per_minute,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a token for `key`; when none is left, the seconds until one is.
+    pub fn check(&self, key: &str) -> Result<(), u64> {
+        if self.per_minute == 0 {
+            return Ok(());
+        }
+        let capacity = f64::from(self.per_minute);
+        let per_sec = capacity / 60.0;
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().expect("rate limiter lock");
+        if buckets.len() > 100_000 {
+            // Forget full buckets (idle keys) so the map cannot grow without bound.
+            buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() * per_sec < capacity
+            });
+        }
+        let (tokens, at) = buckets.entry(key.to_string()).or_insert((capacity, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * per_sec).min(capacity);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / per_sec).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+/// Counts something open (an event stream, a request in flight) against a cap.
+#[derive(Clone)]
+pub struct Gauge {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One open slot; dropping it frees the slot.
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Gauge {
+    /// `max` 0 means no cap.
+    pub fn new(max: usize) -> Self {
+        Self {
+            open: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    pub fn try_open(&self) -> Option<Slot> {
+        let now = self.open.fetch_add(1, Ordering::AcqRel) + 1;
+        let slot = Slot(self.open.clone());
+        if self.max != 0 && now > self.max {
+            return None; // the slot drops here, undoing the count
+        }
+        Some(slot)
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// Middleware: a request beyond `MAX_INFLIGHT_REQUESTS` is answered 503 at once, and one that
+/// announces a body over `MAX_BODY_BYTES` is answered 413 before a byte of it is read. (Routes
+/// with smaller limits stop reading at their own limit.)
+pub async fn inflight(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    let state = req.app_data::<actix_web::web::Data<crate::state::AppState>>();
+    let gauge = state.map(|s| s.inflight.clone());
+    let limit = state.map_or(usize::MAX, |s| s.settings.max_body_bytes);
+    let announced = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        let error = crate::error::ApiError::PayloadTooLarge {
+            what: "request body",
+            limit,
+        };
+        return Ok(req.error_response(error));
+    }
+    let _slot = match gauge.map(|g| g.try_open()) {
+        Some(None) => {
+            let error = crate::error::ApiError::Overloaded {
+                what: "requests in flight",
+            };
+            return Ok(req.error_response(error));
+        }
+        slot => slot.flatten(),
+    };
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_refuses_with_a_wait() {
+        let limiter = RateLimiter::new(3);
+        for _ in 0..3 {
+            assert_eq!(limiter.check("a"), Ok(()));
+        }
+        assert_eq!(limiter.check("a"), Err(20));
+        assert_eq!(limiter.check("b"), Ok(()), "keys are separate");
+        assert_eq!(RateLimiter::new(0).check("a"), Ok(()));
+    }
+
+    #[test]
+    fn a_gauge_caps_and_frees_its_slots() {
+        let gauge = Gauge::new(2);
+        let a = gauge.try_open().unwrap();
+        let _b = gauge.try_open().unwrap();
+        assert!(gauge.try_open().is_none());
+        assert_eq!(gauge.open(), 2);
+        drop(a);
+        assert!(gauge.try_open().is_some());
+    }
+}

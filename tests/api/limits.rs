@@ -1,0 +1,178 @@
+//! Overload protection: creates rate-limited per address and per study (429 + Retry-After), a
+//! study's session cap, the open-stream cap, the in-flight cap, and an announced oversize body
+//! refused before it is read. Each refusal is quick and writes nothing.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{assert_error, Store, TestApp};
+
+async fn create(app: &TestApp, slug: &str) -> reqwest::Response {
+    app.post(
+        &format!("/api/public/studies/{slug}/sessions"),
+        None,
+        &json!({}),
+    )
+    .await
+}
+
+async fn creates_are_rate_limited_per_address_and_per_study(store: Store) {
+    let app = TestApp::spawn_with(store, |s| {
+        s.create_rate_per_address = 3;
+    })
+    .await;
+    for _ in 0..3 {
+        let res = create(&app, "demo").await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let body: Value = res.json().await.unwrap();
+        app.run(body["session_id"].as_str().unwrap()).await;
+    }
+    let before = app.total_events().await;
+    let res = create(&app, "demo").await;
+    let retry: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry), "{retry}");
+    let body = assert_error(res, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert_eq!(body["error"]["details"]["retry_after_secs"], retry);
+    assert_eq!(
+        app.total_events().await,
+        before,
+        "a refused create writes nothing"
+    );
+
+    let app = TestApp::spawn_with(store, |s| {
+        s.create_rate_per_study = 2;
+    })
+    .await;
+    let mut other: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    other["public_slug"] = json!("other");
+    app.publish_study(&other).await;
+    for _ in 0..2 {
+        assert_eq!(create(&app, "demo").await.status(), StatusCode::CREATED);
+    }
+    assert_error(
+        create(&app, "demo").await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    assert_eq!(create(&app, "other").await.status(), StatusCode::CREATED);
+}
+
+async fn a_study_can_cap_its_sessions(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("capped");
+    study["limits"]["max_sessions"] = json!(2);
+    app.publish_study(&study).await;
+    let racing = futures_util::future::join_all((0..5).map(|_| create(&app, "capped"))).await;
+    let created = racing
+        .iter()
+        .filter(|r| r.status() == StatusCode::CREATED)
+        .count();
+    assert_eq!(created, 2);
+    assert_error(
+        create(&app, "capped").await,
+        StatusCode::CONFLICT,
+        "study_full",
+    )
+    .await;
+}
+
+async fn open_streams_are_capped(store: Store) {
+    // Keep-alives every second: that is how a vanished client is noticed.
+    let app = TestApp::spawn_with(store, |s| {
+        s.max_streams = 2;
+        s.sse_keepalive_secs = 1;
+    })
+    .await;
+    let (session, token) = app.create_session("demo").await;
+    let url = app.url(&format!("/api/sessions/{session}/stream"));
+    let open = || app.client.get(&url).bearer_auth(&token).send();
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    assert_eq!((a.status(), b.status()), (StatusCode::OK, StatusCode::OK));
+    let third = open().await.unwrap();
+    assert!(third.headers().contains_key("retry-after"));
+    assert_error(third, StatusCode::SERVICE_UNAVAILABLE, "overloaded").await;
+    drop(a);
+    // The closed stream's slot comes back once its pump notices.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let res = open().await.unwrap();
+        if res.status() == StatusCode::OK {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(b);
+}
+
+async fn requests_in_flight_are_capped_and_big_bodies_refused_unread(store: Store) {
+    let app = TestApp::spawn_with(store, |s| {
+        s.max_inflight_requests = 1;
+        s.max_body_bytes = 64 * 1024;
+    })
+    .await;
+    // A request whose body trickles in holds the only slot.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let slow = app
+        .client
+        .post(app.url("/api/studies"))
+        .bearer_auth(crate::helpers::RESEARCHER_TOKEN)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(tokio_stream_from(rx)))
+        .send();
+    let slow = tokio::spawn(slow);
+    tx.send(Ok(b"{".to_vec())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = app.get("/healthz", None).await;
+    assert!(busy.headers().contains_key("retry-after"));
+    assert_error(busy, StatusCode::SERVICE_UNAVAILABLE, "overloaded").await;
+    drop(tx);
+    let _ = slow.await;
+    assert_eq!(app.get("/healthz", None).await.status(), StatusCode::OK);
+
+    // A body announced over the limit is refused before it is sent.
+    let started = std::time::Instant::now();
+    let (_tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
+    let res = app
+        .client
+        .post(app.url("/api/studies"))
+        .bearer_auth(crate::helpers::RESEARCHER_TOKEN)
+        .header("content-type", "application/json")
+        .header("content-length", (100 * 1024 * 1024).to_string())
+        .body(reqwest::Body::wrap_stream(tokio_stream_from(rx)))
+        .send()
+        .await
+        .unwrap();
+    assert_error(res, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A stream of body chunks fed through a channel.
+fn tokio_stream_from(
+    rx: tokio::sync::mpsc::Receiver<Result<Vec<u8>, std::io::Error>>,
+) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
+        .boxed()
+}
+
+both_stores!(
+    creates_are_rate_limited_per_address_and_per_study,
+    a_study_can_cap_its_sessions,
+    open_streams_are_capped,
+    requests_in_flight_are_capped_and_big_bodies_refused_unread,
+);
