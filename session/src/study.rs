@@ -554,6 +554,9 @@ impl StudyDefinition {
                 "must be between 1 and 43200",
             ));
         }
+        if l.max_sessions == Some(0) {
+            return Err(invalid("limits.max_sessions", "must be at least 1"));
+        }
         Ok(())
     }
 
