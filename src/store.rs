@@ -61,6 +61,8 @@ pub struct SessionStore {
     /// queue instead of losing optimistic-lock races and redoing work. Striped by session id:
     /// bounded memory, no cleanup. Races with other processes are still settled by the lock.
     stripes: Vec<Mutex<()>>,
+    /// Commands committed by this process (benchmarks read it).
+    committed: std::sync::atomic::AtomicU64,
 }
 
 const STRIPES: usize = 256;
@@ -95,7 +97,13 @@ impl SessionStore {
         SessionStore {
             framework,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            committed: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Commands this process has committed (a command that writes nothing counts too).
+    pub fn commands_committed(&self) -> u64 {
+        self.committed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Executes `command` on session `id` in one transaction; retries lost races.
@@ -131,6 +139,11 @@ impl SessionStore {
             match result {
                 Err(AggregateError::AggregateConflict) if attempt < CONFLICT_RETRIES => {
                     attempt += 1
+                }
+                Ok(()) => {
+                    self.committed
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(());
                 }
                 other => return other,
             }

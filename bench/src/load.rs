@@ -34,7 +34,7 @@ async fn settled(http: &reqwest::Client, base: &str, id: &str, token: &str) -> V
     }
 }
 
-fn value_for(interaction: &Value) -> Value {
+pub(crate) fn value_for(interaction: &Value) -> Value {
     match interaction["type"].as_str().unwrap_or_default() {
         "consent" => json!({"accepted": true}),
         "single_choice" => interaction["options"][0]["id"].clone(),

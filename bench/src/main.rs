@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod load;
+mod scale;
 #[allow(dead_code)]
 #[path = "../../tests/api/scripted_model.rs"]
 mod scripted_model;
@@ -28,7 +29,7 @@ struct Args {
     #[arg(long, default_value_t = 1000)]
     requests: usize,
     /// Concurrent clients, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     concurrency: Vec<usize>,
     /// Interview turns per measurement (message → the interviewer's answer on the stream).
     #[arg(long, default_value_t = 500)]
@@ -36,6 +37,9 @@ struct Args {
     /// Sessions in the concurrent-load run (every widget type, racing duplicate submits).
     #[arg(long, default_value_t = 64)]
     load_sessions: usize,
+    /// The release server binary, for the idle-stream memory measurement (its own process).
+    #[arg(long, default_value = "target/release/interview-runtime")]
+    server_binary: String,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -45,6 +49,8 @@ struct Server {
     base: String,
     /// The database the server uses.
     url: String,
+    /// The server's state (its command counter).
+    state: actix_web::web::Data<interview_runtime::state::AppState>,
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
@@ -82,14 +88,15 @@ fn start_server(database_url: Option<String>) -> Server {
             ));
             settings.openai_base_url = Some(model.url.clone());
             let app = Application::build(settings).await.expect("server starts");
-            tx.send(app.port()).unwrap();
+            tx.send((app.port(), app.state())).unwrap();
             app.run_until_stopped().await.unwrap();
         });
     });
-    let port = rx.recv().expect("server reports its port");
+    let (port, state) = rx.recv().expect("server reports its port");
     Server {
         base: format!("http://127.0.0.1:{port}"),
         url,
+        state,
         _runtime_thread: handle,
     }
 }
@@ -179,7 +186,7 @@ async fn publish_llm_study(http: &reqwest::Client, base: &str) {
 }
 
 /// Creates and publishes a study from its JSON definition.
-async fn publish(http: &reqwest::Client, base: &str, definition: &str) {
+pub(crate) async fn publish(http: &reqwest::Client, base: &str, definition: &str) {
     let study: Value = serde_json::from_str(definition).unwrap();
     let created: Value = http
         .post(format!("{base}/api/studies"))
@@ -265,6 +272,8 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         }
     }
     load::run(label, &server.url, &http, &base, args.load_sessions).await;
+    scale::commands_vs_raw(label, &server, &http, args.turns).await;
+    scale::storage_per_interview(label, &server, &http).await;
     rebuild_and_export(label, &server, &http).await;
 }
 
@@ -379,6 +388,7 @@ fn main() {
                 None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
             }
         }
+        scale::idle_streams(&args.server_binary).await;
     });
     std::process::exit(0);
 }

@@ -1,0 +1,322 @@
+//! Against the database's own limit: commands per second end to end at 64 concurrent sessions
+//! next to a raw baseline measured in the same run (single-row INSERT transactions into a table
+//! shaped like `events`, through a pool like the server's); the storage one completed 20-turn
+//! interview takes; and the memory of idle event streams on a separate server process.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use interview_projections::db::PoolSettings;
+use interview_projections::{on_db, Db};
+use serde_json::{json, Value};
+
+use crate::{turns, Server};
+
+/// Commands/s while 64 participants talk at once, then the raw INSERT rate, and their ratio.
+pub async fn commands_vs_raw(label: &str, server: &Server, http: &reqwest::Client, turns: usize) {
+    let before = server.state.store.commands_committed();
+    let t = turns::run(http, &server.base, "demo", 64, turns.max(640)).await;
+    let commands = server.state.store.commands_committed() - before;
+    let per_sec = commands as f64 / t.wall.as_secs_f64();
+
+    let pool = PoolSettings {
+        max_connections: server.state.settings.db_max_connections,
+        ..PoolSettings::default()
+    };
+    let db = Db::connect(&server.url, &pool)
+        .await
+        .expect("the bench reaches the database");
+    on_db!(write(&db), |pool| {
+        let ddl = if db.is_postgres() {
+            "CREATE TABLE IF NOT EXISTS bench_raw (LIKE events INCLUDING ALL)"
+        } else {
+            "CREATE TABLE IF NOT EXISTS bench_raw (aggregate_type TEXT NOT NULL, aggregate_id TEXT NOT NULL, \
+             sequence BIGINT NOT NULL, event_type TEXT NOT NULL, event_version TEXT NOT NULL, payload JSON NOT NULL, \
+             metadata JSON NOT NULL, PRIMARY KEY (aggregate_type, aggregate_id, sequence))"
+        };
+        sqlx::query(ddl).execute(pool).await.unwrap();
+    });
+    // A typical event: a participant message of a sentence, with its hash chain.
+    let payload = json!({"type": "participant.message.created", "turn_id": uuid::Uuid::new_v4(),
+        "client_message_id": "m-17", "content": "We plan on Sunday evenings with a shared list on our phones",
+        "at": "2026-11-30T06:00:00Z", "prev_hash": "ab".repeat(32), "hash": "cd".repeat(32)});
+    let metadata = json!({"actor": "participant", "request_id": uuid::Uuid::new_v4()});
+    let stop = Arc::new(AtomicBool::new(false));
+    let inserted = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let writers = (0..64).map(|w| {
+        let (db, stop, inserted) = (db.clone(), stop.clone(), inserted.clone());
+        let (payload, metadata) = (payload.clone(), metadata.clone());
+        async move {
+            let id = format!("raw-{w}-{}", uuid::Uuid::new_v4().simple());
+            let mut seq = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                seq += 1;
+                on_db!(write(&db), |pool| {
+                    sqlx::query(
+                        "INSERT INTO bench_raw (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+                         VALUES ('Session', $1, $2, 'participant.message.created', '1', $3, $4)",
+                    )
+                    .bind(&id)
+                    .bind(seq)
+                    .bind(&payload)
+                    .bind(&metadata)
+                    .execute(pool)
+                    .await
+                    .unwrap();
+                });
+                inserted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let stopper = async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        stop.store(true, Ordering::Relaxed);
+    };
+    tokio::join!(futures_util::future::join_all(writers), stopper);
+    let raw = inserted.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    println!(
+        "{label}: 64 sessions talking: {commands} commands in {:.1} s = {per_sec:.0} commands/s ({} participant turns); \
+         raw single-row INSERT transactions, 64 writers, same pool size: {raw:.0}/s; ratio {:.0} %",
+        t.wall.as_secs_f64(),
+        t.post.len(),
+        100.0 * per_sec / raw
+    );
+    db.close().await;
+}
+
+async fn get(http: &reqwest::Client, url: String, token: &str) -> Value {
+    http.get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Bytes one completed 20-turn interview takes: its events and its rows in every view.
+pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest::Client) {
+    let base = &server.base;
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/every-type-study.json")).unwrap();
+    study["public_slug"] = json!("twenty-turns");
+    study["limits"]["max_turn_count"] = json!(20);
+    crate::publish(http, base, &study.to_string()).await;
+    let created: Value = http
+        .post(format!("{base}/api/public/studies/twenty-turns/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let token = created["participant_token"].as_str().unwrap().to_string();
+    let mut s = Value::Null;
+    for _ in 0..100 {
+        s = loop {
+            let s = get(http, format!("{base}/api/sessions/{id}"), &token).await;
+            if !matches!(s["status"].as_str(), Some("created" | "active")) {
+                break s;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        if s["status"] == "completed" {
+            break;
+        }
+        let pending = &s["pending_interaction"];
+        let res = if !pending.is_null() {
+            http.post(format!(
+                "{base}/api/sessions/{id}/interactions/{}/submit",
+                pending["interaction_id"].as_str().unwrap()
+            ))
+            .bearer_auth(&token)
+            .json(&json!({"status": "submitted", "value": crate::load::value_for(pending)}))
+            .send()
+            .await
+        } else {
+            let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                "Yes, that's right"
+            } else {
+                "Mostly on Saturdays, with a list"
+            };
+            http.post(format!("{base}/api/sessions/{id}/messages"))
+                .bearer_auth(&token)
+                .json(&json!({ "content": text }))
+                .send()
+                .await
+        };
+        assert!(res.unwrap().status().is_success());
+    }
+    assert_eq!(s["status"], "completed");
+    let db = Db::connect(&server.url, &PoolSettings::default())
+        .await
+        .unwrap();
+    // PostgreSQL: each row's stored size (after TOAST compression); SQLite: the bytes of every
+    // column. Index entries are not counted.
+    let (events, sizes) = on_db!(read(&db), |pool| {
+        let mut sizes = Vec::new();
+        for (table, key) in [
+            ("events", "aggregate_id"),
+            ("session_state", "session_id"),
+            ("transcript", "session_id"),
+            ("decision_log", "session_id"),
+            ("results", "session_id"),
+        ] {
+            let sql = if db.is_postgres() {
+                format!("SELECT COALESCE(SUM(pg_column_size(t.*)), 0)::BIGINT FROM {table} t WHERE {key} = $1")
+            } else {
+                let cols: Vec<String> = sqlx::query_scalar::<_, String>(&format!(
+                    "SELECT name FROM pragma_table_info('{table}')"
+                ))
+                .fetch_all(pool)
+                .await
+                .unwrap();
+                let sum = cols
+                    .iter()
+                    .map(|c| format!("COALESCE(LENGTH(CAST({c} AS BLOB)), 0)"))
+                    .collect::<Vec<_>>()
+                    .join(" + ");
+                format!("SELECT COALESCE(SUM({sum}), 0) FROM {table} WHERE {key} = $1")
+            };
+            let bytes: i64 = sqlx::query_scalar(&sql)
+                .bind(&id)
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            sizes.push((table, bytes));
+        }
+        let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
+            .bind(&id)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+        (events, sizes)
+    });
+    let total: i64 = sizes.iter().map(|(_, b)| b).sum();
+    let parts: Vec<String> = sizes
+        .iter()
+        .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
+        .collect();
+    println!(
+        "{label}: one completed {}-turn interview: {events} events, {:.1} KB stored ({})",
+        s["turn_count"],
+        total as f64 / 1024.0,
+        parts.join(", ")
+    );
+    db.close().await;
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Memory per idle event stream: a release server process, 1,000 then 10,000 open streams.
+pub async fn idle_streams(binary: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "interview-streams-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = match std::process::Command::new(binary)
+        .current_dir(&dir)
+        .env("BIND", format!("127.0.0.1:{port}"))
+        .env("RESEARCHER_TOKENS", "bench")
+        .env("CREATE_RATE_PER_ADDRESS", "0")
+        .env("CREATE_RATE_PER_STUDY", "0")
+        .env("SSE_KEEPALIVE_SECS", "600")
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            println!("idle streams: cannot start {binary}: {e} (scripts/bench builds it)");
+            return;
+        }
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    while http.get(format!("{base}/readyz")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut sessions = Vec::new();
+    for _ in 0..100 {
+        let c: Value = http
+            .post(format!("{base}/api/public/studies/demo/sessions"))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sessions.push((
+            c["session_id"].as_str().unwrap().to_string(),
+            c["participant_token"].as_str().unwrap().to_string(),
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = child.id();
+    let baseline = rss_kb(pid);
+    let mut open = Vec::new();
+    let mut measured = baseline;
+    for target in [1_000usize, 10_000] {
+        while open.len() < target {
+            let batch: Vec<_> = (open.len()..target.min(open.len() + 200))
+                .map(|i| {
+                    let (id, token) = &sessions[i % sessions.len()];
+                    // The stream's first frame (the replayed log) proves it is open.
+                    let req = http
+                        .get(format!(
+                            "{base}/api/sessions/{id}/stream?last_event_id=100000"
+                        ))
+                        .bearer_auth(token)
+                        .send();
+                    async move {
+                        let res = req.await.ok()?;
+                        (res.status() == 200).then_some(res)
+                    }
+                })
+                .collect();
+            let opened: Vec<_> = futures_util::future::join_all(batch).await;
+            let failed = opened.iter().filter(|r| r.is_none()).count();
+            if failed > 0 {
+                println!("idle streams: {failed} streams could not open at {} (file descriptors? `ulimit -n`)", open.len());
+                let _ = child.kill();
+                return;
+            }
+            open.extend(opened.into_iter().flatten());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        measured = rss_kb(pid);
+        println!(
+            "idle streams: {target} open on one process: RSS {:.1} MB (from {:.1} MB with none): {:.1} KB per stream",
+            measured as f64 / 1024.0,
+            baseline as f64 / 1024.0,
+            (measured - baseline) as f64 / target as f64
+        );
+    }
+    let _ = measured;
+    drop(open);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
