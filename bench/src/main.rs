@@ -40,6 +40,9 @@ struct Args {
     /// The release server binary, for the idle-stream memory measurement (its own process).
     #[arg(long, default_value = "target/release/interview-runtime")]
     server_binary: String,
+    /// Only the idle-stream memory measurement.
+    #[arg(long)]
+    streams_only: bool,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -379,6 +382,10 @@ fn main() {
     rt.block_on(async {
         println!("| store      | measurement            | clients | samples  | p50 ms   | p99 ms   | max ms   | per s      |");
         println!("|------------|------------------------|---------|----------|----------|----------|----------|------------|");
+        if args.streams_only {
+            scale::idle_streams(&args.server_binary).await;
+            return;
+        }
         if args.store == "sqlite" || args.store == "both" {
             bench_store("sqlite", None, &args).await;
         }

@@ -234,7 +234,9 @@ pub async fn idle_streams(binary: &str) {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = match std::process::Command::new(binary)
+    // Resolved now: the child runs in its own directory.
+    let binary = std::fs::canonicalize(binary).unwrap_or_else(|_| binary.into());
+    let mut child = match std::process::Command::new(&binary)
         .current_dir(&dir)
         .env("BIND", format!("127.0.0.1:{port}"))
         .env("RESEARCHER_TOKENS", "bench")
@@ -248,7 +250,10 @@ pub async fn idle_streams(binary: &str) {
     {
         Ok(c) => c,
         Err(e) => {
-            println!("idle streams: cannot start {binary}: {e} (scripts/bench builds it)");
+            println!(
+                "idle streams: cannot start {}: {e} (scripts/bench builds it)",
+                binary.display()
+            );
             return;
         }
     };

@@ -1,0 +1,274 @@
+//! PostgreSQL stopped and started again under load, on a cluster of the test's own: while it is
+//! down requests fail fast with 503 and `Retry-After`; when it is back the server recovers on its
+//! own; every acknowledged message is in the log exactly once and no session is left waiting.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::{Store, TestApp, RESEARCHER_TOKEN};
+
+struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+}
+
+fn as_postgres(program: &std::path::Path) -> Command {
+    // initdb and postgres refuse to run as root.
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+impl Cluster {
+    fn new() -> Self {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL's server binaries (scripts/ensure-tools installs them)")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|p| p.join("initdb").exists())
+            .max()
+            .expect("an initdb under /usr/lib/postgresql/*/bin");
+        let dir =
+            std::env::temp_dir().join(format!("interview-pgr-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            assert!(Command::new("chown")
+                .arg("postgres:")
+                .arg(&dir)
+                .status()
+                .unwrap()
+                .success());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ok = as_postgres(&bin.join("initdb"))
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-U", "postgres", "-A", "trust", "--no-sync"])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "initdb");
+        let cluster = Self { bin, dir, port };
+        cluster.start();
+        cluster
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let ok = as_postgres(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("server.log"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "pg_ctl {args:?}");
+    }
+
+    fn start(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.display()
+        );
+        self.pg_ctl(&["-w", "start", "-o", &opts]);
+    }
+
+    /// As abrupt as a crash: no shutdown checkpoint, connections cut.
+    fn crash(&self) {
+        self.pg_ctl(&["-m", "immediate", "stop"]);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = as_postgres(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Keeps one participant talking; records each acknowledged message and every status seen.
+async fn talk(
+    app: &TestApp,
+    session: &str,
+    token: &str,
+    stop: &AtomicBool,
+    acked: &Mutex<Vec<String>>,
+    statuses: &Mutex<Vec<u16>>,
+) {
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let res = app
+            .get(&format!("/api/sessions/{session}"), Some(token))
+            .await;
+        statuses.lock().unwrap().push(res.status().as_u16());
+        let Ok(s) = res.json::<Value>().await else {
+            continue;
+        };
+        if s["status"] == "waiting_for_user" {
+            n += 1;
+            let cmid = format!("{session}-{n}");
+            let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                "Also, we shop at the market on Fridays"
+            } else {
+                "I use a list on my phone"
+            };
+            let res = app
+                .post(
+                    &format!("/api/sessions/{session}/messages"),
+                    Some(token),
+                    &json!({"content": text, "client_message_id": cmid}),
+                )
+                .await;
+            statuses.lock().unwrap().push(res.status().as_u16());
+            if res.status().is_success() {
+                acked.lock().unwrap().push(cmid);
+            }
+        } else if s["status"] == "waiting_for_tool" {
+            let value = crate::helpers::typical_value(&s["pending_interaction"]);
+            let id = s["pending_interaction"]["interaction_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let _ = app
+                .post(
+                    &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                    Some(token),
+                    &json!({"status": "submitted", "value": value}),
+                )
+                .await;
+        } else if s["status"] == "completed" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_under_load_loses_nothing() {
+    let cluster = Cluster::new();
+    let url = cluster.url();
+    let app = TestApp::spawn_with(Store::Postgres, move |s| s.database_url = Some(url)).await;
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        sessions.push(app.interviewing("demo").await);
+    }
+    let stop = AtomicBool::new(false);
+    let acked = Mutex::new(Vec::new());
+    let statuses = Mutex::new(Vec::new());
+    let load = futures_util::future::join_all(
+        sessions
+            .iter()
+            .map(|(s, t)| talk(&app, s, t, &stop, &acked, &statuses)),
+    );
+    let outage = async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        cluster.crash();
+        // While it is down: a clear 503 with Retry-After, well within the pool's 3 s wait.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let res = app
+            .get(
+                &format!("/api/sessions/{}", sessions[0].0),
+                Some(&sessions[0].1),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(res.headers().contains_key("retry-after"));
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "service_unavailable");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            app.get("/readyz", None).await.status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        cluster.start();
+        // Back on its own: no restart of the server.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while app.get("/readyz", None).await.status() != StatusCode::OK {
+            assert!(Instant::now() < deadline, "the server did not recover");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        stop.store(true, Ordering::Relaxed);
+    };
+    tokio::join!(load, outage);
+    let statuses = statuses.into_inner().unwrap();
+    assert!(
+        statuses.contains(&503),
+        "the load saw the outage: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| [200, 202, 409, 503].contains(s)),
+        "{statuses:?}"
+    );
+
+    let acked = acked.into_inner().unwrap();
+    let mut in_log = std::collections::HashMap::new();
+    for (session, _) in &sessions {
+        // Nobody is left waiting for the interviewer (the recovery sweep answers turns a failed
+        // run left behind).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = app.researcher_view(session).await;
+            if !matches!(s["status"].as_str(), Some("created" | "active")) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "left waiting: {s}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let events = app
+            .get(
+                &format!("/api/sessions/{session}/events"),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await
+            .json::<Value>()
+            .await
+            .unwrap();
+        for e in events["events"].as_array().unwrap() {
+            if let Some(cmid) = e["payload"]["client_message_id"].as_str() {
+                *in_log.entry(cmid.to_string()).or_insert(0) += 1;
+            }
+        }
+        app.assert_stream_follows_the_rules(session).await;
+    }
+    assert!(!acked.is_empty());
+    for cmid in &acked {
+        assert_eq!(in_log.get(cmid), Some(&1), "{cmid}");
+    }
+}
