@@ -18,21 +18,34 @@ fn free_port() -> u16 {
         .port()
 }
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Server {
     async fn start(dir: &std::path::Path, model_url: &str) -> Self {
+        Self::start_on(dir, model_url, None).await
+    }
+
+    /// A server process on `database_url` (PostgreSQL), or on the embedded store in `dir`.
+    pub(crate) async fn start_on(
+        dir: &std::path::Path,
+        model_url: &str,
+        database_url: Option<&str>,
+    ) -> Self {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_interview-runtime"));
+        match database_url {
+            Some(url) => command.env("DATABASE_URL", url).env("DEMO_STUDY", "true"),
+            None => command.env_remove("DATABASE_URL"),
+        };
+        let child = command
             .current_dir(dir)
             .env("BIND", format!("127.0.0.1:{port}"))
             .env("RESEARCHER_TOKENS", RESEARCHER)
             .env("OPENAI_BASE_URL", model_url)
             .env("MODEL_IDLE_TIMEOUT_SECS", "120")
-            .env_remove("DATABASE_URL")
             .env_remove("CONFIG_FILE")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -403,5 +416,81 @@ async fn killed_under_load_nothing_acknowledged_is_lost() {
         );
     }
     drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two real server processes on one PostgreSQL database: a participant's stream held by one
+/// sees, live, a message sent through the other and the interviewer's single answer to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_server_processes_share_one_database() {
+    let url = crate::helpers::fresh_postgres_database().await;
+    let dir = std::env::temp_dir().join(format!("interview-two-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = ScriptedModel::start().await;
+    let a = Server::start_on(&dir, &model.url, Some(&url)).await;
+    let b = Server::start_on(&dir, &model.url, Some(&url)).await;
+    let http = reqwest::Client::new();
+    let created: Value = http
+        .post(format!("{}/api/public/studies/demo/sessions", a.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["session_id"].as_str().unwrap().to_string();
+    let token = created["participant_token"].as_str().unwrap().to_string();
+    let s = until(&http, &b.base, &id, &token, Duration::from_secs(10), |s| {
+        s["pending_interaction"]["type"] == "consent"
+    })
+    .await;
+    // The stream is held by A; everything else goes through B.
+    let mut on_a = crate::sse::SseClient::new(
+        http.get(format!("{}/api/sessions/{id}/stream?token={token}", a.base))
+            .send()
+            .await
+            .unwrap(),
+    );
+    let consent = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+    let res = http
+        .post(format!(
+            "{}/api/sessions/{id}/interactions/{consent}/submit",
+            b.base
+        ))
+        .bearer_auth(&token)
+        .json(&json!({"status": "submitted", "value": {"accepted": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    until(&http, &b.base, &id, &token, Duration::from_secs(10), |s| {
+        s["status"] == "waiting_for_user"
+    })
+    .await;
+    let res = http
+        .post(format!("{}/api/sessions/{id}/messages", b.base))
+        .bearer_auth(&token)
+        .json(&json!({"content": "Sent through process B, read on process A"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let frames = on_a
+        .until(Duration::from_secs(10), |f| {
+            f.event == "message.completed"
+                && f.data["role"] == "assistant"
+                && f.data["content"] != "To start, could you walk me through how you usually decide what groceries to buy for the week?"
+        })
+        .await;
+    assert!(frames
+        .iter()
+        .any(|f| f.data["content"] == "Sent through process B, read on process A"));
+    let s = until(&http, &a.base, &id, &token, Duration::from_secs(10), |s| {
+        s["status"] == "waiting_for_user"
+    })
+    .await;
+    assert_eq!(assistant_turns(&s), 2, "one answer per turn: {s}");
+    drop((a, b));
     let _ = std::fs::remove_dir_all(&dir);
 }
