@@ -191,6 +191,7 @@ function connect() {
 function hideWidget() {
   pending = null;
   ui.widget.hidden = true;
+  delete ui.widget.dataset.type;
   ui.widget.replaceChildren();
 }
 
@@ -253,6 +254,7 @@ function choiceGroup(options, multi, label) {
 function showWidget(it) {
   pending = it;
   ui.widget.replaceChildren();
+  ui.widget.dataset.type = it.type;
   ui.widget.hidden = false;
   const heading = el("h2", { id: `w-${it.interaction_id}`, text: it.prompt });
   ui.widget.append(heading);
