@@ -121,36 +121,55 @@ impl Drop for Cluster {
     }
 }
 
-/// Keeps one participant talking; records each acknowledged message and every status seen.
+/// Keeps one participant talking — a new interview whenever one completes — until `stop`;
+/// records each acknowledged message, every status seen, and the sessions used.
 async fn talk(
     app: &TestApp,
-    session: &str,
-    token: &str,
     stop: &AtomicBool,
     acked: &Mutex<Vec<String>>,
     statuses: &Mutex<Vec<u16>>,
+    used: &Mutex<Vec<String>>,
 ) {
+    let mut current: Option<(String, String)> = None;
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
+        let Some((session, token)) = current.clone() else {
+            let res = app
+                .post("/api/public/studies/demo/sessions", None, &json!({}))
+                .await;
+            statuses.lock().unwrap().push(res.status().as_u16());
+            if let Ok(body) = res.json::<Value>().await {
+                if let (Some(s), Some(t)) = (
+                    body["session_id"].as_str(),
+                    body["participant_token"].as_str(),
+                ) {
+                    used.lock().unwrap().push(s.to_string());
+                    current = Some((s.to_string(), t.to_string()));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
         let res = app
-            .get(&format!("/api/sessions/{session}"), Some(token))
+            .get(&format!("/api/sessions/{session}"), Some(&token))
             .await;
         statuses.lock().unwrap().push(res.status().as_u16());
         let Ok(s) = res.json::<Value>().await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
         if s["status"] == "waiting_for_user" {
             n += 1;
             let cmid = format!("{session}-{n}");
             let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
-                "Also, we shop at the market on Fridays"
+                "Yes, that's right"
             } else {
                 "I use a list on my phone"
             };
             let res = app
                 .post(
                     &format!("/api/sessions/{session}/messages"),
-                    Some(token),
+                    Some(&token),
                     &json!({"content": text, "client_message_id": cmid}),
                 )
                 .await;
@@ -164,15 +183,16 @@ async fn talk(
                 .as_str()
                 .unwrap()
                 .to_string();
-            let _ = app
+            let res = app
                 .post(
                     &format!("/api/sessions/{session}/interactions/{id}/submit"),
-                    Some(token),
+                    Some(&token),
                     &json!({"status": "submitted", "value": value}),
                 )
                 .await;
-        } else if s["status"] == "completed" {
-            return;
+            statuses.lock().unwrap().push(res.status().as_u16());
+        } else if s["status"] == "completed" || s["status"] == "abandoned" {
+            current = None;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -183,30 +203,24 @@ async fn postgres_restarted_under_load_loses_nothing() {
     let cluster = Cluster::new();
     let url = cluster.url();
     let app = TestApp::spawn_with(Store::Postgres, move |s| s.database_url = Some(url)).await;
-    let mut sessions = Vec::new();
-    for _ in 0..3 {
-        sessions.push(app.interviewing("demo").await);
-    }
     let stop = AtomicBool::new(false);
     let acked = Mutex::new(Vec::new());
     let statuses = Mutex::new(Vec::new());
-    let load = futures_util::future::join_all(
-        sessions
-            .iter()
-            .map(|(s, t)| talk(&app, s, t, &stop, &acked, &statuses)),
-    );
+    let used = Mutex::new(Vec::new());
+    let load =
+        futures_util::future::join_all((0..3).map(|_| talk(&app, &stop, &acked, &statuses, &used)));
     let outage = async {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Crash it once the load is under way.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while acked.lock().unwrap().len() < 2 {
+            assert!(Instant::now() < deadline, "the load did not get going");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         cluster.crash();
         // While it is down: a clear 503 with Retry-After, well within the pool's 3 s wait.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = Instant::now();
-        let res = app
-            .get(
-                &format!("/api/sessions/{}", sessions[0].0),
-                Some(&sessions[0].1),
-            )
-            .await;
+        let res = app.get("/api/studies", Some(RESEARCHER_TOKEN)).await;
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(res.headers().contains_key("retry-after"));
         let body: Value = res.json().await.unwrap();
@@ -223,7 +237,16 @@ async fn postgres_restarted_under_load_loses_nothing() {
             assert!(Instant::now() < deadline, "the server did not recover");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // And the participants carry on: a message is acknowledged after the recovery.
+        let before = acked.lock().unwrap().len();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while acked.lock().unwrap().len() == before {
+            assert!(
+                Instant::now() < deadline,
+                "no message acknowledged after the recovery"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         stop.store(true, Ordering::Relaxed);
     };
     tokio::join!(load, outage);
@@ -233,13 +256,15 @@ async fn postgres_restarted_under_load_loses_nothing() {
         "the load saw the outage: {statuses:?}"
     );
     assert!(
-        statuses.iter().all(|s| [200, 202, 409, 503].contains(s)),
+        statuses
+            .iter()
+            .all(|s| [200, 201, 202, 409, 503].contains(s)),
         "{statuses:?}"
     );
 
     let acked = acked.into_inner().unwrap();
     let mut in_log = std::collections::HashMap::new();
-    for (session, _) in &sessions {
+    for session in used.into_inner().unwrap().iter() {
         // Nobody is left waiting for the interviewer (the recovery sweep answers turns a failed
         // run left behind).
         let deadline = Instant::now() + Duration::from_secs(30);
