@@ -97,7 +97,7 @@ impl Live {
                         let res = http
                             .post(format!("{base}/api/sessions/{}/interactions/{id}/submit", self.id))
                             .bearer_auth(&self.token)
-                            .json(&json!({"status": "submitted", "value": typical_value(&interaction)}))
+                            .json(&json!({"status": "submitted", "value": crate::load::value_for(&interaction)}))
                             .send()
                             .await
                             .unwrap();
@@ -110,26 +110,6 @@ impl Live {
                 _ => {}
             }
         }
-    }
-}
-
-fn typical_value(interaction: &Value) -> Value {
-    match interaction["type"].as_str().unwrap_or_default() {
-        "consent" => json!({"accepted": true}),
-        "single_choice" => interaction["options"][0]["id"].clone(),
-        "multiple_choice" => json!([interaction["options"][0]["id"]]),
-        "likert" => interaction["value_schema"]["minimum"].clone(),
-        "rating" => interaction["value_schema"]["minimum"].clone(),
-        "ranking" => Value::Array(
-            interaction["options"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| o["id"].clone())
-                .collect(),
-        ),
-        "yes_no" => json!(true),
-        _ => json!("A fairly long answer with details."),
     }
 }
 

@@ -13,7 +13,7 @@ use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 
 /// The tool name under which interactions are announced.
-pub const RENDER_TOOL: &str = "render_interaction";
+const RENDER_TOOL: &str = "render_interaction";
 
 /// Turns the session's events and deltas into AG-UI events for one run.
 #[derive(Default)]

@@ -30,7 +30,6 @@ use crate::routes::sessions::{authorize_participant, execute_participant};
 use crate::state::AppState;
 use crate::stream_hub::{Live, Subscription};
 use events::Translator;
-pub use events::RENDER_TOOL;
 use input::{ResumeStatus, RunAgentInput};
 
 /// How long a run may wait for the interviewer before it ends with RUN_ERROR.
@@ -168,15 +167,12 @@ async fn pump(
                 folded = seq;
                 send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
             }
-            let settled = !state.harness.is_running(&session_id)
-                && !matches!(
-                    read::session_status(&state.db, &session_id)
-                        .await
-                        .map_err(|_| "read")?
-                        .as_deref(),
-                    Some("created" | "active")
-                );
-            if settled {
+            if state
+                .harness
+                .is_idle(&session_id)
+                .await
+                .map_err(|_| "read")?
+            {
                 // Anything committed between the read and the check is read once more.
                 let tail = read::decoded_events_after(&state.db, &session_id, folded)
                     .await
@@ -186,20 +182,26 @@ async fn pump(
                 }
                 continue;
             }
-            let note = tokio::select! {
-                note = sub.receiver.recv() => note,
-                _ = tokio::time::sleep(Duration::from_millis(200)) => continue,
-                _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
-            };
-            match note {
-                Ok(Live::Delta {
-                    message_id,
-                    content,
-                }) => send_all(&tx, t.delta(&message_id, &content))
-                    .await
-                    .map_err(|_| "gone")?,
-                Ok(Live::Committed(_)) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => return Err("read"),
+            // Forward deltas as they come; read the log again only after a commit (or a
+            // while without one, for a run whose trigger raced this check).
+            let recheck = tokio::time::sleep(Duration::from_millis(200));
+            tokio::pin!(recheck);
+            loop {
+                let note = tokio::select! {
+                    note = sub.receiver.recv() => note,
+                    _ = &mut recheck => break,
+                    _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
+                };
+                match note {
+                    Ok(Live::Delta {
+                        message_id,
+                        content,
+                    }) => send_all(&tx, t.delta(&message_id, &content))
+                        .await
+                        .map_err(|_| "gone")?,
+                    Ok(Live::Committed(_)) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(broadcast::error::RecvError::Closed) => return Err("read"),
+                }
             }
         }
     }

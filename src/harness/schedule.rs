@@ -116,6 +116,16 @@ impl Harness {
         self.running.contains(session_id)
     }
 
+    /// Whether the interviewer has had its turn: no run on the session in this process, and the
+    /// session waits for the participant or has ended.
+    pub async fn is_idle(&self, session_id: &str) -> Result<bool, HarnessError> {
+        if self.is_running(session_id) {
+            return Ok(false);
+        }
+        let status = read::session_status(&self.db, session_id).await?;
+        Ok(!matches!(status.as_deref(), Some("created" | "active")))
+    }
+
     /// Waits (up to `timeout`) until the interviewer has had its turn: no run on the session in
     /// this process, and the session waits for the participant or has ended. False on timeout.
     pub async fn wait_until_idle(
@@ -125,11 +135,8 @@ impl Harness {
     ) -> Result<bool, HarnessError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if !self.is_running(session_id) {
-                let status = read::session_status(&self.db, session_id).await?;
-                if !matches!(status.as_deref(), Some("created" | "active")) {
-                    return Ok(true);
-                }
+            if self.is_idle(session_id).await? {
+                return Ok(true);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(false);

@@ -255,10 +255,11 @@ pub async fn create(
     // A study's cap on sessions, and one open session per participant reference (spec §8):
     // each check goes with the create that follows it, so racing creates cannot both pass.
     let cap = pinned.study_config.limits.max_sessions;
-    let guard = if cap.is_some()
-        || (request.participant_ref.is_some()
-            && pinned.study_config.one_active_session_per_participant)
-    {
+    let one_per_ref = request
+        .participant_ref
+        .clone()
+        .filter(|_| pinned.study_config.one_active_session_per_participant);
+    let _serialized = if cap.is_some() || one_per_ref.is_some() {
         Some(state.participant_create_lock.lock().await)
     } else {
         None
@@ -272,21 +273,17 @@ pub async fn create(
             });
         }
     }
-    match &request.participant_ref {
-        Some(r) if pinned.study_config.one_active_session_per_participant => {
-            if let Some(open) =
-                read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
-            {
-                return Err(ApiError::Conflict {
-                    code: "active_session_exists",
-                    message: "you already have an interview in progress for this study".into(),
-                    details: Some(json!({ "session_id": open })),
-                });
-            }
+    if let Some(r) = &one_per_ref {
+        if let Some(open) =
+            read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
+        {
+            return Err(ApiError::Conflict {
+                code: "active_session_exists",
+                message: "you already have an interview in progress for this study".into(),
+                details: Some(json!({ "session_id": open })),
+            });
         }
-        _ => {}
-    };
-    let _serialized = guard;
+    }
     let session_id = Uuid::new_v4();
     let (token, token_sha256) = crate::auth::new_participant_token(session_id);
     let config_versions = (&pinned.config_versions).into();
