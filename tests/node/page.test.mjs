@@ -129,6 +129,9 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
   await page.locator("#start").click();
   await page.locator("#widget .consent-text").waitFor();
   await page.locator("#widget button.primary").click();
+  // The consent widget stays on screen until its answer is acknowledged; wait for that, or the
+  // loop below would read it again.
+  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
   const seen = [];
   for (let step = 0; step < 30; step++) {
     await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled || !document.querySelector("#done").hidden);
