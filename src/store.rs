@@ -87,7 +87,7 @@ impl SessionStore {
             }
             Db::Sqlite(sqlite) => {
                 let repo = ProjectingRepository::new(
-                    SqliteEventRepository::new(sqlite.write.clone()),
+                    SqliteEventRepository::new(sqlite.read.clone()),
                     projector,
                 );
                 let store = PersistedEventStore::new_event_store(repo);

@@ -43,6 +43,9 @@ struct Args {
     /// Only the idle-stream memory measurement.
     #[arg(long)]
     streams_only: bool,
+    /// Only commands/s against the raw INSERT rate (and the storage per interview), per store.
+    #[arg(long)]
+    commands_only: bool,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -234,6 +237,11 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     for _ in 0..20 {
         create_session(&http, &base).await;
     }
+    if args.commands_only {
+        scale::commands_vs_raw(label, &server, &http, args.turns).await;
+        scale::storage_per_interview(label, &server, &http).await;
+        return;
+    }
     for &clients in &args.concurrency {
         let s = measure(clients, args.requests, |_, _| {
             let (http, base) = (http.clone(), base.clone());
@@ -395,7 +403,9 @@ fn main() {
                 None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
             }
         }
-        scale::idle_streams(&args.server_binary).await;
+        if !args.commands_only {
+            scale::idle_streams(&args.server_binary).await;
+        }
     });
     std::process::exit(0);
 }

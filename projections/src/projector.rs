@@ -9,7 +9,9 @@
 use cqrs_es::persist::{PersistenceError, SerializedEvent};
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
-use sqlx::Row;
+use sqlx::{QueryBuilder, Row};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::db::Db;
 use crate::on_db;
@@ -34,11 +36,40 @@ pub enum ProjectionError {
 #[derive(Clone, Debug)]
 pub struct Projector {
     db: Db,
+    /// The `session_state` view of recently written sessions, as committed. A command's fold
+    /// starts from it instead of reading and decoding the row; the write is guarded by the
+    /// view's `last_seq`, so a stale entry (views rebuilt, another process) only costs the
+    /// slow path. Bounded: entries are dropped when it fills.
+    recent: Arc<Mutex<HashMap<String, SessionStateView>>>,
 }
+
+/// How many sessions' views the projector keeps in memory.
+const RECENT_VIEWS: usize = 2048;
 
 impl Projector {
     pub fn new(db: Db) -> Self {
-        Self { db }
+        Self {
+            db,
+            recent: Arc::default(),
+        }
+    }
+
+    fn take_recent(&self, session_id: &str) -> Option<SessionStateView> {
+        self.recent
+            .lock()
+            .expect("the view cache is never poisoned")
+            .remove(session_id)
+    }
+
+    fn keep_recent(&self, view: SessionStateView) {
+        let mut recent = self.recent.lock().expect("the view cache is never poisoned");
+        if recent.len() >= RECENT_VIEWS {
+            // Any entry will do: a miss costs one read of the row.
+            if let Some(key) = recent.keys().next().cloned() {
+                recent.remove(&key);
+            }
+        }
+        recent.insert(view.session_id.clone(), view);
     }
 
     pub(crate) fn db(&self) -> &Db {
@@ -51,7 +82,7 @@ impl Projector {
         let postgres = self.db.is_postgres();
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            let applied = fold_pending(&mut tx, session_id, postgres).await?;
+            let (applied, _) = fold_pending(&mut tx, session_id, postgres).await?;
             if applied == 0 {
                 tx.rollback().await?;
             } else {
@@ -64,6 +95,11 @@ impl Projector {
     /// Appends a command's events and folds them into the views in one transaction: a command
     /// costs one database transaction, and views can never lag the log they are built from.
     /// A duplicate `(aggregate, sequence)` is a lost optimistic-lock race.
+    ///
+    /// The usual case takes four statements: the events (one insert), the state row (one
+    /// update, guarded by the `last_seq` the in-memory view was folded to), and the new
+    /// transcript and decision rows. On SQLite every statement is a trip to the single writer,
+    /// so their number bounds the commands per second.
     #[tracing::instrument(skip_all, err)]
     pub async fn append_and_project(
         &self,
@@ -74,33 +110,49 @@ impl Projector {
         };
         let session_id = first.aggregate_id.clone();
         let postgres = self.db.is_postgres();
-        on_db!(write(&self.db), |pool| {
+        let recent = self
+            .take_recent(&session_id)
+            .filter(|view| view.last_seq + 1 == first.sequence as u64);
+        let view = on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await.map_err(persistence_error)?;
-            for e in events {
-                sqlx::query(
-                    "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(e.aggregate_type.clone())
-                .bind(e.aggregate_id.clone())
-                .bind(e.sequence as i64)
-                .bind(e.event_type.clone())
-                .bind(e.event_version.clone())
-                .bind(e.payload.clone())
-                .bind(e.metadata.clone())
+            let mut q = QueryBuilder::new(
+                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) ",
+            );
+            q.push_values(events, |mut b, e| {
+                b.push_bind(e.aggregate_type.as_str())
+                    .push_bind(e.aggregate_id.as_str())
+                    .push_bind(e.sequence as i64)
+                    .push_bind(e.event_type.as_str())
+                    .push_bind(e.event_version.as_str())
+                    .push_bind(&e.payload)
+                    .push_bind(&e.metadata);
+            });
+            q.build()
                 .execute(&mut *tx)
                 .await
                 .map_err(persistence_error)?;
+            let folded = match recent {
+                Some(view) => fold_in_hand(&mut tx, view, events, postgres).await,
+                None => Ok(None),
+            };
+            let folded = match folded {
+                Ok(Some(view)) => Ok(Some(view)),
+                Ok(None) => fold_pending(&mut tx, &session_id, postgres)
+                    .await
+                    .map(|(_, view)| view),
+                Err(e) => Err(e),
             }
-            fold_pending(&mut tx, &session_id, postgres)
-                .await
-                .map_err(|e| match e {
-                    ProjectionError::Db(e) => persistence_error(e),
-                    other => PersistenceError::UnknownError(Box::new(other)),
-                })?;
+            .map_err(|e| match e {
+                ProjectionError::Db(e) => persistence_error(e),
+                other => PersistenceError::UnknownError(Box::new(other)),
+            })?;
             tx.commit().await.map_err(persistence_error)?;
-            Ok(())
-        })
+            folded
+        });
+        if let Some(view) = view {
+            self.keep_recent(view);
+        }
+        Ok(())
     }
 
     /// Drops a session's views and folds them again from its whole stream.
@@ -196,7 +248,7 @@ async fn fold_pending<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     postgres: bool,
-) -> Result<u64, ProjectionError>
+) -> Result<(u64, Option<SessionStateView>), ProjectionError>
 where
     DB: sqlx::Database,
     for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
@@ -237,7 +289,7 @@ where
     .fetch_all(&mut **tx)
     .await?;
     if events.is_empty() {
-        return Ok(0);
+        return Ok((0, None));
     }
     let mut view: SessionStateView = if last_seq == 0 {
         SessionStateView::default()
@@ -259,17 +311,75 @@ where
         let event = decode_event(session_id, sequence as u64, payload)?;
         view.apply(sequence as u64, &event, &mut rows);
     }
-    write_views(tx, session_id, &view, &rows).await?;
+    // The row is locked (PostgreSQL) or the writer is ours (SQLite): the guard holds.
+    write_views(tx, session_id, &view, &rows, last_seq).await?;
     if postgres {
-        // Delivered at commit to every process listening on this database (their stream
-        // subscribers then read the new events themselves): ids only, far below NOTIFY's 8 KB.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(NOTIFY_CHANNEL)
-            .bind(format!("{session_id} {}", view.last_seq))
-            .execute(&mut **tx)
-            .await?;
+        notify(tx, session_id, view.last_seq).await?;
     }
-    Ok(events.len() as u64)
+    Ok((events.len() as u64, Some(view)))
+}
+
+/// The fast path of [`Projector::append_and_project`]: folds the command's own events into the
+/// view the projector kept, and writes it if the stored row is still at the view's `last_seq`.
+/// `None` when it is not (views rebuilt or dropped, another writer): the caller folds from the
+/// stored row instead.
+async fn fold_in_hand<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    mut view: SessionStateView,
+    events: &[SerializedEvent],
+    postgres: bool,
+) -> Result<Option<SessionStateView>, ProjectionError>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let session_id = view.session_id.clone();
+    let expected = view.last_seq as i64;
+    let mut rows = NewRows::default();
+    for e in events {
+        let event = decode_event(&session_id, e.sequence as u64, e.payload.clone())?;
+        view.apply(e.sequence as u64, &event, &mut rows);
+    }
+    if !write_views(tx, &session_id, &view, &rows, expected).await? {
+        return Ok(None);
+    }
+    if postgres {
+        notify(tx, &session_id, view.last_seq).await?;
+    }
+    Ok(Some(view))
+}
+
+/// Delivered at commit to every process listening on this database (their stream subscribers
+/// then read the new events themselves): ids only, far below NOTIFY's 8 KB.
+async fn notify<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+    last_seq: u64,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(NOTIFY_CHANNEL)
+        .bind(format!("{session_id} {last_seq}"))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Maps a store error the way cqrs-es expects: a duplicate key is a lost race; an unreachable
@@ -286,13 +396,15 @@ fn persistence_error(err: sqlx::Error) -> PersistenceError {
 
 /// Writes the folded `session_state` row, the new `transcript` and `decision_log` rows, and —
 /// for a completed session that is not a preview — its `results` row, in the caller's
-/// transaction. Generic over the backend: the SQL is the same text on both.
+/// transaction. Generic over the backend: the SQL is the same text on both. Writes nothing and
+/// answers false when the stored row is not at `expected_last_seq`.
 async fn write_views<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     view: &SessionStateView,
     rows: &NewRows,
-) -> Result<(), sqlx::Error>
+    expected_last_seq: i64,
+) -> Result<bool, sqlx::Error>
 where
     DB: sqlx::Database,
     for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
@@ -309,10 +421,11 @@ where
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let state = serde_json::to_value(view).expect("views serialize");
-    sqlx::query(
+    let updated = sqlx::query(
         "UPDATE session_state SET study_id = $2, status = $3, current_phase = $4, turn_count = $5, \
          preview = $6, participant_token_sha256 = $7, last_seq = $8, created_at = $9, updated_at = $10, \
-         state = $11, idle_deadline = $12, needs_final_extraction = $13, participant_ref = $14 WHERE session_id = $1",
+         state = $11, idle_deadline = $12, needs_final_extraction = $13, participant_ref = $14 \
+         WHERE session_id = $1 AND last_seq = $15 RETURNING last_seq",
     )
     .bind(session_id)
     .bind(view.study_id.clone())
@@ -328,46 +441,58 @@ where
     .bind(view.idle_deadline())
     .bind(view.status == SessionStatus::Completed && !view.final_extraction_done)
     .bind(view.participant_ref.clone())
-    .execute(&mut **tx)
+    .bind(expected_last_seq)
+    .fetch_optional(&mut **tx)
     .await?;
-    for t in &rows.transcript {
-        sqlx::query(
-            "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, seq) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(t.seq as i64)
-        .bind(t.turn_id.clone())
-        .bind(t.role.clone())
-        .bind(t.kind.clone())
-        .bind(t.content.clone())
-        .bind(t.interaction_id.clone())
-        .bind(t.created_at)
-        .execute(&mut **tx)
-        .await?;
+    if updated.is_none() {
+        return Ok(false);
     }
-    for d in &rows.decisions {
-        sqlx::query(
+    if !rows.transcript.is_empty() {
+        let sql = format!(
+            "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
+             VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+            placeholders(rows.transcript.len(), 8)
+        );
+        let mut q = sqlx::query(&sql);
+        for t in &rows.transcript {
+            q = q
+                .bind(session_id.to_string())
+                .bind(t.seq as i64)
+                .bind(t.turn_id.clone())
+                .bind(t.role.clone())
+                .bind(t.kind.clone())
+                .bind(t.content.clone())
+                .bind(t.interaction_id.clone())
+                .bind(t.created_at);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    if !rows.decisions.is_empty() {
+        let sql = format!(
             "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, proposed_action, \
              rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (session_id, seq) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(d.seq as i64)
-        .bind(d.decision_id.clone())
-        .bind(d.turn_id.clone())
-        .bind(d.phase.clone())
-        .bind(d.selected_action.clone())
-        .bind(d.proposed_action.clone())
-        .bind(d.rationale.clone())
-        .bind(d.model.clone())
-        .bind(d.prompt_version_id.clone())
-        .bind(d.latency_ms as i64)
-        .bind(d.token_usage.clone())
-        .bind(d.input_summary.clone())
-        .bind(d.created_at)
-        .execute(&mut **tx)
-        .await?;
+             VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+            placeholders(rows.decisions.len(), 14)
+        );
+        let mut q = sqlx::query(&sql);
+        for d in &rows.decisions {
+            q = q
+                .bind(session_id.to_string())
+                .bind(d.seq as i64)
+                .bind(d.decision_id.clone())
+                .bind(d.turn_id.clone())
+                .bind(d.phase.clone())
+                .bind(d.selected_action.clone())
+                .bind(d.proposed_action.clone())
+                .bind(d.rationale.clone())
+                .bind(d.model.clone())
+                .bind(d.prompt_version_id.clone())
+                .bind(d.latency_ms as i64)
+                .bind(d.token_usage.clone())
+                .bind(d.input_summary.clone())
+                .bind(d.created_at);
+        }
+        q.execute(&mut **tx).await?;
     }
     if view.status == SessionStatus::Completed && !view.preview {
         sqlx::query(
@@ -388,5 +513,28 @@ where
         .execute(&mut **tx)
         .await?;
     }
-    Ok(())
+    Ok(true)
+}
+
+/// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the numbered placeholders both
+/// backends accept, for a multi-row insert in one statement.
+fn placeholders(rows: usize, columns: usize) -> String {
+    (0..rows)
+        .map(|r| {
+            let row: Vec<String> = (1..=columns)
+                .map(|c| format!("${}", r * columns + c))
+                .collect();
+            format!("({})", row.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn placeholders_number_every_value_once() {
+        assert_eq!(super::placeholders(1, 2), "($1, $2)");
+        assert_eq!(super::placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+    }
 }

@@ -4,6 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use interview_runtime::store::Actor;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
 
 async fn creating_a_session_answers_the_contract(store: Store) {
@@ -467,7 +468,53 @@ async fn views_catch_up_after_a_lost_projection(store: Store) {
         .any(|t| t["content"] == "one"));
 }
 
+/// The projector keeps recently written views in memory and starts a command's fold from them;
+/// when the stored views were reset behind its back, the next command must fold from the log.
+async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    app.post_message(&session, &token, "one").await;
+    app.run(&session).await;
+    interview_projections::on_db!(write(app.db()), |pool| {
+        sqlx::query("DELETE FROM transcript")
+            .execute(pool)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE session_state SET last_seq = 0, state = '{}'")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    // Straight to the store: the HTTP route would refuse the token of a reset view.
+    let command = interview_session::SessionCommand::PostMessage {
+        turn_id: uuid::Uuid::new_v4(),
+        client_message_id: None,
+        content: "two".into(),
+        at: chrono::Utc::now(),
+    };
+    app.state
+        .store
+        .execute(&session, command, Actor::Participant, "test")
+        .await
+        .unwrap();
+    let live = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    let contents: Vec<&str> = live["transcript"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{live}"))
+        .iter()
+        .filter(|t| t["role"] == "user" && t["kind"] == "message")
+        .map(|t| t["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["one", "two"]);
+    assert_eq!(live["turn_count"], 2, "{live}");
+}
+
 both_stores!(
+    a_command_after_views_were_reset_folds_them_from_the_log,
     creating_a_session_answers_the_contract,
     a_session_reads_back_with_every_contract_key,
     a_message_is_accepted_and_joins_the_transcript,
