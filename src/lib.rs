@@ -7,6 +7,7 @@ pub mod auth;
 pub mod body;
 pub mod demo;
 pub mod error;
+pub mod event_store;
 pub mod export;
 pub mod extraction;
 pub mod harness;

@@ -1,7 +1,7 @@
 //! The Session command side: a cqrs-es framework over the configured event store.
 //!
 //! Both stores are plain event stores (no snapshots: cqrs-es 0.5's snapshot stores apply
-//! events twice). Appends go through the projector (`ProjectingRepository`): a command's events
+//! events twice) with recently folded sessions kept in memory (`event_store`). Appends go through the projector (`ProjectingRepository`): a command's events
 //! and the views they change commit in one transaction, so a response reads its own writes and
 //! views never lag the log. The only in-process query announces the commit to stream
 //! subscribers.
@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use cqrs_es::persist::PersistedEventStore;
 use cqrs_es::{AggregateError, CqrsFramework};
 use interview_projections::repository::ProjectingRepository;
 use interview_projections::{Db, Projector};
@@ -19,16 +18,13 @@ use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
 use tokio::sync::Mutex;
 
+use crate::event_store::CachingEventStore;
 use crate::stream_hub::{StreamHub, StreamNotifier};
 
-type PgCqrs = CqrsFramework<
-    Session,
-    PersistedEventStore<ProjectingRepository<PostgresEventRepository>, Session>,
->;
-type SqliteCqrs = CqrsFramework<
-    Session,
-    PersistedEventStore<ProjectingRepository<SqliteEventRepository>, Session>,
->;
+type PgCqrs =
+    CqrsFramework<Session, CachingEventStore<ProjectingRepository<PostgresEventRepository>>>;
+type SqliteCqrs =
+    CqrsFramework<Session, CachingEventStore<ProjectingRepository<SqliteEventRepository>>>;
 
 /// Who sent a command; stored in each event's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +78,7 @@ impl SessionStore {
                     PostgresEventRepository::new(pool.clone()),
                     projector,
                 );
-                let store = PersistedEventStore::new_event_store(repo);
+                let store = CachingEventStore::new(repo);
                 Framework::Postgres(CqrsFramework::new(store, queries, ()))
             }
             Db::Sqlite(sqlite) => {
@@ -90,7 +86,7 @@ impl SessionStore {
                     SqliteEventRepository::new(sqlite.read.clone()),
                     projector,
                 );
-                let store = PersistedEventStore::new_event_store(repo);
+                let store = CachingEventStore::new(repo);
                 Framework::Sqlite(CqrsFramework::new(store, queries, ()))
             }
         };

@@ -62,7 +62,10 @@ impl Projector {
     }
 
     fn keep_recent(&self, view: SessionStateView) {
-        let mut recent = self.recent.lock().expect("the view cache is never poisoned");
+        let mut recent = self
+            .recent
+            .lock()
+            .expect("the view cache is never poisoned");
         if recent.len() >= RECENT_VIEWS {
             // Any entry will do: a miss costs one read of the row.
             if let Some(key) = recent.keys().next().cloned() {

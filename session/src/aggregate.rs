@@ -37,7 +37,7 @@ pub struct ObjectiveProgress {
     pub interaction_rendered: bool,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Session {
     session_id: Option<Uuid>,
     status: SessionStatus,

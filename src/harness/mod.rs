@@ -15,7 +15,8 @@ pub mod schedule;
 
 mod llm_step;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
 use cqrs_es::{Aggregate, AggregateError};
@@ -66,13 +67,25 @@ pub struct Harness {
     /// This process, as named in its claims and heartbeats.
     process_id: Uuid,
     running: schedule::Running,
+    /// Recently loaded sessions: a run's next load reads only the events after them (its own
+    /// commands, or anything another process appended). Bounded; a miss reads the whole stream.
+    kept: Mutex<HashMap<String, Kept>>,
+}
+
+/// How many sessions' events the harness keeps between loads.
+const KEPT_SESSIONS: usize = 512;
+
+struct Kept {
+    session: Session,
+    events: Arc<Vec<SessionEvent>>,
+    last_seq: u64,
 }
 
 /// A session as the harness sees it: state, conversation, and the events behind them.
 pub(crate) struct Loaded {
     pub session: Session,
     pub conversation: Conversation,
-    pub events: Vec<SessionEvent>,
+    pub events: Arc<Vec<SessionEvent>>,
 }
 
 impl Harness {
@@ -89,11 +102,59 @@ impl Harness {
             gateway,
             process_id: Uuid::new_v4(),
             running: schedule::Running::default(),
+            kept: Mutex::default(),
         }
     }
 
+    /// [`load`], starting from what the last load of this session kept.
     async fn load(&self, session_id: &str) -> Result<Loaded, HarnessError> {
-        load(&self.db, session_id).await
+        let kept = self
+            .kept
+            .lock()
+            .expect("the harness cache is never poisoned")
+            .remove(session_id);
+        let Kept {
+            mut session,
+            mut events,
+            mut last_seq,
+        } = kept.unwrap_or_else(|| Kept {
+            session: Session::default(),
+            events: Arc::default(),
+            last_seq: 0,
+        });
+        let newer = read::decoded_events_after(&self.db, session_id, last_seq).await?;
+        if !newer.is_empty() {
+            // Unshared by now: the previous load's copy was dropped with its step.
+            let list = Arc::make_mut(&mut events);
+            for (seq, event) in newer {
+                session.apply(event.clone());
+                list.push(event);
+                last_seq = seq;
+            }
+        }
+        let conversation = Conversation::from_events(&events);
+        let mut kept = self
+            .kept
+            .lock()
+            .expect("the harness cache is never poisoned");
+        if kept.len() >= KEPT_SESSIONS {
+            if let Some(key) = kept.keys().next().cloned() {
+                kept.remove(&key);
+            }
+        }
+        kept.insert(
+            session_id.to_string(),
+            Kept {
+                session: session.clone(),
+                events: events.clone(),
+                last_seq,
+            },
+        );
+        Ok(Loaded {
+            session,
+            conversation,
+            events,
+        })
     }
 }
 
@@ -112,7 +173,7 @@ pub(crate) async fn load(db: &Db, session_id: &str) -> Result<Loaded, HarnessErr
     Ok(Loaded {
         session,
         conversation,
-        events,
+        events: Arc::new(events),
     })
 }
 

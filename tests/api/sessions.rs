@@ -4,8 +4,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
-use interview_runtime::store::Actor;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
+use interview_runtime::store::Actor;
 
 async fn creating_a_session_answers_the_contract(store: Store) {
     let app = TestApp::spawn(store).await;

@@ -1,0 +1,158 @@
+//! The cqrs-es event store the server runs commands on: cqrs-es's plain event store, plus the
+//! folded `Session` of recently used sessions kept in memory.
+//!
+//! Without it every command decodes and folds its session's whole stream (a 20-turn interview
+//! has ~180 events) only to append two or three. With it a command reads just the events after
+//! the kept state's sequence — usually none, but another process on the same database may have
+//! appended some — so the kept state is never trusted blindly, only brought up to date. The
+//! append itself still meets the `(aggregate, sequence)` key, so a race is still a conflict.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
+use cqrs_es::{Aggregate, AggregateError, EventEnvelope, EventStore};
+use interview_projections::projector::decode_event;
+use interview_session::{Session, SessionError};
+
+/// How many sessions' folded state is kept. A miss costs one full read of the stream.
+const KEPT_SESSIONS: usize = 1024;
+
+pub struct CachingEventStore<R> {
+    repo: R,
+    /// Session id → its state and the sequence of the last event folded into it.
+    kept: Mutex<HashMap<String, (Session, usize)>>,
+}
+
+impl<R: PersistedEventRepository> CachingEventStore<R> {
+    pub fn new(repo: R) -> Self {
+        Self {
+            repo,
+            kept: Mutex::default(),
+        }
+    }
+
+    fn kept(&self, id: &str) -> Option<(Session, usize)> {
+        self.kept
+            .lock()
+            .expect("the session cache is never poisoned")
+            .get(id)
+            .cloned()
+    }
+
+    fn keep(&self, id: &str, entry: Option<(Session, usize)>) {
+        let mut kept = self
+            .kept
+            .lock()
+            .expect("the session cache is never poisoned");
+        let Some(entry) = entry else {
+            kept.remove(id);
+            return;
+        };
+        if kept.len() >= KEPT_SESSIONS && !kept.contains_key(id) {
+            // Any entry will do: a miss only costs a full read.
+            if let Some(key) = kept.keys().next().cloned() {
+                kept.remove(&key);
+            }
+        }
+        kept.insert(id.to_string(), entry);
+    }
+}
+
+fn decode(
+    serialized: Vec<SerializedEvent>,
+) -> Result<Vec<(usize, interview_session::SessionEvent)>, AggregateError<SessionError>> {
+    serialized
+        .into_iter()
+        .map(|e| {
+            decode_event(&e.aggregate_id, e.sequence as u64, e.payload)
+                .map(|event| (e.sequence, event))
+                .map_err(|err| AggregateError::DeserializationError(Box::new(err)))
+        })
+        .collect()
+}
+
+impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
+    type AC = EventStoreAggregateContext<Session>;
+
+    async fn load_events(
+        &self,
+        aggregate_id: &str,
+    ) -> Result<Vec<EventEnvelope<Session>>, AggregateError<SessionError>> {
+        let serialized = self.repo.get_events::<Session>(aggregate_id).await?;
+        serialized
+            .into_iter()
+            .map(|e| {
+                let metadata = serde_json::from_value(e.metadata.clone())?;
+                let (aggregate_id, sequence) = (e.aggregate_id.clone(), e.sequence);
+                let payload = decode_event(&aggregate_id, sequence as u64, e.payload)
+                    .map_err(|err| AggregateError::DeserializationError(Box::new(err)))?;
+                Ok(EventEnvelope {
+                    aggregate_id,
+                    sequence,
+                    payload,
+                    metadata,
+                })
+            })
+            .collect()
+    }
+
+    async fn load_aggregate(
+        &self,
+        aggregate_id: &str,
+    ) -> Result<Self::AC, AggregateError<SessionError>> {
+        let (mut aggregate, mut sequence) = self.kept(aggregate_id).unwrap_or_default();
+        // `sequence > 0` is the whole stream.
+        let newer = self
+            .repo
+            .get_last_events::<Session>(aggregate_id, sequence)
+            .await?;
+        for (seq, event) in decode(newer)? {
+            aggregate.apply(event);
+            sequence = seq;
+        }
+        Ok(EventStoreAggregateContext {
+            aggregate_id: aggregate_id.to_string(),
+            aggregate,
+            current_sequence: sequence,
+            current_snapshot: None,
+        })
+    }
+
+    async fn commit(
+        &self,
+        events: Vec<interview_session::SessionEvent>,
+        context: Self::AC,
+        metadata: HashMap<String, String>,
+    ) -> Result<Vec<EventEnvelope<Session>>, AggregateError<SessionError>> {
+        let EventStoreAggregateContext {
+            aggregate_id,
+            aggregate,
+            current_sequence,
+            ..
+        } = context;
+        let envelopes: Vec<EventEnvelope<Session>> = events
+            .into_iter()
+            .zip(current_sequence + 1..)
+            .map(|(payload, sequence)| EventEnvelope {
+                aggregate_id: aggregate_id.clone(),
+                sequence,
+                payload,
+                metadata: metadata.clone(),
+            })
+            .collect();
+        let serialized = envelopes
+            .iter()
+            .map(SerializedEvent::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Err(e) = self.repo.persist::<Session>(&serialized, None).await {
+            self.keep(&aggregate_id, None);
+            return Err(e.into());
+        }
+        // The aggregate already holds the new events: cqrs-es's event sink applies each one as
+        // the command handler writes it.
+        let sequence = current_sequence + envelopes.len();
+        self.keep(&aggregate_id, Some((aggregate, sequence)));
+        Ok(envelopes)
+    }
+}
