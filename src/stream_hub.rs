@@ -1,10 +1,12 @@
 //! Live fan-out to SSE subscribers, in process.
 //!
-//! After each commit a `Committed(sequence)` note is broadcast on the session's channel; each
-//! subscriber then reads the new events from the database itself. So live delivery and resume
-//! after a reconnect are one code path (read after my last id), nothing is lost between a
-//! subscriber's catch-up read and its first note, and notes stay tiny (the same shape will cross
-//! processes through PostgreSQL NOTIFY). Utterance deltas, which are never stored, travel on the
+//! After each commit a `Committed` note is broadcast on the session's channel. A note from this
+//! process carries the committed events themselves, so a subscriber that is exactly one commit
+//! behind folds them without touching the database; otherwise (a note from another process
+//! through PostgreSQL NOTIFY, which carries ids only, or a subscriber with a gap) the subscriber
+//! reads the events after its last one from the database. So live delivery and resume after a
+//! reconnect are one code path (events after my last id), and nothing is lost between a
+//! subscriber's catch-up read and its first note. Utterance deltas, which are never stored, travel on the
 //! same channel. Channels are bounded: a subscriber that falls behind is cut off (it reconnects
 //! with `Last-Event-ID`); publishing never waits.
 
@@ -13,16 +15,23 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cqrs_es::{EventEnvelope, Query};
-use interview_session::Session;
+use interview_session::{Session, SessionEvent};
 use tokio::sync::broadcast;
 
 /// Notes per session a subscriber may fall behind before it is cut off.
 const CHANNEL_CAPACITY: usize = 256;
 
+/// Committed events with their sequence numbers, shared by every subscriber of the session.
+pub type CommittedEvents = Arc<Vec<(u64, SessionEvent)>>;
+
 #[derive(Debug, Clone)]
 pub enum Live {
-    /// Events up to this sequence are committed.
-    Committed(u64),
+    /// Events up to `last` are committed; `events` are the ones this commit added, when the
+    /// commit happened in this process.
+    Committed {
+        last: u64,
+        events: Option<CommittedEvents>,
+    },
     /// A piece of an utterance being streamed (not stored).
     Delta { message_id: String, content: String },
 }
@@ -86,8 +95,17 @@ pub struct StreamNotifier(pub Arc<StreamHub>);
 impl Query<Session> for StreamNotifier {
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
         if let Some(last) = events.last() {
-            self.0
-                .publish(aggregate_id, Live::Committed(last.sequence as u64));
+            let committed = events
+                .iter()
+                .map(|e| (e.sequence as u64, e.payload.clone()))
+                .collect();
+            self.0.publish(
+                aggregate_id,
+                Live::Committed {
+                    last: last.sequence as u64,
+                    events: Some(Arc::new(committed)),
+                },
+            );
         }
     }
 }
@@ -118,7 +136,13 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
                     Ok(note) => {
                         if let Some((session_id, seq)) = note.payload().split_once(' ') {
                             if let Ok(seq) = seq.parse() {
-                                hub.publish(session_id, Live::Committed(seq));
+                                hub.publish(
+                                    session_id,
+                                    Live::Committed {
+                                        last: seq,
+                                        events: None,
+                                    },
+                                );
                             }
                         }
                     }

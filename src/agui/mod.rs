@@ -199,7 +199,9 @@ async fn pump(
                     }) => send_all(&tx, t.delta(&message_id, &content))
                         .await
                         .map_err(|_| "gone")?,
-                    Ok(Live::Committed(_)) | Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    Ok(Live::Committed { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        break
+                    }
                     Err(broadcast::error::RecvError::Closed) => return Err("read"),
                 }
             }

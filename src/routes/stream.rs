@@ -120,12 +120,19 @@ async fn pump(
             note = sub.receiver.recv() => match note {
                 // Read only up to the announced commit: deltas published after it are still
                 // queued behind this note, and must not overtake their own message.
-                Ok(Live::Committed(seq)) if seq > reader.folded => {
-                    if reader.catch_up(&state, &session_id, seq, &tx).await.is_err() {
+                Ok(Live::Committed { last, events }) if last > reader.folded => {
+                    let sent = match events {
+                        // Exactly the next events: no need to read them back.
+                        Some(events) if events.first().is_some_and(|(seq, _)| *seq == reader.folded + 1) => {
+                            reader.send(events.iter().cloned(), &tx).await
+                        }
+                        _ => reader.catch_up(&state, &session_id, last, &tx).await,
+                    };
+                    if sent.is_err() {
                         return;
                     }
                 }
-                Ok(Live::Committed(_)) => {}
+                Ok(Live::Committed { .. }) => {}
                 // A delta of a message already completed (read at connect) is stale.
                 Ok(Live::Delta { message_id, .. }) if reader.completed.contains(&message_id) => {}
                 Ok(Live::Delta { message_id, content }) => {
@@ -172,6 +179,15 @@ impl Reader {
             .map_err(
                 |error| tracing::warn!(%error, session_id, "stream closed: cannot read the log"),
             )?;
+        self.send(events, tx).await
+    }
+
+    /// Folds `events` (the ones right after the last folded, in order) and sends what they show.
+    async fn send(
+        &mut self,
+        events: impl IntoIterator<Item = (u64, interview_session::SessionEvent)>,
+        tx: &mpsc::Sender<Bytes>,
+    ) -> Result<(), ()> {
         for (seq, event) in events {
             self.folded = seq;
             if let interview_session::EventBody::AgentMessageCompleted { message_id, .. } =
