@@ -58,7 +58,7 @@ impl Application {
         let db = Db::connect(&url, &pool).await?;
         tracing::info!(backend = db.backend(), "database ready");
         let tokens = researcher_tokens(&settings, &db)?;
-        let projector = Arc::new(Projector::new(db.clone()));
+        let projector = Arc::new(Projector::new(db.clone()).with_group_commit());
         projector
             .catch_up()
             .await

@@ -34,25 +34,6 @@ async fn settled(http: &reqwest::Client, base: &str, id: &str, token: &str) -> V
     }
 }
 
-pub(crate) fn value_for(interaction: &Value) -> Value {
-    match interaction["type"].as_str().unwrap_or_default() {
-        "consent" => json!({"accepted": true}),
-        "single_choice" => interaction["options"][0]["id"].clone(),
-        "multiple_choice" => json!([interaction["options"][0]["id"]]),
-        "likert" | "rating" => interaction["value_schema"]["minimum"].clone(),
-        "ranking" => Value::Array(
-            interaction["options"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| o["id"].clone())
-                .collect(),
-        ),
-        "yes_no" => json!(true),
-        _ => json!("Mostly on weekends."),
-    }
-}
-
 async fn one_session(http: &reqwest::Client, base: &str, n: usize) -> (String, Outcome) {
     let created: Value = http
         .post(format!("{base}/api/public/studies/every-type/sessions"))
@@ -95,7 +76,8 @@ async fn one_session(http: &reqwest::Client, base: &str, n: usize) -> (String, O
             "{base}/api/sessions/{id}/interactions/{}/submit",
             pending["interaction_id"].as_str().unwrap()
         );
-        let body = json!({"status": "submitted", "value": value_for(pending)});
+        let body =
+            json!({"status": "submitted", "value": crate::widget_values::typical_value(pending)});
         let submit = || http.post(&url).bearer_auth(&token).json(&body).send();
         let message = http
             .post(format!("{base}/api/sessions/{id}/messages"))

@@ -13,6 +13,8 @@ mod scale;
 #[path = "../../tests/api/scripted_model.rs"]
 mod scripted_model;
 mod turns;
+#[path = "../../tests/api/widget_values.rs"]
+mod widget_values;
 
 use std::time::{Duration, Instant};
 

@@ -135,7 +135,7 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
                 pending["interaction_id"].as_str().unwrap()
             ))
             .bearer_auth(&token)
-            .json(&json!({"status": "submitted", "value": crate::load::value_for(pending)}))
+            .json(&json!({"status": "submitted", "value": crate::widget_values::typical_value(pending)}))
             .send()
             .await
         } else {

@@ -97,7 +97,7 @@ impl Live {
                         let res = http
                             .post(format!("{base}/api/sessions/{}/interactions/{id}/submit", self.id))
                             .bearer_auth(&self.token)
-                            .json(&json!({"status": "submitted", "value": crate::load::value_for(&interaction)}))
+                            .json(&json!({"status": "submitted", "value": crate::widget_values::typical_value(&interaction)}))
                             .send()
                             .await
                             .unwrap();

@@ -8,6 +8,7 @@
 
 pub mod bulk;
 pub mod db;
+pub mod group_commit;
 pub mod processes;
 pub mod projector;
 pub mod read;

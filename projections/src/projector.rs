@@ -9,11 +9,12 @@
 use cqrs_es::persist::{PersistenceError, SerializedEvent};
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
-use sqlx::{QueryBuilder, Row};
+use sqlx::Row;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::db::Db;
+use crate::group_commit::GroupCommit;
 use crate::on_db;
 use crate::views::{NewRows, SessionStateView};
 use interview_session::SessionStatus;
@@ -36,36 +37,31 @@ pub enum ProjectionError {
 #[derive(Clone, Debug)]
 pub struct Projector {
     db: Db,
-    /// The `session_state` view of recently written sessions, as committed. A command's fold
-    /// starts from it instead of reading and decoding the row; the write is guarded by the
-    /// view's `last_seq`, so a stale entry (views rebuilt, another process) only costs the
-    /// slow path. Bounded: entries are dropped when it fills.
-    recent: Arc<Mutex<HashMap<String, SessionStateView>>>,
+    recent: Arc<RecentViews>,
+    /// Commands committed together (SQLite, in the server); `None`: each on its own.
+    group: Option<GroupCommit>,
 }
+
+/// The `session_state` view of recently written sessions, as committed. A command's fold
+/// starts from it instead of reading and decoding the row; the write is guarded by the view's
+/// `last_seq`, so a stale entry (views rebuilt, another process) only costs the slow path.
+/// Bounded: entries are dropped when it fills.
+#[derive(Debug, Default)]
+pub(crate) struct RecentViews(Mutex<HashMap<String, SessionStateView>>);
 
 /// How many sessions' views the projector keeps in memory.
 const RECENT_VIEWS: usize = 2048;
 
-impl Projector {
-    pub fn new(db: Db) -> Self {
-        Self {
-            db,
-            recent: Arc::default(),
-        }
-    }
-
-    fn take_recent(&self, session_id: &str) -> Option<SessionStateView> {
-        self.recent
+impl RecentViews {
+    pub(crate) fn take(&self, session_id: &str) -> Option<SessionStateView> {
+        self.0
             .lock()
             .expect("the view cache is never poisoned")
             .remove(session_id)
     }
 
-    fn keep_recent(&self, view: SessionStateView) {
-        let mut recent = self
-            .recent
-            .lock()
-            .expect("the view cache is never poisoned");
+    pub(crate) fn keep(&self, view: SessionStateView) {
+        let mut recent = self.0.lock().expect("the view cache is never poisoned");
         if recent.len() >= RECENT_VIEWS {
             // Any entry will do: a miss costs one read of the row.
             if let Some(key) = recent.keys().next().cloned() {
@@ -73,6 +69,29 @@ impl Projector {
             }
         }
         recent.insert(view.session_id.clone(), view);
+    }
+}
+
+impl Projector {
+    pub fn new(db: Db) -> Self {
+        Self {
+            db,
+            recent: Arc::default(),
+            group: None,
+        }
+    }
+
+    /// On SQLite, commits concurrent commands together (see [`crate::group_commit`]); a no-op
+    /// on PostgreSQL, whose connections commit in parallel. Starts a task on the current Tokio
+    /// runtime, which must outlive every command.
+    pub fn with_group_commit(mut self) -> Self {
+        if let Db::Sqlite(sqlite) = &self.db {
+            self.group = Some(GroupCommit::start(
+                sqlite.write.clone(),
+                self.recent.clone(),
+            ));
+        }
+        self
     }
 
     pub(crate) fn db(&self) -> &Db {
@@ -111,27 +130,18 @@ impl Projector {
         let Some(first) = events.first() else {
             return Ok(());
         };
+        if let Some(group) = &self.group {
+            return group.submit(events).await;
+        }
         let session_id = first.aggregate_id.clone();
         let postgres = self.db.is_postgres();
         let recent = self
-            .take_recent(&session_id)
+            .recent
+            .take(&session_id)
             .filter(|view| view.last_seq + 1 == first.sequence as u64);
         let view = on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await.map_err(persistence_error)?;
-            let mut q = QueryBuilder::new(
-                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) ",
-            );
-            q.push_values(events, |mut b, e| {
-                b.push_bind(e.aggregate_type.as_str())
-                    .push_bind(e.aggregate_id.as_str())
-                    .push_bind(e.sequence as i64)
-                    .push_bind(e.event_type.as_str())
-                    .push_bind(e.event_version.as_str())
-                    .push_bind(&e.payload)
-                    .push_bind(&e.metadata);
-            });
-            q.build()
-                .execute(&mut *tx)
+            insert_events(&mut tx, events.iter())
                 .await
                 .map_err(persistence_error)?;
             let folded = match recent {
@@ -145,15 +155,12 @@ impl Projector {
                     .map(|(_, view)| view),
                 Err(e) => Err(e),
             }
-            .map_err(|e| match e {
-                ProjectionError::Db(e) => persistence_error(e),
-                other => PersistenceError::UnknownError(Box::new(other)),
-            })?;
+            .map_err(to_persistence_error)?;
             tx.commit().await.map_err(persistence_error)?;
             folded
         });
         if let Some(view) = view {
-            self.keep_recent(view);
+            self.recent.keep(view);
         }
         Ok(())
     }
@@ -247,7 +254,7 @@ pub fn decode_event(
 
 /// Folds the session's events after the view's `last_seq` into the views, in the caller's
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
-async fn fold_pending<'c, DB>(
+pub(crate) async fn fold_pending<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     postgres: bool,
@@ -326,7 +333,7 @@ where
 /// view the projector kept, and writes it if the stored row is still at the view's `last_seq`.
 /// `None` when it is not (views rebuilt or dropped, another writer): the caller folds from the
 /// stored row instead.
-async fn fold_in_hand<'c, DB>(
+pub(crate) async fn fold_in_hand<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     mut view: SessionStateView,
     events: &[SerializedEvent],
@@ -385,9 +392,17 @@ where
     Ok(())
 }
 
+/// A projection failure as cqrs-es sees it.
+pub(crate) fn to_persistence_error(e: ProjectionError) -> PersistenceError {
+    match e {
+        ProjectionError::Db(e) => persistence_error(e),
+        other => PersistenceError::UnknownError(Box::new(other)),
+    }
+}
+
 /// Maps a store error the way cqrs-es expects: a duplicate key is a lost race; an unreachable
 /// database is a connection error.
-fn persistence_error(err: sqlx::Error) -> PersistenceError {
+pub(crate) fn persistence_error(err: sqlx::Error) -> PersistenceError {
     match &err {
         sqlx::Error::Database(e) if e.is_unique_violation() => {
             PersistenceError::OptimisticLockError
@@ -517,6 +532,44 @@ where
         .await?;
     }
     Ok(true)
+}
+
+/// Appends events in as few statements as the backend allows (one, for a command's events).
+pub(crate) async fn insert_events<'c, 'e, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    events: impl ExactSizeIterator<Item = &'e SerializedEvent>,
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'x> &'x mut <DB as sqlx::Database>::Connection: sqlx::Executor<'x, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    // SQLite takes at most 32,766 bound values in a statement; seven per event.
+    const PER_STATEMENT: usize = 4_000;
+    let events: Vec<&SerializedEvent> = events.collect();
+    for chunk in events.chunks(PER_STATEMENT) {
+        let sql = format!(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+             VALUES {}",
+            placeholders(chunk.len(), 7)
+        );
+        let mut q = sqlx::query(&sql);
+        for e in chunk {
+            q = q
+                .bind(e.aggregate_type.clone())
+                .bind(e.aggregate_id.clone())
+                .bind(e.sequence as i64)
+                .bind(e.event_type.clone())
+                .bind(e.event_version.clone())
+                .bind(e.payload.clone())
+                .bind(e.metadata.clone());
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the numbered placeholders both

@@ -20,3 +20,4 @@ mod sse;
 mod stream;
 mod studies;
 mod sweeper;
+mod widget_values;

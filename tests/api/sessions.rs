@@ -513,7 +513,99 @@ async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) 
     assert_eq!(live["turn_count"], 2, "{live}");
 }
 
+/// Two command sides on one database (as two processes would be) write to one session at once,
+/// while other sessions commit alongside (on SQLite, in the same group-commit batches): every
+/// acknowledged command is in the log exactly once, nothing else is, and the views agree.
+async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
+    use interview_runtime::store::SessionStore;
+    use std::sync::Arc;
+    let app = TestApp::spawn(store).await;
+    let (contested, _) = app.interviewing("demo").await;
+    let mut others = Vec::new();
+    for _ in 0..4 {
+        others.push(app.interviewing("demo").await.0);
+    }
+    let projector = interview_projections::Projector::new(app.db().clone()).with_group_commit();
+    let second = Arc::new(SessionStore::new(
+        app.db(),
+        Arc::new(projector),
+        Arc::new(interview_runtime::stream_hub::StreamHub::default()),
+    ));
+    let record = |n: usize| interview_session::SessionCommand::RecordError {
+        source: "test".into(),
+        code: format!("c{n}"),
+        message: "racing".into(),
+        at: chrono::Utc::now(),
+    };
+    let writers = (0..2).map(|w| {
+        let store = if w == 0 {
+            app.state.store.clone()
+        } else {
+            second.clone()
+        };
+        let contested = contested.clone();
+        async move {
+            let mut acknowledged = 0;
+            for n in 0..8 {
+                if store
+                    .execute(&contested, record(n), Actor::System, "test")
+                    .await
+                    .is_ok()
+                {
+                    acknowledged += 1;
+                }
+            }
+            acknowledged
+        }
+    });
+    let bystanders = others.iter().map(|id| {
+        let store = app.state.store.clone();
+        async move {
+            for n in 0..8 {
+                store
+                    .execute(id, record(n), Actor::System, "test")
+                    .await
+                    .expect("an uncontested command commits");
+            }
+        }
+    });
+    let (acknowledged, _) = tokio::join!(
+        futures_util::future::join_all(writers),
+        futures_util::future::join_all(bystanders)
+    );
+    let acknowledged: usize = acknowledged.into_iter().sum();
+    assert!(acknowledged >= 8, "{acknowledged}");
+    for (id, expected) in
+        std::iter::once((&contested, acknowledged)).chain(others.iter().map(|o| (o, 8)))
+    {
+        let log = json_of(
+            app.get(
+                &format!("/api/sessions/{id}/events"),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await,
+        )
+        .await;
+        let recorded = log["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{log}"))
+            .iter()
+            .filter(|e| e["event_type"] == "error.recorded" && e["payload"]["source"] == "test")
+            .count();
+        assert_eq!(recorded, expected, "session {id}");
+        let view = app.researcher_view(id).await;
+        let in_view = view["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["source"] == "test")
+            .count();
+        assert_eq!(in_view, expected, "session {id}: {view}");
+    }
+}
+
 both_stores!(
+    racing_writers_lose_cleanly_and_views_agree,
     a_command_after_views_were_reset_folds_them_from_the_log,
     creating_a_session_answers_the_contract,
     a_session_reads_back_with_every_contract_key,
