@@ -7,7 +7,6 @@
 //! the live ones (the fold is the same code).
 
 use interview_session::{SessionStatus, AGGREGATE_TYPE};
-use serde_json::Value;
 use sqlx::{QueryBuilder, Row};
 
 use crate::on_db;
@@ -165,22 +164,7 @@ impl Projector {
                         .map(move |t| (f.session_id.as_str(), t))
                 })
                 .collect();
-            for chunk in transcript.chunks(ROWS_PER_INSERT) {
-                let mut q = QueryBuilder::new(
-                    "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) ",
-                );
-                q.push_values(chunk, |mut b, (id, t)| {
-                    b.push_bind(*id)
-                        .push_bind(t.seq as i64)
-                        .push_bind(t.turn_id.as_str())
-                        .push_bind(t.role.as_str())
-                        .push_bind(t.kind.as_str())
-                        .push_bind(t.content.as_str())
-                        .push_bind(t.interaction_id.clone())
-                        .push_bind(t.created_at);
-                });
-                q.build().execute(&mut *tx).await?;
-            }
+            crate::view_writes::insert_transcript(&mut tx, &transcript).await?;
             let decisions: Vec<(&str, &DecisionRow)> = folded
                 .iter()
                 .flat_map(|f| {
@@ -190,52 +174,8 @@ impl Projector {
                         .map(move |d| (f.session_id.as_str(), d))
                 })
                 .collect();
-            for chunk in decisions.chunks(ROWS_PER_INSERT / 2) {
-                let mut q = QueryBuilder::new(
-                    "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, \
-                     proposed_action, rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) ",
-                );
-                q.push_values(chunk, |mut b, (id, d)| {
-                    b.push_bind(*id)
-                        .push_bind(d.seq as i64)
-                        .push_bind(d.decision_id.as_str())
-                        .push_bind(d.turn_id.clone())
-                        .push_bind(d.phase.as_str())
-                        .push_bind(d.selected_action.clone())
-                        .push_bind(d.proposed_action.clone())
-                        .push_bind(d.rationale.as_str())
-                        .push_bind(d.model.as_str())
-                        .push_bind(d.prompt_version_id.as_str())
-                        .push_bind(d.latency_ms as i64)
-                        .push_bind(d.token_usage.clone())
-                        .push_bind(d.input_summary.as_str())
-                        .push_bind(d.created_at);
-                });
-                q.build().execute(&mut *tx).await?;
-            }
-            let results: Vec<&Folded> = folded
-                .iter()
-                .filter(|f| f.view.status == SessionStatus::Completed && !f.view.preview)
-                .collect();
-            for chunk in results.chunks(ROWS_PER_INSERT / 2) {
-                let mut q = QueryBuilder::new(
-                    "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, \
-                     summary_confirmed, fields, last_seq) ",
-                );
-                q.push_values(chunk, |mut b, f| {
-                    let v = &f.view;
-                    b.push_bind(f.session_id.as_str())
-                        .push_bind(v.study_id.as_str())
-                        .push_bind(v.participant_ref.clone())
-                        .push_bind(v.ended_at.unwrap_or_default())
-                        .push_bind(crate::projector::end_reason_text(v))
-                        .push_bind(v.summary.clone())
-                        .push_bind(v.summary_confirmed)
-                        .push_bind(Value::Object(v.extracted_fields.clone()))
-                        .push_bind(v.last_seq as i64);
-                });
-                q.build().execute(&mut *tx).await?;
-            }
+            crate::view_writes::insert_decisions(&mut tx, &decisions).await?;
+            crate::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view)).await?;
             tx.commit().await?;
         });
         Ok(())

@@ -1,28 +1,35 @@
-//! Group commit for the embedded store.
+//! Group commit: the commands waiting to be written share one transaction.
 //!
-//! SQLite has one writer, and every statement of a transaction is a trip to its thread, so the
-//! number of trips bounds the commands per second. When several commands (of different
-//! sessions) are waiting, one task commits them together: one `BEGIN`/`COMMIT`, all their
-//! events in one insert, then each command's views. A command that loses an optimistic-lock
-//! race inside a batch fails alone (SQLite undoes just the failed statement); any other error
-//! fails the whole batch, which rolls back, and every command in it gets the error.
+//! Every statement is a round trip (on SQLite, to its single writer thread), and a command
+//! needs several: its events, its state row, its transcript and decision rows, the commit. When
+//! several commands (of different sessions — one session's commands are serialized before they
+//! get here) are waiting, one task writes them together with a fixed number of statements: one
+//! `BEGIN`/`COMMIT`, all events in one insert, every state row in one guarded update, all
+//! transcript and decision rows in one insert each, and on PostgreSQL one statement announcing
+//! every commit. An idle server sends each command through on its own, so a single client waits
+//! no longer.
 //!
-//! An idle server sends each command through on its own, so a single client waits no longer.
+//! A command whose sequence numbers are taken (it lost an optimistic-lock race, e.g. to another
+//! process) fails alone: its events are not inserted (`ON CONFLICT DO NOTHING`), or removed again
+//! within the transaction when only some were. A view the projector kept that turns out stale
+//! is folded from the stored row instead. Any other error fails the whole batch, which rolls
+//! back, and every command in it gets the error.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use cqrs_es::persist::{PersistenceError, SerializedEvent};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::projector::{fold_in_hand, fold_pending, insert_events, RecentViews};
-use crate::views::SessionStateView;
-use crate::ProjectionError;
+use crate::projector::{decode_event, fold_pending, placeholders, RecentViews};
+use crate::views::{NewRows, SessionStateView};
+use crate::{on_db, view_writes, Db, ProjectionError};
 
 /// The most commands one transaction takes.
 const MAX_BATCH: usize = 64;
 
-pub(crate) struct Job {
+struct Job {
     events: Vec<SerializedEvent>,
     reply: oneshot::Sender<Result<(), PersistenceError>>,
 }
@@ -33,9 +40,9 @@ pub(crate) struct GroupCommit(mpsc::UnboundedSender<Job>);
 
 impl GroupCommit {
     /// Starts the committing task on the current Tokio runtime.
-    pub(crate) fn start(pool: SqlitePool, recent: Arc<RecentViews>) -> Self {
+    pub(crate) fn start(db: Db, recent: Arc<RecentViews>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, recent, rx));
+        tokio::spawn(run(db, recent, rx));
         GroupCommit(tx)
     }
 
@@ -57,7 +64,7 @@ fn stopped() -> PersistenceError {
     PersistenceError::UnknownError("the database writer has stopped".into())
 }
 
-async fn run(pool: SqlitePool, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<Job>) {
+async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<Job>) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < MAX_BATCH {
@@ -66,7 +73,8 @@ async fn run(pool: SqlitePool, recent: Arc<RecentViews>, mut rx: mpsc::Unbounded
                 Err(_) => break,
             }
         }
-        let outcomes = commit(&pool, &recent, &jobs).await;
+        let commands: Vec<&[SerializedEvent]> = jobs.iter().map(|j| j.events.as_slice()).collect();
+        let outcomes = commit(&db, &recent, &commands).await;
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             // A caller that went away no longer needs its answer.
             let _ = job.reply.send(outcome);
@@ -74,63 +82,194 @@ async fn run(pool: SqlitePool, recent: Arc<RecentViews>, mut rx: mpsc::Unbounded
     }
 }
 
-/// One transaction for the whole batch; an answer per job.
-async fn commit(
-    pool: &SqlitePool,
+/// Appends each command's events and folds them into the views, all in one transaction; an
+/// answer per command.
+pub(crate) async fn commit(
+    db: &Db,
     recent: &RecentViews,
-    jobs: &[Job],
+    commands: &[&[SerializedEvent]],
 ) -> Vec<Result<(), PersistenceError>> {
-    match try_commit(pool, recent, jobs).await {
+    let postgres = db.is_postgres();
+    let result = on_db!(write(db), |pool| {
+        try_commit(pool, recent, commands, postgres).await
+    });
+    match result {
         Ok(outcomes) => outcomes,
         // The transaction was dropped, so rolled back: nothing of the batch is written.
         Err(error) => {
-            tracing::warn!(%error, commands = jobs.len(), "a batch of commands failed");
-            let unavailable =
-                matches!(&error, ProjectionError::Db(e) if crate::db::is_unavailable(e));
-            jobs.iter()
-                .map(|_| {
-                    let message = error.to_string();
-                    Err(if unavailable {
-                        PersistenceError::ConnectionError(message.into())
-                    } else {
-                        PersistenceError::UnknownError(message.into())
-                    })
-                })
-                .collect()
+            if commands.len() > 1 {
+                tracing::warn!(%error, commands = commands.len(), "a batch of commands failed");
+            }
+            commands.iter().map(|_| Err(batch_error(&error))).collect()
         }
     }
 }
 
-async fn try_commit(
-    pool: &SqlitePool,
-    recent: &RecentViews,
-    jobs: &[Job],
-) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError> {
-    let mut tx = pool.begin().await?;
-    let mut outcomes: Vec<Result<(), PersistenceError>> = jobs.iter().map(|_| Ok(())).collect();
-    let all: Vec<&SerializedEvent> = jobs.iter().flat_map(|j| j.events.iter()).collect();
-    match insert_events(&mut tx, all.into_iter()).await {
-        Ok(()) => {}
-        // Someone's sequence is taken: find whose, one command at a time.
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            for (job, outcome) in jobs.iter().zip(outcomes.iter_mut()) {
-                match insert_events(&mut tx, job.events.iter()).await {
-                    Ok(()) => {}
-                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                        *outcome = Err(PersistenceError::OptimisticLockError)
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+/// What every command of a failed batch is told. A deadlock or serialization failure between
+/// processes writing the same sessions is a lost race like any other: the caller retries.
+fn batch_error(error: &ProjectionError) -> PersistenceError {
+    let message = error.to_string();
+    match error {
+        ProjectionError::Db(sqlx::Error::Database(e))
+            if matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
+        {
+            PersistenceError::OptimisticLockError
         }
-        Err(e) => return Err(e.into()),
+        ProjectionError::Db(e) if crate::db::is_unavailable(e) => {
+            PersistenceError::ConnectionError(message.into())
+        }
+        _ => PersistenceError::UnknownError(message.into()),
     }
-    let mut folded: Vec<SessionStateView> = Vec::with_capacity(jobs.len());
-    for (job, outcome) in jobs.iter().zip(outcomes.iter_mut()) {
-        if outcome.is_err() {
+}
+
+/// A command whose kept view was the one just before its events: folded in memory.
+struct Fast<'a> {
+    command: usize,
+    expected: i64,
+    view: SessionStateView,
+    rows: NewRows,
+    session_id: &'a str,
+}
+
+async fn try_commit<DB>(
+    pool: &sqlx::Pool<DB>,
+    recent: &RecentViews,
+    commands: &[&[SerializedEvent]],
+    postgres: bool,
+) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+{
+    use sqlx::Row;
+    let mut tx = pool.begin().await?;
+    let mut outcomes: Vec<Result<(), PersistenceError>> = commands.iter().map(|_| Ok(())).collect();
+
+    // 1. Every command's events in one insert; a taken sequence is skipped, not an error.
+    // In one order on every process, so two batches touching the same sessions lock alike.
+    let mut all: Vec<&SerializedEvent> = commands.iter().flat_map(|c| c.iter()).collect();
+    all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
+    let mut inserted: HashSet<(String, i64)> = HashSet::new();
+    for chunk in all.chunks(4_000) {
+        let sql = format!(
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+             VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
+            placeholders(chunk.len(), 7)
+        );
+        let mut q = sqlx::query(&sql);
+        for e in chunk {
+            q = q
+                .bind(e.aggregate_type.clone())
+                .bind(e.aggregate_id.clone())
+                .bind(e.sequence as i64)
+                .bind(e.event_type.clone())
+                .bind(e.event_version.clone())
+                .bind(e.payload.clone())
+                .bind(e.metadata.clone());
+        }
+        for row in q.fetch_all(&mut *tx).await? {
+            inserted.insert((row.try_get(0)?, row.try_get(1)?));
+        }
+    }
+    for (command, outcome) in commands.iter().zip(outcomes.iter_mut()) {
+        let ours: Vec<i64> = command
+            .iter()
+            .map(|e| e.sequence as i64)
+            .filter(|seq| inserted.contains(&(command[0].aggregate_id.clone(), *seq)))
+            .collect();
+        if ours.len() == command.len() {
             continue;
         }
-        if let Some(view) = project(&mut tx, recent, &job.events).await? {
+        *outcome = Err(PersistenceError::OptimisticLockError);
+        // Only some of its sequences were free: take back the ones it got.
+        for seq in ours {
+            sqlx::query(
+                "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+            )
+            .bind(command[0].aggregate_type.clone())
+            .bind(command[0].aggregate_id.clone())
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
+
+    // 2. Fold in memory what starts from a kept view; the rest from the stored rows.
+    let mut fast: Vec<Fast> = Vec::new();
+    let mut slow: Vec<usize> = Vec::new();
+    for (i, command) in commands.iter().enumerate() {
+        let Some(first) = command.first() else {
+            continue;
+        };
+        if outcomes[i].is_err() {
+            continue;
+        }
+        let kept = recent
+            .take(&first.aggregate_id)
+            .filter(|view| view.last_seq + 1 == first.sequence as u64);
+        let Some(mut view) = kept else {
+            slow.push(i);
+            continue;
+        };
+        let expected = view.last_seq as i64;
+        let mut rows = NewRows::default();
+        for e in command.iter() {
+            let event = decode_event(&e.aggregate_id, e.sequence as u64, e.payload.clone())?;
+            view.apply(e.sequence as u64, &event, &mut rows);
+        }
+        fast.push(Fast {
+            command: i,
+            expected,
+            view,
+            rows,
+            session_id: &first.aggregate_id,
+        });
+    }
+    fast.sort_by(|a, b| a.session_id.cmp(b.session_id));
+    let states: Vec<(i64, &SessionStateView)> =
+        fast.iter().map(|f| (f.expected, &f.view)).collect();
+    let written = view_writes::update_states(&mut tx, &states).await?;
+    let (fast, stale): (Vec<Fast>, Vec<Fast>) = fast
+        .into_iter()
+        .partition(|f| written.contains(f.session_id));
+    slow.extend(stale.iter().map(|f| f.command));
+    let transcript: Vec<_> = fast
+        .iter()
+        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
+        .collect();
+    view_writes::insert_transcript(&mut tx, &transcript).await?;
+    let decisions: Vec<_> = fast
+        .iter()
+        .flat_map(|f| f.rows.decisions.iter().map(move |d| (f.session_id, d)))
+        .collect();
+    view_writes::insert_decisions(&mut tx, &decisions).await?;
+    view_writes::upsert_results(&mut tx, fast.iter().map(|f| &f.view)).await?;
+    if postgres && !fast.is_empty() {
+        let commits: Vec<(&str, u64)> = fast
+            .iter()
+            .map(|f| (f.session_id, f.view.last_seq))
+            .collect();
+        view_writes::notify(&mut tx, &commits).await?;
+    }
+    let mut folded: Vec<SessionStateView> = fast.into_iter().map(|f| f.view).collect();
+    for i in slow {
+        if let Some(view) = fold_pending(&mut tx, &commands[i][0].aggregate_id, postgres)
+            .await?
+            .1
+        {
             folded.push(view);
         }
     }
@@ -139,24 +278,4 @@ async fn try_commit(
         recent.keep(view);
     }
     Ok(outcomes)
-}
-
-/// Folds one command's events into its views, from the kept view when it is the one just before.
-async fn project(
-    tx: &mut Transaction<'_, Sqlite>,
-    recent: &RecentViews,
-    events: &[SerializedEvent],
-) -> Result<Option<SessionStateView>, ProjectionError> {
-    let Some(first) = events.first() else {
-        return Ok(None);
-    };
-    let kept = recent
-        .take(&first.aggregate_id)
-        .filter(|view| view.last_seq + 1 == first.sequence as u64);
-    if let Some(view) = kept {
-        if let Some(view) = fold_in_hand(tx, view, events, false).await? {
-            return Ok(Some(view));
-        }
-    }
-    Ok(fold_pending(tx, &first.aggregate_id, false).await?.1)
 }

@@ -14,6 +14,7 @@ pub mod projector;
 pub mod read;
 pub mod repository;
 pub mod stream;
+mod view_writes;
 pub mod views;
 
 pub use db::{Db, DbError};
