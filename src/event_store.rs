@@ -2,13 +2,19 @@
 //! folded `Session` of recently used sessions kept in memory.
 //!
 //! Without it every command decodes and folds its session's whole stream (a 20-turn interview
-//! has ~180 events) only to append two or three. With it a command reads just the events after
-//! the kept state's sequence — usually none, but another process on the same database may have
-//! appended some — so the kept state is never trusted blindly, only brought up to date. The
-//! append itself still meets the `(aggregate, sequence)` key, so a race is still a conflict.
+//! has ~180 events) only to append two or three. With it a command starts from the kept state
+//! without reading the log at all. The kept state can only be behind the log when another
+//! process (PostgreSQL scale-out) wrote to the session, and that is always caught:
+//! - events decided on old state take sequence numbers that are already used, so the append
+//!   fails as a lost race; the entry is dropped and the retry reads the log;
+//! - a command *refused* on old state is judged again (the caller marks the session doubted),
+//!   after reading the events after the kept ones.
+//!
+//! A command that succeeds on old state without writing anything is a no-op on the newer
+//! state too: the state only ever gains facts.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, AggregateError, EventEnvelope, EventStore};
@@ -18,22 +24,45 @@ use interview_session::{Session, SessionError};
 /// How many sessions' folded state is kept. A miss costs one full read of the stream.
 const KEPT_SESSIONS: usize = 1024;
 
-pub struct CachingEventStore<R> {
-    repo: R,
+/// The kept sessions, shared by the event store and the command side that may doubt them.
+#[derive(Default)]
+pub struct KeptSessions {
     /// Session id → its state and the sequence of the last event folded into it.
     kept: Mutex<HashMap<String, (Session, usize)>>,
+    /// Sessions whose next load must read the log after the kept state.
+    doubted: Mutex<HashSet<String>>,
+}
+
+impl KeptSessions {
+    /// The next command on `id` reads the events after the kept state first.
+    pub fn doubt(&self, id: &str) {
+        self.doubted
+            .lock()
+            .expect("the session cache is never poisoned")
+            .insert(id.to_string());
+    }
+
+    fn take_doubt(&self, id: &str) -> bool {
+        self.doubted
+            .lock()
+            .expect("the session cache is never poisoned")
+            .remove(id)
+    }
+}
+
+pub struct CachingEventStore<R> {
+    repo: R,
+    sessions: Arc<KeptSessions>,
 }
 
 impl<R: PersistedEventRepository> CachingEventStore<R> {
-    pub fn new(repo: R) -> Self {
-        Self {
-            repo,
-            kept: Mutex::default(),
-        }
+    pub fn new(repo: R, sessions: Arc<KeptSessions>) -> Self {
+        Self { repo, sessions }
     }
 
     fn kept(&self, id: &str) -> Option<(Session, usize)> {
-        self.kept
+        self.sessions
+            .kept
             .lock()
             .expect("the session cache is never poisoned")
             .get(id)
@@ -42,6 +71,7 @@ impl<R: PersistedEventRepository> CachingEventStore<R> {
 
     fn keep(&self, id: &str, entry: Option<(Session, usize)>) {
         let mut kept = self
+            .sessions
             .kept
             .lock()
             .expect("the session cache is never poisoned");
@@ -101,7 +131,17 @@ impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
         &self,
         aggregate_id: &str,
     ) -> Result<Self::AC, AggregateError<SessionError>> {
-        let (mut aggregate, mut sequence) = self.kept(aggregate_id).unwrap_or_default();
+        let doubted = self.sessions.take_doubt(aggregate_id);
+        let kept = self.kept(aggregate_id);
+        if let (Some((aggregate, sequence)), false) = (&kept, doubted) {
+            return Ok(EventStoreAggregateContext {
+                aggregate_id: aggregate_id.to_string(),
+                aggregate: aggregate.clone(),
+                current_sequence: *sequence,
+                current_snapshot: None,
+            });
+        }
+        let (mut aggregate, mut sequence) = kept.unwrap_or_default();
         // `sequence > 0` is the whole stream.
         let newer = self
             .repo

@@ -18,7 +18,7 @@ use postgres_es::PostgresEventRepository;
 use sqlite_es::SqliteEventRepository;
 use tokio::sync::Mutex;
 
-use crate::event_store::CachingEventStore;
+use crate::event_store::{CachingEventStore, KeptSessions};
 use crate::stream_hub::{StreamHub, StreamNotifier};
 
 type PgCqrs =
@@ -53,6 +53,8 @@ enum Framework {
 
 pub struct SessionStore {
     framework: Framework,
+    /// The folded sessions the event store keeps (see `event_store`).
+    kept: Arc<KeptSessions>,
     /// Commands on one session are serialized inside this process, so concurrent requests
     /// queue instead of losing optimistic-lock races and redoing work. Striped by session id:
     /// bounded memory, no cleanup. Races with other processes are still settled by the lock.
@@ -72,13 +74,14 @@ impl SessionStore {
     /// commit it was told about.
     pub fn new(db: &Db, projector: Arc<Projector>, hub: Arc<StreamHub>) -> Self {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> = vec![Box::new(StreamNotifier(hub))];
+        let kept = Arc::new(KeptSessions::default());
         let framework = match db {
             Db::Postgres(pool) => {
                 let repo = ProjectingRepository::new(
                     PostgresEventRepository::new(pool.clone()),
                     projector,
                 );
-                let store = CachingEventStore::new(repo);
+                let store = CachingEventStore::new(repo, kept.clone());
                 Framework::Postgres(CqrsFramework::new(store, queries, ()))
             }
             Db::Sqlite(sqlite) => {
@@ -86,12 +89,13 @@ impl SessionStore {
                     SqliteEventRepository::new(sqlite.read.clone()),
                     projector,
                 );
-                let store = CachingEventStore::new(repo);
+                let store = CachingEventStore::new(repo, kept.clone());
                 Framework::Sqlite(CqrsFramework::new(store, queries, ()))
             }
         };
         SessionStore {
             framework,
+            kept,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             committed: std::sync::atomic::AtomicU64::new(0),
         }
@@ -121,6 +125,7 @@ impl SessionStore {
             .lock()
             .await;
         let mut attempt = 0;
+        let mut doubted = false;
         loop {
             let result = match &self.framework {
                 Framework::Postgres(cqrs) => {
@@ -135,6 +140,12 @@ impl SessionStore {
             match result {
                 Err(AggregateError::AggregateConflict) if attempt < CONFLICT_RETRIES => {
                     attempt += 1
+                }
+                // The command may have been judged on kept state that another process has
+                // moved past: judge it again on the log's.
+                Err(AggregateError::UserError(_)) if !doubted => {
+                    doubted = true;
+                    self.kept.doubt(id);
                 }
                 Ok(()) => {
                     self.committed

@@ -604,7 +604,61 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
     }
 }
 
+/// The command side keeps folded sessions and does not read the log before a command. When
+/// another process moved a session on, a command refused on the kept state must be judged
+/// again on the log's: here a participant's message, refused on "the interviewer's turn" that
+/// the other process has already answered.
+async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store) {
+    use interview_runtime::harness::Harness;
+    use interview_runtime::store::SessionStore;
+    use interview_runtime::stream_hub::StreamHub;
+    use std::sync::Arc;
+    let app = TestApp::spawn(store).await;
+    let (session, _) = app.interviewing("demo").await;
+    let message = |text: &str| interview_session::SessionCommand::PostMessage {
+        turn_id: uuid::Uuid::new_v4(),
+        client_message_id: None,
+        content: text.into(),
+        at: chrono::Utc::now(),
+    };
+    // Straight to the store: no interviewer run is triggered here, so this process keeps the
+    // session as "the interviewer's turn".
+    app.state
+        .store
+        .execute(
+            &session,
+            message("We cook on Sundays"),
+            Actor::Participant,
+            "t1",
+        )
+        .await
+        .unwrap();
+    // Another process answers it.
+    let hub = Arc::new(StreamHub::default());
+    let projector = interview_projections::Projector::new(app.db().clone()).with_group_commit();
+    let other_store = Arc::new(SessionStore::new(
+        app.db(),
+        Arc::new(projector),
+        hub.clone(),
+    ));
+    let other = Harness::new(app.db().clone(), other_store, hub, None);
+    other.run(&session).await.unwrap();
+    assert_eq!(
+        app.researcher_view(&session).await["status"],
+        "waiting_for_user"
+    );
+    // This process takes the participant's next message.
+    app.state
+        .store
+        .execute(&session, message("With a list"), Actor::Participant, "t2")
+        .await
+        .expect("judged on the log's state, the message is welcome");
+    let view = app.researcher_view(&session).await;
+    assert_eq!(view["turn_count"], 2, "{view}");
+}
+
 both_stores!(
+    a_command_refused_on_kept_state_is_judged_again_on_the_log,
     racing_writers_lose_cleanly_and_views_agree,
     a_command_after_views_were_reset_folds_them_from_the_log,
     creating_a_session_answers_the_contract,
