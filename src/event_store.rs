@@ -14,6 +14,8 @@
 //! state too: the state only ever gains facts.
 
 use std::collections::{HashMap, HashSet};
+
+use hashlink::LruCache;
 use std::sync::{Arc, Mutex};
 
 use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
@@ -25,12 +27,21 @@ use interview_session::{Session, SessionError};
 const KEPT_SESSIONS: usize = 1024;
 
 /// The kept sessions, shared by the event store and the command side that may doubt them.
-#[derive(Default)]
 pub struct KeptSessions {
-    /// Session id → its state and the sequence of the last event folded into it.
-    kept: Mutex<HashMap<String, (Session, usize)>>,
+    /// Session id → its state and the sequence of the last event folded into it; the least
+    /// recently used goes first.
+    kept: Mutex<LruCache<String, (Session, usize)>>,
     /// Sessions whose next load must read the log after the kept state.
     doubted: Mutex<HashSet<String>>,
+}
+
+impl Default for KeptSessions {
+    fn default() -> Self {
+        Self {
+            kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
+            doubted: Mutex::default(),
+        }
+    }
 }
 
 impl KeptSessions {
@@ -75,17 +86,14 @@ impl<R: PersistedEventRepository> CachingEventStore<R> {
             .kept
             .lock()
             .expect("the session cache is never poisoned");
-        let Some(entry) = entry else {
-            kept.remove(id);
-            return;
-        };
-        if kept.len() >= KEPT_SESSIONS && !kept.contains_key(id) {
-            // Any entry will do: a miss only costs a full read.
-            if let Some(key) = kept.keys().next().cloned() {
-                kept.remove(&key);
+        match entry {
+            Some(entry) => {
+                kept.insert(id.to_string(), entry);
+            }
+            None => {
+                kept.remove(id);
             }
         }
-        kept.insert(id.to_string(), entry);
     }
 }
 

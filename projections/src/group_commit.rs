@@ -167,7 +167,7 @@ where
         let sql = format!(
             "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
              VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
-            placeholders(chunk.len(), 7)
+            placeholders::<DB>(chunk.len(), 7)
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {

@@ -7,10 +7,10 @@
 //! concurrently, or after views were dropped, gives the same views.
 
 use cqrs_es::persist::{PersistenceError, SerializedEvent};
+use hashlink::LruCache;
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
 use sqlx::Row;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::db::Db;
@@ -45,9 +45,20 @@ pub struct Projector {
 /// The `session_state` view of recently written sessions, as committed. A command's fold
 /// starts from it instead of reading and decoding the row; the write is guarded by the view's
 /// `last_seq`, so a stale entry (views rebuilt, another process) only costs the slow path.
-/// Bounded: entries are dropped when it fills.
-#[derive(Debug, Default)]
-pub(crate) struct RecentViews(Mutex<HashMap<String, SessionStateView>>);
+/// Bounded: the least recently used entry goes first.
+pub(crate) struct RecentViews(Mutex<LruCache<String, SessionStateView>>);
+
+impl Default for RecentViews {
+    fn default() -> Self {
+        Self(Mutex::new(LruCache::new(RECENT_VIEWS)))
+    }
+}
+
+impl std::fmt::Debug for RecentViews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecentViews")
+    }
+}
 
 /// How many sessions' views the projector keeps in memory.
 const RECENT_VIEWS: usize = 2048;
@@ -61,14 +72,10 @@ impl RecentViews {
     }
 
     pub(crate) fn keep(&self, view: SessionStateView) {
-        let mut recent = self.0.lock().expect("the view cache is never poisoned");
-        if recent.len() >= RECENT_VIEWS {
-            // Any entry will do: a miss costs one read of the row.
-            if let Some(key) = recent.keys().next().cloned() {
-                recent.remove(&key);
-            }
-        }
-        recent.insert(view.session_id.clone(), view);
+        self.0
+            .lock()
+            .expect("the view cache is never poisoned")
+            .insert(view.session_id.clone(), view);
     }
 }
 
@@ -334,13 +341,22 @@ where
     Ok(true)
 }
 
-/// `($1, $2), ($3, $4)` for `rows` rows of `columns` values: the numbered placeholders both
-/// backends accept, for a multi-row insert in one statement.
-pub(crate) fn placeholders(rows: usize, columns: usize) -> String {
+/// The placeholders of a multi-row statement: `($1, $2), ($3, $4)` on PostgreSQL, `(?, ?),
+/// (?, ?)` on SQLite, for `rows` rows of `columns` values bound in order. (SQLite reads `$1` as a
+/// *named* parameter and looks each one up by name, which makes a statement with thousands of
+/// them slow to prepare; `?` is positional.)
+pub(crate) fn placeholders<DB: sqlx::Database>(rows: usize, columns: usize) -> String {
+    let numbered = DB::NAME == "PostgreSQL";
     (0..rows)
         .map(|r| {
             let row: Vec<String> = (1..=columns)
-                .map(|c| format!("${}", r * columns + c))
+                .map(|c| {
+                    if numbered {
+                        format!("${}", r * columns + c)
+                    } else {
+                        "?".to_string()
+                    }
+                })
                 .collect();
             format!("({})", row.join(", "))
         })
@@ -352,7 +368,10 @@ pub(crate) fn placeholders(rows: usize, columns: usize) -> String {
 mod tests {
     #[test]
     fn placeholders_number_every_value_once() {
-        assert_eq!(super::placeholders(1, 2), "($1, $2)");
-        assert_eq!(super::placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        use super::placeholders;
+        use sqlx::{Postgres, Sqlite};
+        assert_eq!(placeholders::<Postgres>(1, 2), "($1, $2)");
+        assert_eq!(placeholders::<Postgres>(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(placeholders::<Sqlite>(2, 2), "(?, ?), (?, ?)");
     }
 }

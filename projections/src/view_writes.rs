@@ -11,8 +11,13 @@ use crate::projector::{end_reason_text, placeholders, NOTIFY_CHANNEL};
 use crate::views::{DecisionRow, SessionStateView, TranscriptRow};
 use interview_session::SessionStatus;
 
-/// Rows per statement, far below either backend's limit on bound values.
-const ROWS_PER_STATEMENT: usize = 400;
+/// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
+const VALUES_PER_STATEMENT: usize = 30_000;
+
+/// Rows of `columns` values that fit one statement.
+fn rows_per_statement(columns: usize) -> usize {
+    VALUES_PER_STATEMENT / columns
+}
 
 /// Writes each view whose stored row is still at its expected `last_seq`; returns the ids of
 /// the sessions written (the others are stale and left untouched).
@@ -34,7 +39,7 @@ where
 {
     use sqlx::Row;
     let mut written = HashSet::new();
-    for chunk in views.chunks(ROWS_PER_STATEMENT / 4) {
+    for chunk in views.chunks(rows_per_statement(15)) {
         // VALUES columns are named column1… on both backends.
         let sql = format!(
             "UPDATE session_state SET study_id = v.column2, status = v.column3, current_phase = v.column4, \
@@ -44,7 +49,7 @@ where
              FROM (VALUES {}) AS v \
              WHERE session_state.session_id = v.column1 AND session_state.last_seq = v.column15 \
              RETURNING session_state.session_id",
-            placeholders(chunk.len(), 15)
+            placeholders::<DB>(chunk.len(), 15)
         );
         let mut q = sqlx::query(&sql);
         for (expected, view) in chunk {
@@ -92,11 +97,11 @@ where
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+    for chunk in rows.chunks(rows_per_statement(8)) {
         let sql = format!(
             "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
              VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            placeholders(chunk.len(), 8)
+            placeholders::<DB>(chunk.len(), 8)
         );
         let mut q = sqlx::query(&sql);
         for (session_id, t) in chunk {
@@ -131,12 +136,12 @@ where
     for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for chunk in rows.chunks(ROWS_PER_STATEMENT / 2) {
+    for chunk in rows.chunks(rows_per_statement(14)) {
         let sql = format!(
             "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, proposed_action, \
              rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) \
              VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            placeholders(chunk.len(), 14)
+            placeholders::<DB>(chunk.len(), 14)
         );
         let mut q = sqlx::query(&sql);
         for (session_id, d) in chunk {
@@ -182,13 +187,13 @@ where
         .into_iter()
         .filter(|v| v.status == SessionStatus::Completed && !v.preview)
         .collect();
-    for chunk in completed.chunks(ROWS_PER_STATEMENT / 2) {
+    for chunk in completed.chunks(rows_per_statement(9)) {
         let sql = format!(
             "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, \
              summary_confirmed, fields, last_seq) VALUES {} \
              ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
              summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq",
-            placeholders(chunk.len(), 9)
+            placeholders::<DB>(chunk.len(), 9)
         );
         let mut q = sqlx::query(&sql);
         for view in chunk {
@@ -220,7 +225,7 @@ where
     for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
     for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for chunk in commits.chunks(ROWS_PER_STATEMENT) {
+    for chunk in commits.chunks(rows_per_statement(1)) {
         let calls: Vec<String> = (0..chunk.len())
             .map(|i| format!("pg_notify($1, ${})", i + 2))
             .collect();

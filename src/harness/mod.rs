@@ -15,7 +15,7 @@ pub mod schedule;
 
 mod llm_step;
 
-use std::collections::HashMap;
+use hashlink::LruCache;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
@@ -68,8 +68,9 @@ pub struct Harness {
     process_id: Uuid,
     running: schedule::Running,
     /// Recently loaded sessions: a run's next load reads only the events after them (its own
-    /// commands, or anything another process appended). Bounded; a miss reads the whole stream.
-    kept: Mutex<HashMap<String, Kept>>,
+    /// commands, or anything another process appended). Least recently used first out; a miss
+    /// reads the whole stream.
+    kept: Mutex<LruCache<String, Kept>>,
 }
 
 /// How many sessions' events the harness keeps between loads.
@@ -102,7 +103,7 @@ impl Harness {
             gateway,
             process_id: Uuid::new_v4(),
             running: schedule::Running::default(),
-            kept: Mutex::default(),
+            kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
         }
     }
 
@@ -133,23 +134,17 @@ impl Harness {
             }
         }
         let conversation = Conversation::from_events(&events);
-        let mut kept = self
-            .kept
+        self.kept
             .lock()
-            .expect("the harness cache is never poisoned");
-        if kept.len() >= KEPT_SESSIONS {
-            if let Some(key) = kept.keys().next().cloned() {
-                kept.remove(&key);
-            }
-        }
-        kept.insert(
-            session_id.to_string(),
-            Kept {
-                session: session.clone(),
-                events: events.clone(),
-                last_seq,
-            },
-        );
+            .expect("the harness cache is never poisoned")
+            .insert(
+                session_id.to_string(),
+                Kept {
+                    session: session.clone(),
+                    events: events.clone(),
+                    last_seq,
+                },
+            );
         Ok(Loaded {
             session,
             conversation,
