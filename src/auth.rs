@@ -75,9 +75,27 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
         .and_then(|rest| rest.split_once('_'))
         .and_then(|(id, _)| Uuid::try_parse(id).ok())
         .ok_or(ApiError::Unauthorized)?;
-    let stored = interview_projections::read::session_token(&state.db, &session_id.to_string())
-        .await?
-        .ok_or(ApiError::Unauthorized)?;
+    let known = state
+        .participant_token_digests
+        .lock()
+        .expect("the token cache is never poisoned")
+        .get(&session_id)
+        .cloned();
+    let stored = match known {
+        Some(stored) => stored,
+        None => {
+            let stored =
+                interview_projections::read::session_token(&state.db, &session_id.to_string())
+                    .await?
+                    .ok_or(ApiError::Unauthorized)?;
+            state
+                .participant_token_digests
+                .lock()
+                .expect("the token cache is never poisoned")
+                .insert(session_id, stored.clone());
+            stored
+        }
+    };
     if stored == digest {
         Ok(Caller::Participant { session_id })
     } else {

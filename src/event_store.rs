@@ -53,6 +53,15 @@ impl KeptSessions {
             .insert(id.to_string());
     }
 
+    /// The status of a kept session, as of the last command this process committed on it.
+    pub fn status(&self, id: &str) -> Option<interview_session::SessionStatus> {
+        self.kept
+            .lock()
+            .expect("the session cache is never poisoned")
+            .peek(id)
+            .map(|(session, _)| session.status())
+    }
+
     fn take_doubt(&self, id: &str) -> bool {
         self.doubted
             .lock()

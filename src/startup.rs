@@ -104,6 +104,7 @@ impl Application {
             projector,
             hub,
             researcher_token_digests: tokens,
+            participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
             participant_create_lock: tokio::sync::Mutex::new(()),
             create_by_address: crate::limits::RateLimiter::new(settings.create_rate_per_address),
             create_by_study: crate::limits::RateLimiter::new(settings.create_rate_per_study),

@@ -19,6 +19,9 @@ pub struct AppState {
     pub settings: Settings,
     /// SHA-256 digests of the researcher tokens.
     pub researcher_token_digests: HashSet<String>,
+    /// Participant token digests already read, by session: a session's token never changes,
+    /// so the check on every participant request need not read the database each time.
+    pub participant_token_digests: std::sync::Mutex<hashlink::LruCache<uuid::Uuid, String>>,
     /// Serializes the "one open session per participant_ref" check with the create that
     /// follows it, in this process.
     pub participant_create_lock: tokio::sync::Mutex<()>,

@@ -101,6 +101,11 @@ impl SessionStore {
         }
     }
 
+    /// A session's status as this process last committed it, if it keeps the session.
+    pub fn kept_status(&self, id: &str) -> Option<interview_session::SessionStatus> {
+        self.kept.status(id)
+    }
+
     /// Commands this process has committed (a command that writes nothing counts too).
     pub fn commands_committed(&self) -> u64 {
         self.committed.load(std::sync::atomic::Ordering::Relaxed)

@@ -185,6 +185,10 @@ pub(crate) async fn execute_participant(
         .store
         .execute(&id, command, actor, &request_id(req))
         .await?;
+    // The state the command just committed; the database only when it is no longer kept.
+    if let Some(status) = state.store.kept_status(&id) {
+        return Ok(status.as_str().to_string());
+    }
     read::session_status(&state.db, &id)
         .await?
         .ok_or_else(ApiError::session_not_found)
