@@ -158,17 +158,25 @@ impl Projector {
     /// Projects every session whose views lag its event stream (start-up and periodic catch-up).
     #[tracing::instrument(skip(self), err)]
     pub async fn catch_up(&self) -> Result<u64, ProjectionError> {
+        // Both queries visit each session once through an index (the events' primary key, and
+        // the stream heads), rather than grouping every event of the log.
         let lagging: Vec<String> = on_db!(read(&self.db), |pool| {
-            sqlx::query_scalar(
-                "SELECT e.aggregate_id FROM events e \
-                 LEFT JOIN session_state s ON s.session_id = e.aggregate_id \
-                 WHERE e.aggregate_type = $1 \
-                 GROUP BY e.aggregate_id, s.last_seq \
-                 HAVING MAX(e.sequence) > COALESCE(s.last_seq, 0)",
+            let mut ids: Vec<String> = sqlx::query_scalar(
+                "SELECT s.session_id FROM session_state s WHERE EXISTS (SELECT 1 FROM events e \
+                 WHERE e.aggregate_type = $1 AND e.aggregate_id = s.session_id AND e.sequence > s.last_seq)",
             )
             .bind(AGGREGATE_TYPE)
             .fetch_all(pool)
-            .await?
+            .await?;
+            let without_views: Vec<String> = sqlx::query_scalar(
+                "SELECT e.aggregate_id FROM events e WHERE e.aggregate_type = $1 AND e.sequence = 1 \
+                 AND NOT EXISTS (SELECT 1 FROM session_state s WHERE s.session_id = e.aggregate_id)",
+            )
+            .bind(AGGREGATE_TYPE)
+            .fetch_all(pool)
+            .await?;
+            ids.extend(without_views);
+            ids
         });
         let mut applied = 0;
         for session_id in &lagging {

@@ -468,6 +468,29 @@ async fn views_catch_up_after_a_lost_projection(store: Store) {
         .any(|t| t["content"] == "one"));
 }
 
+/// A session whose views are gone altogether (no state row) is found by the catch-up too.
+async fn a_session_without_views_is_caught_up(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    app.post_message(&session, &token, "one").await;
+    let live = app.run(&session).await;
+    interview_projections::on_db!(write(app.db()), |pool| {
+        for table in ["transcript", "decision_log", "session_state"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
+                .bind(&session)
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+    });
+    let applied = app.state.projector.catch_up().await.unwrap();
+    assert!(applied >= 3, "{applied}");
+    let read = app.researcher_view(&session).await;
+    assert_eq!(read["transcript"], live["transcript"]);
+    assert_eq!(read["decision_log"], live["decision_log"]);
+    assert_eq!(read["turn_count"], 1);
+}
+
 /// The projector keeps recently written views in memory and starts a command's fold from them;
 /// when the stored views were reset behind its back, the next command must fold from the log.
 async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) {
@@ -658,6 +681,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
 }
 
 both_stores!(
+    a_session_without_views_is_caught_up,
     a_command_refused_on_kept_state_is_judged_again_on_the_log,
     racing_writers_lose_cleanly_and_views_agree,
     a_command_after_views_were_reset_folds_them_from_the_log,
