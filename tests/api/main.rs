@@ -8,6 +8,7 @@ mod journey;
 mod limits;
 mod llm;
 mod operations;
+mod participant;
 mod pg_restart;
 mod process;
 mod research;

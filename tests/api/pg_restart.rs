@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::helpers::{Store, TestApp, RESEARCHER_TOKEN};
+use crate::participant::{self, Step, Words};
 
 struct Cluster {
     bin: PathBuf,
@@ -130,6 +131,10 @@ async fn talk(
     statuses: &Mutex<Vec<u16>>,
     used: &Mutex<Vec<String>>,
 ) {
+    let words = Words {
+        answer: "I use a list on my phone",
+        at_summary: "Yes, that's right",
+    };
     let mut current: Option<(String, String)> = None;
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -150,49 +155,19 @@ async fn talk(
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        let res = app
-            .get(&format!("/api/sessions/{session}"), Some(&token))
-            .await;
-        statuses.lock().unwrap().push(res.status().as_u16());
-        let Ok(s) = res.json::<Value>().await else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        if s["status"] == "waiting_for_user" {
-            n += 1;
-            let cmid = format!("{session}-{n}");
-            let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
-                "Yes, that's right"
-            } else {
-                "I use a list on my phone"
-            };
-            let res = app
-                .post(
-                    &format!("/api/sessions/{session}/messages"),
-                    Some(&token),
-                    &json!({"content": text, "client_message_id": cmid}),
-                )
-                .await;
-            statuses.lock().unwrap().push(res.status().as_u16());
-            if res.status().is_success() {
-                acked.lock().unwrap().push(cmid);
+        n += 1;
+        if let Ok((step, codes)) =
+            participant::step(&app.client, &app.address, &session, &token, n, &words).await
+        {
+            statuses.lock().unwrap().extend(codes);
+            match step {
+                Step::Said {
+                    client_message_id,
+                    acknowledged: true,
+                } => acked.lock().unwrap().push(client_message_id),
+                Step::Ended => current = None,
+                Step::Said { .. } | Step::Answered | Step::Waiting => {}
             }
-        } else if s["status"] == "waiting_for_tool" {
-            let value = crate::helpers::typical_value(&s["pending_interaction"]);
-            let id = s["pending_interaction"]["interaction_id"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            let res = app
-                .post(
-                    &format!("/api/sessions/{session}/interactions/{id}/submit"),
-                    Some(&token),
-                    &json!({"status": "submitted", "value": value}),
-                )
-                .await;
-            statuses.lock().unwrap().push(res.status().as_u16());
-        } else if s["status"] == "completed" || s["status"] == "abandoned" {
-            current = None;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::participant::{self, Step, Words};
 use crate::scripted_model::{Reply, ScriptedModel};
 
 const RESEARCHER: &str = "restart-researcher";
@@ -258,55 +259,29 @@ async fn talk_until_killed(
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     acks: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> Vec<String> {
+    // Never confirming the summary keeps the interview going until the kill.
+    let words = Words {
+        answer: "I use a list on my phone and my partner adds things",
+        at_summary: "Actually one more thing: we also shop at the market",
+    };
     let mut acknowledged = Vec::new();
     let mut n = 0;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let Ok(res) = http
-            .get(format!("{base}/api/sessions/{id}"))
-            .bearer_auth(&token)
-            .send()
-            .await
-        else {
+        n += 1;
+        let Ok((step, _)) = participant::step(&http, &base, &id, &token, n, &words).await else {
             break;
         };
-        let Ok(s) = res.json::<Value>().await else {
-            break;
-        };
-        match s["status"].as_str() {
-            Some("waiting_for_user") => {
-                n += 1;
-                let cmid = format!("{id}-{n}");
-                let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
-                    "Actually one more thing: we also shop at the market".to_string()
-                } else {
-                    format!("Answer {n}: I use a list on my phone and my partner adds things")
-                };
-                let sent = http
-                    .post(format!("{base}/api/sessions/{id}/messages"))
-                    .bearer_auth(&token)
-                    .json(&json!({"content": text, "client_message_id": cmid}))
-                    .send()
-                    .await;
-                if sent.is_ok_and(|r| r.status().is_success()) {
-                    acknowledged.push(cmid);
-                    acks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+        match step {
+            Step::Said {
+                client_message_id,
+                acknowledged: true,
+            } => {
+                acknowledged.push(client_message_id);
+                acks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Some("waiting_for_tool") => {
-                let pending = &s["pending_interaction"];
-                let value = crate::helpers::typical_value(pending);
-                let _ = http
-                    .post(format!(
-                        "{base}/api/sessions/{id}/interactions/{}/submit",
-                        pending["interaction_id"].as_str().unwrap()
-                    ))
-                    .bearer_auth(&token)
-                    .json(&json!({"status": "submitted", "value": value}))
-                    .send()
-                    .await;
-            }
-            Some("completed" | "abandoned") => break,
-            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            Step::Said { .. } | Step::Answered => {}
+            Step::Ended => break,
+            Step::Waiting => tokio::time::sleep(Duration::from_millis(5)).await,
         }
     }
     acknowledged

@@ -1,0 +1,93 @@
+//! One step of a simulated participant, for the fault tests: read the session, then do what it
+//! waits for — send a message, or answer the pending widget. Transport errors are returned, not
+//! panicked on: these tests kill servers and databases while participants talk.
+
+use reqwest::Client;
+use serde_json::{json, Value};
+
+/// What a step did.
+pub enum Step {
+    /// A message went out; `acknowledged` when it was answered 2xx.
+    Said {
+        client_message_id: String,
+        acknowledged: bool,
+    },
+    /// The pending widget was answered (or the attempt failed; see the statuses).
+    Answered,
+    /// The session has completed or been abandoned.
+    Ended,
+    /// Nothing to do yet (the interviewer's turn, or the server answered with an error).
+    Waiting,
+}
+
+/// What to say: an answer during the interview, and the reply to a proposed summary.
+pub struct Words<'a> {
+    pub answer: &'a str,
+    pub at_summary: &'a str,
+}
+
+/// One step as participant `token` of session `id` (message ids `<id>-<n>`); returns what it did
+/// and the HTTP status of every request it made.
+pub async fn step(
+    http: &Client,
+    base: &str,
+    id: &str,
+    token: &str,
+    n: usize,
+    words: &Words<'_>,
+) -> Result<(Step, Vec<u16>), reqwest::Error> {
+    let res = http
+        .get(format!("{base}/api/sessions/{id}"))
+        .bearer_auth(token)
+        .send()
+        .await?;
+    let mut statuses = vec![res.status().as_u16()];
+    let s: Value = res.json().await?;
+    let step = match s["status"].as_str() {
+        Some("waiting_for_user") => {
+            let client_message_id = format!("{id}-{n}");
+            let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                words.at_summary
+            } else {
+                words.answer
+            };
+            let sent = http
+                .post(format!("{base}/api/sessions/{id}/messages"))
+                .bearer_auth(token)
+                .json(&json!({"content": text, "client_message_id": client_message_id}))
+                .send()
+                .await;
+            let acknowledged = match sent {
+                Ok(res) => {
+                    statuses.push(res.status().as_u16());
+                    res.status().is_success()
+                }
+                Err(_) => false,
+            };
+            Step::Said {
+                client_message_id,
+                acknowledged,
+            }
+        }
+        Some("waiting_for_tool") => {
+            let pending = &s["pending_interaction"];
+            let value = crate::widget_values::typical_value(pending);
+            let sent = http
+                .post(format!(
+                    "{base}/api/sessions/{id}/interactions/{}/submit",
+                    pending["interaction_id"].as_str().unwrap_or_default()
+                ))
+                .bearer_auth(token)
+                .json(&json!({"status": "submitted", "value": value}))
+                .send()
+                .await;
+            if let Ok(res) = sent {
+                statuses.push(res.status().as_u16());
+            }
+            Step::Answered
+        }
+        Some("completed" | "abandoned") => Step::Ended,
+        _ => Step::Waiting,
+    };
+    Ok((step, statuses))
+}
