@@ -1,5 +1,6 @@
-//! The cqrs-es event store the server runs commands on: cqrs-es's plain event store, plus the
-//! folded `Session` of recently used sessions kept in memory.
+//! The cqrs-es `EventStore` the server runs commands on: what cqrs-es's plain event store does
+//! over our repository (load by folding the stream, commit by appending), plus the folded
+//! `Session` of recently used sessions kept in memory.
 //!
 //! Without it every command decodes and folds its session's whole stream (a 20-turn interview
 //! has ~180 events) only to append two or three. With it a command starts from the kept state
@@ -14,12 +15,11 @@
 //! state too: the state only ever gains facts.
 
 use std::collections::{HashMap, HashSet};
-
-use hashlink::LruCache;
 use std::sync::{Arc, Mutex};
 
 use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, AggregateError, EventEnvelope, EventStore};
+use hashlink::LruCache;
 use interview_projections::projector::decode_event;
 use interview_session::{Session, SessionError};
 
