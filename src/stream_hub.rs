@@ -77,8 +77,13 @@ impl StreamHub {
 
     /// Sends to the session's subscribers, if any; never waits.
     pub fn publish(&self, session_id: &str, item: Live) {
+        self.publish_with(session_id, || item)
+    }
+
+    /// [`Self::publish`], building the item only when the session has subscribers.
+    pub fn publish_with(&self, session_id: &str, item: impl FnOnce() -> Live) {
         if let Some(tx) = self.channels.lock().expect("hub lock").get(session_id) {
-            let _ = tx.send(item);
+            let _ = tx.send(item());
         }
     }
 
@@ -95,17 +100,16 @@ pub struct StreamNotifier(pub Arc<StreamHub>);
 impl Query<Session> for StreamNotifier {
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
         if let Some(last) = events.last() {
-            let committed = events
-                .iter()
-                .map(|e| (e.sequence as u64, e.payload.clone()))
-                .collect();
-            self.0.publish(
-                aggregate_id,
-                Live::Committed {
-                    last: last.sequence as u64,
-                    events: Some(Arc::new(committed)),
-                },
-            );
+            // Copying the events is only worth it for a session someone is watching.
+            self.0.publish_with(aggregate_id, || Live::Committed {
+                last: last.sequence as u64,
+                events: Some(Arc::new(
+                    events
+                        .iter()
+                        .map(|e| (e.sequence as u64, e.payload.clone()))
+                        .collect(),
+                )),
+            });
         }
     }
 }

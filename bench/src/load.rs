@@ -12,21 +12,10 @@ struct Outcome {
     conflicts: usize,
 }
 
-async fn get(http: &reqwest::Client, base: &str, id: &str, token: &str) -> Value {
-    http.get(format!("{base}/api/sessions/{id}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Polls until the interviewer has answered (the session waits for the participant or ended).
 async fn settled(http: &reqwest::Client, base: &str, id: &str, token: &str) -> Value {
     loop {
-        let s = get(http, base, id, token).await;
+        let s = crate::participant::read(http, base, id, token).await;
         if !matches!(s["status"].as_str(), Some("created" | "active")) {
             return s;
         }
@@ -35,17 +24,7 @@ async fn settled(http: &reqwest::Client, base: &str, id: &str, token: &str) -> V
 }
 
 async fn one_session(http: &reqwest::Client, base: &str, n: usize) -> (String, Outcome) {
-    let created: Value = http
-        .post(format!("{base}/api/public/studies/every-type/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_string();
-    let token = created["participant_token"].as_str().unwrap().to_string();
+    let (id, token) = crate::participant::start(http, base, "every-type").await;
     let mut out = Outcome {
         widgets: 0,
         conflicts: 0,

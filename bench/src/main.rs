@@ -8,6 +8,9 @@
 #![forbid(unsafe_code)]
 
 mod load;
+#[allow(dead_code)]
+#[path = "../../tests/api/participant.rs"]
+mod participant;
 mod scale;
 #[allow(dead_code)]
 #[path = "../../tests/api/scripted_model.rs"]
@@ -62,6 +65,9 @@ struct Server {
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
+/// The researcher token the bench's server accepts.
+const RESEARCHER: &str = "bench";
+
 /// The `llm` study the instant model answers for.
 const LLM_SLUG: &str = "bench-llm";
 
@@ -72,7 +78,7 @@ fn start_server(database_url: Option<String>) -> Server {
         bind: "127.0.0.1:0".into(),
         database_url,
         data_dir,
-        researcher_tokens: vec![Secret("bench".into())],
+        researcher_tokens: vec![Secret(RESEARCHER.into())],
         // The load generator is one address creating sessions as fast as it can.
         create_rate_per_address: 0,
         create_rate_per_study: 0,
@@ -169,21 +175,6 @@ where
     stats(latencies, started.elapsed())
 }
 
-async fn create_session(http: &reqwest::Client, base: &str) -> (String, String) {
-    let res = http
-        .post(format!("{base}/api/public/studies/demo/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let body: Value = res.json().await.unwrap();
-    (
-        body["session_id"].as_str().unwrap().into(),
-        body["participant_token"].as_str().unwrap().into(),
-    )
-}
-
 /// The demo study in `llm` mode under [`LLM_SLUG`].
 async fn publish_llm_study(http: &reqwest::Client, base: &str) {
     let mut study: Value =
@@ -196,25 +187,7 @@ async fn publish_llm_study(http: &reqwest::Client, base: &str) {
 /// Creates and publishes a study from its JSON definition.
 pub(crate) async fn publish(http: &reqwest::Client, base: &str, definition: &str) {
     let study: Value = serde_json::from_str(definition).unwrap();
-    let created: Value = http
-        .post(format!("{base}/api/studies"))
-        .bearer_auth("bench")
-        .json(&study)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["study_id"].as_str().unwrap();
-    let res = http
-        .post(format!("{base}/api/studies/{id}/publish"))
-        .bearer_auth("bench")
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    participant::publish(http, base, RESEARCHER, &study).await;
 }
 
 fn ms(d: Duration) -> String {
@@ -237,7 +210,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     .await;
     // Warm up connections and caches.
     for _ in 0..20 {
-        create_session(&http, &base).await;
+        participant::start(&http, &base, "demo").await;
     }
     if args.commands_only {
         scale::commands_vs_raw(label, &server, &http, args.turns).await;
@@ -248,7 +221,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         let s = measure(clients, args.requests, |_, _| {
             let (http, base) = (http.clone(), base.clone());
             async move {
-                create_session(&http, &base).await;
+                participant::start(&http, &base, "demo").await;
             }
         })
         .await;
@@ -311,7 +284,7 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
 
     let studies: Value = http
         .get(format!("{}/api/studies", server.base))
-        .bearer_auth("bench")
+        .bearer_auth(RESEARCHER)
         .send()
         .await
         .unwrap()
@@ -352,7 +325,7 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
             "{}/api/studies/{study_id}/results.csv",
             server.base
         ))
-        .bearer_auth("bench")
+        .bearer_auth(RESEARCHER)
         .send()
         .await
         .unwrap()

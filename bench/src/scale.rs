@@ -86,17 +86,6 @@ pub async fn commands_vs_raw(label: &str, server: &Server, http: &reqwest::Clien
     db.close().await;
 }
 
-async fn get(http: &reqwest::Client, url: String, token: &str) -> Value {
-    http.get(url)
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Bytes one completed 20-turn interview takes: its events and its rows in every view.
 pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest::Client) {
     let base = &server.base;
@@ -105,21 +94,11 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
     study["public_slug"] = json!("twenty-turns");
     study["limits"]["max_turn_count"] = json!(20);
     crate::publish(http, base, &study.to_string()).await;
-    let created: Value = http
-        .post(format!("{base}/api/public/studies/twenty-turns/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_string();
-    let token = created["participant_token"].as_str().unwrap().to_string();
+    let (id, token) = crate::participant::start(http, base, "twenty-turns").await;
     let mut s = Value::Null;
     for _ in 0..100 {
         s = loop {
-            let s = get(http, format!("{base}/api/sessions/{id}"), &token).await;
+            let s = crate::participant::read(http, base, &id, &token).await;
             if !matches!(s["status"].as_str(), Some("created" | "active")) {
                 break s;
             }
@@ -264,19 +243,7 @@ pub async fn idle_streams(binary: &str) {
     }
     let mut sessions = Vec::new();
     for _ in 0..100 {
-        let c: Value = http
-            .post(format!("{base}/api/public/studies/demo/sessions"))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        sessions.push((
-            c["session_id"].as_str().unwrap().to_string(),
-            c["participant_token"].as_str().unwrap().to_string(),
-        ));
+        sessions.push(crate::participant::start(&http, &base, "demo").await);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let pid = child.id();

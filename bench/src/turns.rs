@@ -115,17 +115,7 @@ impl Live {
 
 /// A fresh session on `slug`, consented, its first question asked.
 async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
-    let body: Value = http
-        .post(format!("{base}/api/public/studies/{slug}/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = body["session_id"].as_str().unwrap().to_string();
-    let token = body["participant_token"].as_str().unwrap().to_string();
+    let (id, token) = crate::participant::start(http, base, slug).await;
     let frames = open_stream(http, base, &id, &token).await;
     let mut live = Live {
         id,

@@ -116,16 +116,7 @@ pub async fn run(
         pump(state.clone(), id, input, from, subscription, tx).await;
         drop(slot);
     });
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|frame| (Ok::<_, actix_web::Error>(frame), rx))
-    });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(body))
+    Ok(crate::routes::stream::event_stream(rx))
 }
 
 fn frame(event: &Value) -> Bytes {

@@ -72,16 +72,22 @@ pub async fn stream(
         pump(state.clone(), session_id, after, subscription, tx).await;
         drop(slot);
     });
+    Ok(event_stream(rx))
+}
+
+/// A `text/event-stream` response of the frames sent on `rx`, never buffered by proxies; it
+/// ends when the sending side is dropped.
+pub(crate) fn event_stream(rx: mpsc::Receiver<Bytes>) -> HttpResponse {
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
             .map(|frame| (Ok::<_, actix_web::Error>(frame), rx))
     });
-    Ok(HttpResponse::Ok()
+    HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))
         .insert_header(("x-accel-buffering", "no"))
-        .streaming(body))
+        .streaming(body)
 }
 
 /// Feeds one client until it goes away, falls behind, or the log cannot be read.

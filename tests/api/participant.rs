@@ -1,9 +1,66 @@
-//! One step of a simulated participant, for the fault tests: read the session, then do what it
-//! waits for — send a message, or answer the pending widget. Transport errors are returned, not
-//! panicked on: these tests kill servers and databases while participants talk.
+//! A participant (and a researcher publishing a study) over plain HTTP, for the tests that run
+//! real server processes and for the benchmarks, which include this file: start a session on a
+//! study's public link, read it, and take one step — do what it waits for, a message or the
+//! pending widget. A step returns transport errors rather than panicking: the fault tests kill
+//! servers and databases while participants talk.
 
 use reqwest::Client;
 use serde_json::{json, Value};
+
+/// Starts a session on the study's public link (201 expected); its id and participant token.
+pub async fn start(http: &Client, base: &str, slug: &str) -> (String, String) {
+    let res = http
+        .post(format!("{base}/api/public/studies/{slug}/sessions"))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the server is up");
+    assert_eq!(res.status(), 201, "creating a session on {slug}");
+    let body: Value = res.json().await.expect("a JSON body");
+    (
+        body["session_id"].as_str().unwrap().to_string(),
+        body["participant_token"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The session as its participant reads it.
+pub async fn read(http: &Client, base: &str, id: &str, token: &str) -> Value {
+    http.get(format!("{base}/api/sessions/{id}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("the server is up")
+        .json()
+        .await
+        .expect("a JSON body")
+}
+
+/// Creates and publishes `study` as researcher `researcher`; its id.
+pub async fn publish(http: &Client, base: &str, researcher: &str, study: &Value) -> String {
+    let created: Value = http
+        .post(format!("{base}/api/studies"))
+        .bearer_auth(researcher)
+        .json(study)
+        .send()
+        .await
+        .expect("the server is up")
+        .json()
+        .await
+        .expect("a JSON body");
+    let id = created["study_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("study not created: {created}"))
+        .to_string();
+    let res = http
+        .post(format!("{base}/api/studies/{id}/publish"))
+        .bearer_auth(researcher)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("the server is up");
+    assert_eq!(res.status(), 200, "publishing {id}");
+    id
+}
 
 /// What a step did.
 pub enum Step {

@@ -80,17 +80,6 @@ impl Drop for Server {
     }
 }
 
-async fn session(http: &reqwest::Client, base: &str, id: &str, token: &str) -> Value {
-    http.get(format!("{base}/api/sessions/{id}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Polls the session until `pred` holds (or fails after `wait`).
 async fn until(
     http: &reqwest::Client,
@@ -102,7 +91,7 @@ async fn until(
 ) -> Value {
     let deadline = Instant::now() + wait;
     loop {
-        let s = session(http, base, id, token).await;
+        let s = participant::read(http, base, id, token).await;
         if pred(&s) {
             return s;
         }
@@ -135,37 +124,9 @@ async fn killed_mid_turn_the_answer_comes_after_the_restart() {
     study["public_slug"] = json!("kill");
     study["agent"]["mode"] = json!("llm");
     study["model"]["timeout_seconds"] = json!(120);
-    let created: Value = http
-        .post(format!("{base}/api/studies"))
-        .bearer_auth(RESEARCHER)
-        .json(&study)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let study_id = created["study_id"].as_str().unwrap();
-    let published = http
-        .post(format!("{base}/api/studies/{study_id}/publish"))
-        .bearer_auth(RESEARCHER)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(published.status(), 200);
+    participant::publish(&http, &base, RESEARCHER, &study).await;
 
-    let created: Value = http
-        .post(format!("{base}/api/public/studies/kill/sessions"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_string();
-    let token = created["participant_token"].as_str().unwrap().to_string();
+    let (id, token) = participant::start(&http, &base, "kill").await;
     let s = until(&http, &base, &id, &token, Duration::from_secs(10), |s| {
         s["pending_interaction"]["type"] == "consent"
     })
@@ -303,19 +264,7 @@ async fn killed_under_load_nothing_acknowledged_is_lost() {
     let base = first.base.clone();
     let mut sessions = Vec::new();
     for _ in 0..8 {
-        let created: Value = http
-            .post(format!("{base}/api/public/studies/demo/sessions"))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        sessions.push((
-            created["session_id"].as_str().unwrap().to_string(),
-            created["participant_token"].as_str().unwrap().to_string(),
-        ));
+        sessions.push(participant::start(&http, &base, "demo").await);
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let acks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -414,17 +363,7 @@ async fn two_server_processes_share_one_database() {
     let a = Server::start_on(&dir, &model.url, Some(&url)).await;
     let b = Server::start_on(&dir, &model.url, Some(&url)).await;
     let http = reqwest::Client::new();
-    let created: Value = http
-        .post(format!("{}/api/public/studies/demo/sessions", a.base))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["session_id"].as_str().unwrap().to_string();
-    let token = created["participant_token"].as_str().unwrap().to_string();
+    let (id, token) = participant::start(&http, &a.base, "demo").await;
     let s = until(&http, &b.base, &id, &token, Duration::from_secs(10), |s| {
         s["pending_interaction"]["type"] == "consent"
     })
