@@ -40,14 +40,23 @@ pub fn new_researcher_token() -> String {
     format!("rt_{hex}")
 }
 
+/// Where a token came from. Researcher tokens count only from the header: a query string ends
+/// up in proxies' logs and browser history, and a cookie rides along on cross-site requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Header,
+    Query,
+    Cookie,
+}
+
 /// The token a request carries: Authorization header, then `token` query parameter, then cookie.
-fn presented_token(req: &HttpRequest) -> Option<String> {
+fn presented_token(req: &HttpRequest) -> Option<(String, Carrier)> {
     if let Some(value) = req.headers().get(actix_web::http::header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;
         return scheme
             .eq_ignore_ascii_case("bearer")
-            .then(|| token.trim().to_string());
+            .then(|| (token.trim().to_string(), Carrier::Header));
     }
     let from_query = req
         .query_string()
@@ -55,20 +64,32 @@ fn presented_token(req: &HttpRequest) -> Option<String> {
         .filter_map(|pair| pair.split_once('='))
         .find(|(k, _)| *k == "token")
         .map(|(_, v)| v.to_string());
-    from_query.or_else(|| {
-        req.cookie(PARTICIPANT_COOKIE)
-            .map(|c| c.value().to_string())
-    })
+    if let Some(token) = from_query {
+        return Some((token, Carrier::Query));
+    }
+    req.cookie(PARTICIPANT_COOKIE)
+        .map(|c| (c.value().to_string(), Carrier::Cookie))
+}
+
+/// True when the request is authenticated by the participant cookie alone (no header, no query
+/// token): such a request may have been sent by another site's page, so JSON routes insist on
+/// a JSON content type from it (a cross-site form cannot send one).
+pub fn cookie_only(req: &HttpRequest) -> bool {
+    matches!(presented_token(req), Some((_, Carrier::Cookie)))
 }
 
 /// Who is calling, or 401.
 pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller, ApiError> {
-    let token = presented_token(req)
-        .filter(|t| !t.is_empty())
+    let (token, carrier) = presented_token(req)
+        .filter(|(t, _)| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
     let digest = sha256_hex(token.as_bytes());
     if state.researcher_token_digests.contains(&digest) {
-        return Ok(Caller::Researcher);
+        return match carrier {
+            Carrier::Header => Ok(Caller::Researcher),
+            // Said plainly rather than "invalid", so a researcher knows what to change.
+            Carrier::Query | Carrier::Cookie => Err(ApiError::ResearcherTokenOutsideHeader),
+        };
     }
     let session_id = token
         .strip_prefix("pt_")

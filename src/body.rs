@@ -1,5 +1,6 @@
 //! Reading JSON request bodies with our own errors: over the size limit → 413, not JSON → 400,
-//! JSON of the wrong shape → 400 naming the field (or 422 where the caller says so).
+//! JSON of the wrong shape → 400 naming the field (or 422 where the caller says so); text holding
+//! U+0000 → 422 `invalid_text` naming the field.
 
 use actix_web::web;
 use futures_util::StreamExt;
@@ -57,6 +58,13 @@ pub fn parse_json<T: DeserializeOwned>(
             message: format!("the request body is not valid JSON: {e}"),
             details: None,
         })?;
+    if let Some(field) = nul_in(&value, String::new()) {
+        return Err(ApiError::invalid(
+            "invalid_text",
+            field,
+            "text may not contain the NUL character (U+0000)",
+        ));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { String::new() } else { path };
@@ -72,6 +80,35 @@ pub fn parse_json<T: DeserializeOwned>(
     })
 }
 
+/// The path (`objectives[1].id`, as serde_path_to_error writes it) of the first string or key
+/// holding U+0000. PostgreSQL cannot store that character in text or JSON columns, so it is
+/// refused at the door on both stores alike.
+fn nul_in(value: &serde_json::Value, path: String) -> Option<String> {
+    use serde_json::Value;
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::String(s) => s.contains('\0').then_some(path),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_in(v, format!("{path}[{i}]"))),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(join(&k.replace('\0', "\\u0000")))
+            } else {
+                nul_in(v, join(k))
+            }
+        }),
+        _ => None,
+    }
+}
+
 /// Reads and parses a JSON body in one step.
 pub async fn json_body<T: DeserializeOwned>(
     payload: web::Payload,
@@ -81,4 +118,34 @@ pub async fn json_body<T: DeserializeOwned>(
 ) -> Result<T, ApiError> {
     let bytes = read_bytes(payload, limit).await?;
     parse_json(&bytes, empty_ok, shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_anywhere_is_found_and_named() {
+        for (body, field) in [
+            (r#"{"content":"a\u0000b"}"#, "content"),
+            (
+                r#"{"client_context":{"x":["ok","\u0000"]}}"#,
+                "client_context.x[1]",
+            ),
+            (
+                r#"{"objectives":[{"id":"a"},{"id":"b\u0000"}]}"#,
+                "objectives[1].id",
+            ),
+            (r#"{"k\u0000":1}"#, "k\\u0000"),
+        ] {
+            let value: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert_eq!(
+                nul_in(&value, String::new()).as_deref(),
+                Some(field),
+                "{body}"
+            );
+        }
+        let clean: serde_json::Value = serde_json::from_str(r#"{"a":["b",{"c":"d"}]}"#).unwrap();
+        assert_eq!(nul_in(&clean, String::new()), None);
+    }
 }

@@ -26,6 +26,8 @@ pub enum ApiError {
     },
     #[error("a valid bearer token is required")]
     Unauthorized,
+    #[error("researcher tokens are accepted only in the Authorization header")]
+    ResearcherTokenOutsideHeader,
     #[error("{0}")]
     Forbidden(&'static str),
     #[error("{message}")]
@@ -38,6 +40,10 @@ pub enum ApiError {
     },
     #[error("the {what} is larger than the limit of {limit} bytes")]
     PayloadTooLarge { what: &'static str, limit: usize },
+    #[error("the request body did not arrive within {secs} s")]
+    BodyTimeout { secs: u64 },
+    #[error("send the body as JSON, with Content-Type: application/json")]
+    UnsupportedMediaType,
     #[error("{message}")]
     Unprocessable {
         code: &'static str,
@@ -86,9 +92,11 @@ impl ApiError {
             | Self::NotFound { code, .. }
             | Self::Conflict { code, .. }
             | Self::Unprocessable { code, .. } => code,
-            Self::Unauthorized => "unauthorized",
+            Self::Unauthorized | Self::ResearcherTokenOutsideHeader => "unauthorized",
             Self::Forbidden(_) => "forbidden",
             Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::BodyTimeout { .. } => "request_timeout",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::Domain(e) => e.code(),
             Self::Unavailable(_) => "service_unavailable",
             Self::TooManyRequests { .. } => "rate_limited",
@@ -107,7 +115,10 @@ impl ApiError {
                 Some(json!({ "retry_after_secs": retry_after }))
             }
             Self::Overloaded { what } => Some(json!({ "limit": what })),
+            Self::BodyTimeout { secs } => Some(json!({ "timeout_secs": secs })),
             Self::Unauthorized
+            | Self::UnsupportedMediaType
+            | Self::ResearcherTokenOutsideHeader
             | Self::Forbidden(_)
             | Self::NotFound { .. }
             | Self::Unavailable(_)
@@ -120,11 +131,13 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::ResearcherTokenOutsideHeader => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Domain(e) => match e.kind() {
                 ErrorKind::NotFound => StatusCode::NOT_FOUND,
@@ -158,7 +171,10 @@ impl ResponseError for ApiError {
             }
             _ => {}
         }
-        if matches!(self, Self::Unauthorized) {
+        if matches!(
+            self,
+            Self::Unauthorized | Self::ResearcherTokenOutsideHeader
+        ) {
             response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
         }
         response.json(json!({ "error": error }))
@@ -212,4 +228,66 @@ impl From<interview_projections::ProjectionError> for ApiError {
             }
         }
     }
+}
+
+/// The code of an error answered by something other than a route (actix-web's extractors and
+/// router, CORS): its status, in words.
+fn code_for_status(status: StatusCode, preflight: bool) -> &'static str {
+    match status.as_u16() {
+        400 if preflight => "cors_refused",
+        400 => "bad_request",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        411 => "length_required",
+        413 => "payload_too_large",
+        414 => "uri_too_long",
+        415 => "unsupported_media_type",
+        431 => "headers_too_large",
+        500 => "internal_error",
+        503 => "service_unavailable",
+        _ if status.is_client_error() => "bad_request",
+        _ => "internal_error",
+    }
+}
+
+/// Middleware: an error answered without our JSON envelope (a refused CORS preflight, an
+/// extractor's text/plain) is rewritten into `{"error": {"code", "message"}}` with the same
+/// status and headers, so every error a client sees has one shape.
+pub async fn envelope(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    let preflight = req.method() == actix_web::http::Method::OPTIONS
+        && req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let res = next.call(req).await?.map_into_boxed_body();
+    let status = res.status();
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json {
+        return Ok(res);
+    }
+    let (req, res) = res.into_parts();
+    let (mut res, original) = res.into_parts();
+    let text = actix_web::body::to_bytes_limited(original, 1024)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|b| String::from_utf8(b.to_vec()).ok())
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_lowercase());
+    let body = json!({ "error": { "code": code_for_status(status, preflight), "message": text } });
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    let res = res.set_body(actix_web::body::BoxBody::new(body.to_string()));
+    Ok(actix_web::dev::ServiceResponse::new(req, res))
 }

@@ -4,16 +4,31 @@
 //! summary`, then for each field of the study's published output schema `<id>`,
 //! `<id>__confidence`, `<id>__evidence_turn_ids` (space-separated) and `<id>__quote`. Text values
 //! are written as they are; other values as JSON.
+//!
+//! Participants' words reach researchers' spreadsheets, which run a cell starting with `=`, `+`,
+//! `-`, `@`, a tab or a carriage return as a formula. Every CSV cell that starts with one of those
+//! gets a leading `'` (OWASP's advice), so it shows as text. JSON Lines stays exactly as stored.
 
 use interview_projections::read::ResultRow;
 use serde_json::{json, Value};
 
-/// Quotes a CSV field when it holds a comma, a quote or a line break (RFC 4180).
+/// A cell a spreadsheet would take for a formula, made plain text with a leading `'`.
+fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}").into()
+    } else {
+        text.into()
+    }
+}
+
+/// Quotes a CSV field when it holds a comma, a quote or a line break (RFC 4180), after
+/// neutralising a formula.
 pub fn csv_field(text: &str) -> String {
+    let text = neutralised(text);
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
-        text.to_string()
+        text.into_owned()
     }
 }
 
@@ -102,5 +117,21 @@ mod tests {
             csv_field("say \"hi\"\nthen 走"),
             "\"say \"\"hi\"\"\nthen 走\""
         );
+    }
+
+    #[test]
+    fn formulas_become_text() {
+        assert_eq!(csv_field("=1+1"), "'=1+1");
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
+        );
+        for start in ["+1", "-1", "@SUM(A1)", "\tx", "\rx"] {
+            assert!(
+                csv_field(start).trim_start_matches('"').starts_with('\''),
+                "{start:?}"
+            );
+        }
+        assert_eq!(csv_field("a = b"), "a = b");
     }
 }

@@ -64,9 +64,11 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, Api
         match result {
             Ok(()) => done += 1,
             Err(message) => {
+                // Kept in the permanent log: short, nothing token-shaped.
+                let message = crate::llm::redact::redact(&message, None);
                 tracing::warn!(
                     session_id = id,
-                    message,
+                    detail = message,
                     "final extraction failed; it will be retried"
                 );
                 let error = SessionCommand::RecordError {

@@ -1,5 +1,6 @@
 //! Overload protection: a token-bucket rate limit on the public create-session route (per client
-//! address and per study), a cap on requests in flight, and a cap on open event streams. Each
+//! address and per study), and the gauges behind the caps on requests in flight and open event
+//! streams (the door, `crate::door`, applies the first). Each
 //! refusal is quick and explicit (429 or 503 with `Retry-After`) instead of queueing until memory
 //! runs out. Limits are per process; behind several processes, divide them.
 
@@ -87,40 +88,6 @@ impl Gauge {
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
     }
-}
-
-/// Middleware: a request beyond `MAX_INFLIGHT_REQUESTS` is answered 503 at once, and one that
-/// announces a body over `MAX_BODY_BYTES` is answered 413 before a byte of it is read. (Routes
-/// with smaller limits stop reading at their own limit.)
-pub async fn inflight(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
-    let state = req.app_data::<actix_web::web::Data<crate::state::AppState>>();
-    let gauge = state.map(|s| s.inflight.clone());
-    let limit = state.map_or(usize::MAX, |s| s.settings.max_body_bytes);
-    let announced = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > limit as u64) {
-        let error = crate::error::ApiError::PayloadTooLarge {
-            what: "request body",
-            limit,
-        };
-        return Ok(req.error_response(error));
-    }
-    let _slot = match gauge.map(|g| g.try_open()) {
-        Some(None) => {
-            let error = crate::error::ApiError::Overloaded {
-                what: "requests in flight",
-            };
-            return Ok(req.error_response(error));
-        }
-        slot => slot.flatten(),
-    };
-    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use clap::Parser;
 use serde::Deserialize;
 
+pub use crate::door::Exempt;
+
 /// A value that must never be printed.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
@@ -53,7 +55,8 @@ pub struct Overrides {
     pub bind: Option<String>,
     /// postgres://… for PostgreSQL, sqlite://PATH for the embedded store
     /// [default: sqlite://<DATA_DIR>/interview.db].
-    #[arg(long, env = "DATABASE_URL")]
+    /// (Its value from the environment is not shown here: it may hold a password.)
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Directory for the embedded database and the generated researcher token [default: ./data].
     #[arg(long, env = "DATA_DIR")]
@@ -114,9 +117,25 @@ pub struct Overrides {
     /// Open event streams (SSE and AG-UI runs) per process; 0 = no cap [default: 20000].
     #[arg(long, env = "MAX_STREAMS")]
     pub max_streams: Option<usize>,
-    /// Requests in flight per process; 0 = no cap [default: 4096].
+    /// Requests in flight per process, counted once their body is in; 0 = no cap
+    /// [default: 4096].
     #[arg(long, env = "MAX_INFLIGHT_REQUESTS")]
     pub max_inflight_requests: Option<usize>,
+    /// Seconds a client has to send a request body once its headers are in (408 after)
+    /// [default: 5].
+    #[arg(long, env = "BODY_READ_TIMEOUT_SECS")]
+    pub body_read_timeout_secs: Option<u64>,
+    /// Open connections from one client address; more are closed at once; 0 = no cap
+    /// [default: 256].
+    #[arg(long, env = "MAX_CONNECTIONS_PER_ADDRESS")]
+    pub max_connections_per_address: Option<usize>,
+    /// Client addresses the per-address connection cap leaves alone: `loopback` (a reverse
+    /// proxy on this host), or comma-separated IP addresses; empty for none [default: loopback].
+    #[arg(long, env = "CONNECTION_CAP_EXEMPT", value_parser = Exempt::parse)]
+    pub connection_cap_exempt: Option<Exempt>,
+    /// Largest study definition, in bytes (413 above) [default: 262144].
+    #[arg(long, env = "MAX_STUDY_BYTES")]
+    pub max_study_bytes: Option<usize>,
 }
 
 /// The resolved configuration.
@@ -144,6 +163,10 @@ pub struct Settings {
     pub create_rate_per_study: u32,
     pub max_streams: usize,
     pub max_inflight_requests: usize,
+    pub body_read_timeout_secs: u64,
+    pub max_connections_per_address: usize,
+    pub connection_cap_exempt: Exempt,
+    pub max_study_bytes: usize,
 }
 
 impl Default for Settings {
@@ -171,6 +194,10 @@ impl Default for Settings {
             create_rate_per_study: 6000,
             max_streams: 20_000,
             max_inflight_requests: 4096,
+            body_read_timeout_secs: 5,
+            max_connections_per_address: 256,
+            connection_cap_exempt: Exempt::Loopback,
+            max_study_bytes: 256 * 1024,
         }
     }
 }
@@ -229,7 +256,11 @@ impl Settings {
             create_rate_per_address,
             create_rate_per_study,
             max_streams,
-            max_inflight_requests
+            max_inflight_requests,
+            body_read_timeout_secs,
+            max_connections_per_address,
+            connection_cap_exempt,
+            max_study_bytes
         );
         if o.database_url.is_some() {
             self.database_url = o.database_url;

@@ -31,6 +31,11 @@ pub enum StartupError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "the researcher token file {path} can be read by other users (mode {mode:o}); \
+         run `chmod 600 {path}` (or delete it to have a new token made) and start again"
+    )]
+    TokenFileReadable { path: String, mode: u32 },
     #[error("cannot listen on {bind}: {source}")]
     Bind {
         bind: String,
@@ -131,22 +136,30 @@ impl Application {
         crate::extraction::spawn(state.clone(), settings.sweep_interval_secs.clamp(1, 10));
         let app_state = state.clone();
         let origins = settings.cors_allowed_origins.clone();
+        let connections = crate::door::ConnectionCap::new(
+            settings.max_connections_per_address,
+            settings.connection_cap_exempt.clone(),
+        );
         let server = HttpServer::new(move || {
+            // Innermost first: the door (bodies, caps, content types), CORS, then the error
+            // envelope around both (so their refusals are JSON too), the request span outside.
             App::new()
-                .wrap(from_fn(crate::limits::inflight))
+                .wrap(from_fn(crate::door::door))
                 .wrap(cors(&origins))
+                .wrap(from_fn(crate::error::envelope))
                 .wrap(from_fn(crate::telemetry::request_span))
+                .wrap(
+                    actix_web::middleware::DefaultHeaders::new()
+                        .add(("x-content-type-options", "nosniff")),
+                )
                 .app_data(app_state.clone())
                 .configure(crate::routes::configure)
                 .default_service(web::to(crate::routes::not_found))
         })
-        // Event streams write many small frames; without TCP_NODELAY a frame can wait on the
-        // peer's delayed ACK (tens to hundreds of milliseconds) before it leaves.
-        .on_connect(|conn, _| {
-            if let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
-                let _ = tcp.set_nodelay(true);
-            }
-        })
+        .on_connect(move |conn, data| crate::door::on_connect(&connections, conn, data))
+        // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies
+        // within BODY_READ_TIMEOUT_SECS (the door).
+        .client_request_timeout(Duration::from_secs(5))
         .shutdown_timeout(settings.shutdown_timeout_secs)
         .listen(listener)
         .map_err(|source| StartupError::Bind {
@@ -203,6 +216,7 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
     if let Ok(existing) = std::fs::read_to_string(path) {
         let existing = existing.trim().to_string();
         if !existing.is_empty() {
+            refuse_readable_by_others(path)?;
             return Ok(existing);
         }
     }
@@ -215,8 +229,34 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(path).map_err(fail)?;
+    // The mode above applies only to a new file; an existing (empty) one is narrowed too.
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(fail)?;
     std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes()).map_err(fail)?;
     Ok(token)
+}
+
+/// A token file other users can read is a token other users have: refuse it and say how to fix.
+fn refuse_readable_by_others(path: &Path) -> Result<(), StartupError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|source| StartupError::TokenFile {
+                path: path.display().to_string(),
+                source,
+            })?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(StartupError::TokenFileReadable {
+                path: path.display().to_string(),
+                mode: mode & 0o777,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// CORS for pages on other origins (a front end calling the AG-UI endpoint and the stream):

@@ -12,8 +12,8 @@
 //! A command whose sequence numbers are taken (it lost an optimistic-lock race, e.g. to another
 //! process) fails alone: its events are not inserted (`ON CONFLICT DO NOTHING`), or removed again
 //! within the transaction when only some were. A view the projector kept that turns out stale
-//! is folded from the stored row instead. Any other error fails the whole batch, which rolls
-//! back, and every command in it gets the error.
+//! is folded from the stored row instead. Any other error rolls the batch back and it is committed
+//! again in halves, down to single commands, so a command the database refuses fails alone.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -84,6 +84,12 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
 
 /// Appends each command's events and folds them into the views, all in one transaction; an
 /// answer per command.
+///
+/// When the transaction fails for a reason that may belong to one command (a value the
+/// database refuses, say), the batch is split in two and each half is committed on its own, and
+/// so on down to single commands: the command at fault fails alone and the others are written.
+/// A database that is down, or a deadlock (a lost race, retried by the callers), fails the whole
+/// batch at once — splitting would not help.
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
@@ -96,12 +102,30 @@ pub(crate) async fn commit(
     match result {
         Ok(outcomes) => outcomes,
         // The transaction was dropped, so rolled back: nothing of the batch is written.
+        Err(error) if commands.len() > 1 && !whole_batch_error(&error) => {
+            tracing::warn!(%error, commands = commands.len(), "a batch of commands failed; committing its halves apart");
+            let (left, right) = commands.split_at(commands.len() / 2);
+            let mut outcomes = Box::pin(commit(db, recent, left)).await;
+            outcomes.extend(Box::pin(commit(db, recent, right)).await);
+            outcomes
+        }
         Err(error) => {
             if commands.len() > 1 {
                 tracing::warn!(%error, commands = commands.len(), "a batch of commands failed");
             }
             commands.iter().map(|_| Err(batch_error(&error))).collect()
         }
+    }
+}
+
+/// An error no command of a batch is to blame for alone.
+fn whole_batch_error(error: &ProjectionError) -> bool {
+    match error {
+        ProjectionError::Db(sqlx::Error::Database(e)) => {
+            matches!(e.code().as_deref(), Some("40P01" | "40001"))
+        }
+        ProjectionError::Db(e) => crate::db::is_unavailable(e),
+        ProjectionError::Decode { .. } => false,
     }
 }
 

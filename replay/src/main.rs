@@ -6,6 +6,27 @@
 //! bundle.
 #![forbid(unsafe_code)]
 
+/// `print!` that ends the program quietly when standard output is closed (`replay show … |
+/// head`): a reader that has seen enough is not an error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if write!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
+/// `println!` likewise.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+
 mod show;
 mod source;
 mod verify;
@@ -175,7 +196,7 @@ async fn main() -> ExitCode {
                         let (view, rows) = verify::fold_views(&upto, &decoded);
                         let state = serde_json::json!({"sequence": seq, "session_state": view,
                                                        "transcript": rows.transcript, "decision_log": rows.decisions});
-                        println!(
+                        outln!(
                             "{}",
                             serde_json::to_string_pretty(&state).unwrap_or_default()
                         );
@@ -204,7 +225,7 @@ async fn main() -> ExitCode {
                     );
                     Err(ExitCode::from(VERIFY_FAILED))
                 } else {
-                    println!("{head}");
+                    outln!("{head}");
                     eprintln!("exported {} events to {}", events.len(), output.display());
                     Ok(())
                 }
@@ -254,7 +275,7 @@ async fn run_verify(
             failed += 1;
         }
     }
-    println!("{} session(s) checked, {failed} failed", ids.len());
+    outln!("{} session(s) checked, {failed} failed", ids.len());
     if failed > 0 {
         Err(ExitCode::from(VERIFY_FAILED))
     } else {
@@ -264,12 +285,12 @@ async fn run_verify(
 
 fn report(id: &str, count: usize, head: &str, problems: &[String]) -> Result<(), ExitCode> {
     if problems.is_empty() {
-        println!("ok        {id}  ({count} events, head {head})");
+        outln!("ok        {id}  ({count} events, head {head})");
         Ok(())
     } else {
-        println!("FAILED    {id}");
+        outln!("FAILED    {id}");
         for p in problems {
-            println!("  - {p}");
+            outln!("  - {p}");
         }
         Err(ExitCode::from(VERIFY_FAILED))
     }
@@ -312,7 +333,7 @@ async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64().max(1e-9);
-    println!(
+    outln!(
         "rebuilt {} session(s), {applied} events in {:.2} s ({:.0} events/s)",
         ids.len(),
         secs,

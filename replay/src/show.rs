@@ -13,16 +13,17 @@ pub fn timeline(events: &[StoredEvent], as_json: bool) {
         if as_json {
             let line = json!({"sequence": e.sequence, "event_type": e.event_type, "actor": actor,
                               "metadata": e.metadata, "payload": e.payload});
-            println!("{line}");
+            outln!("{line}");
             continue;
         }
         let at = e.payload["at"].as_str().unwrap_or("-");
         let what = serde_json::from_value::<SessionEvent>(e.payload.clone())
             .map(|d| describe(&d.body))
             .unwrap_or_else(|_| "(undecodable payload)".into());
-        println!(
+        outln!(
             "{:>4}  {at}  {actor:<11}  {:<28}  {what}",
-            e.sequence, e.event_type
+            e.sequence,
+            e.event_type
         );
     }
 }
@@ -32,7 +33,7 @@ pub fn stream(events: &[StoredEvent], decoded: &[SessionEvent]) {
     let mut folder = StreamFolder::default();
     for (stored, event) in events.iter().zip(decoded) {
         if let Some(frame) = folder.next(event) {
-            print!("{}", frame.to_sse(Some(stored.sequence)));
+            out!("{}", frame.to_sse(Some(stored.sequence)));
         }
     }
 }

@@ -366,11 +366,13 @@ impl Harness {
         code: &str,
         message: &str,
     ) {
+        // The gateway already trims upstream text; this is the last line before the log.
+        let message = &crate::llm::redact::redact(message, None);
         tracing::warn!(
             session_id,
             source,
             code,
-            message,
+            detail = message,
             "handled failure; falling back"
         );
         let command = SessionCommand::RecordError {

@@ -58,6 +58,8 @@ pub struct ModelTurn {
 pub struct ModelGateway {
     client: Client<OpenAIConfig>,
     idle_timeout: Duration,
+    /// Kept only to be cut out of error messages (a provider may echo it back).
+    api_key: Option<String>,
 }
 
 impl ModelGateway {
@@ -71,7 +73,14 @@ impl ModelGateway {
         Self {
             client: Client::with_config(config),
             idle_timeout,
+            api_key: api_key.map(String::from),
         }
+    }
+
+    /// An upstream error as it may be logged and stored: short, with the key and anything
+    /// token-shaped cut out.
+    fn upstream(&self, error: impl std::fmt::Display) -> String {
+        crate::llm::redact::redact(&error.to_string(), self.api_key.as_deref())
     }
 
     /// Streams one decision. `on_progress(tool name, arguments so far)` runs after each chunk.
@@ -100,7 +109,7 @@ impl ModelGateway {
         let opened = tokio::time::timeout_at(deadline, chat.create_stream(request)).await;
         let mut stream = match opened {
             Err(_) => return finish(turn, Err(ModelError::Timeout(timeout.as_secs()))),
-            Ok(Err(e)) => return finish(turn, Err(ModelError::Http(e.to_string()))),
+            Ok(Err(e)) => return finish(turn, Err(ModelError::Http(self.upstream(e)))),
             Ok(Ok(stream)) => stream,
         };
         let mut finished = false;
@@ -118,9 +127,9 @@ impl ModelGateway {
                 Ok(Some(Err(e))) => {
                     let error = match e {
                         async_openai::error::OpenAIError::JSONDeserialize(e, _) => {
-                            ModelError::Garbage(e.to_string())
+                            ModelError::Garbage(self.upstream(e))
                         }
-                        other => ModelError::Http(other.to_string()),
+                        other => ModelError::Http(self.upstream(other)),
                     };
                     return finish(turn, Err(error));
                 }
@@ -157,6 +166,10 @@ impl ModelGateway {
             if let Some(name) = &turn.tool_name {
                 on_progress(name, &turn.arguments);
             }
+        }
+        // U+0000 cannot be stored by PostgreSQL; a model that sends it gets U+FFFD instead.
+        if turn.arguments.contains("\\u0000") {
+            turn.arguments = turn.arguments.replace("\\u0000", "\\ufffd");
         }
         let result = match (&turn.tool_name, finished) {
             (None, _) => Err(ModelError::NoTool),

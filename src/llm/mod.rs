@@ -4,6 +4,7 @@
 pub mod gateway;
 pub mod partial;
 pub mod prompt;
+pub mod redact;
 pub mod tools;
 
 pub use gateway::{ModelError, ModelGateway, ModelTurn};

@@ -23,28 +23,84 @@ fn version() -> &'static str {
     })
 }
 
+/// The page's security headers. The page runs only its own script (the boot data is a JSON data
+/// block, which is never executed), loads only its own assets and talks only to its own origin.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'self'; frame-ancestors 'none'";
+
+/// Text for an HTML element's content or a quoted attribute value.
 fn escape_html(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JSON safe inside `<script type="application/json">`: no `<` (so no `</script>` or `<!--`),
+/// `>` or `&`, and no U+2028/U+2029 (line breaks to older JavaScript parsers); each becomes its
+/// `\uXXXX` escape, which JSON.parse reads back to the same text.
+fn script_safe_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for c in value.to_string().chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Fills the page's `{{name}}` placeholders in one pass over the template, so nothing a value
+/// contains (a study title holding `{{boot}}`, say) is ever read as a placeholder.
+fn render(template: &str, value_of: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(template.len() + 1024);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        match value_of(name) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[start..start + 4 + len]),
+        }
+        rest = &rest[start + 4 + len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn page(boot: serde_json::Value) -> HttpResponse {
     let title = boot["title"].as_str().unwrap_or("Interview");
     let locale = boot["locale"].as_str().unwrap_or("en");
-    // Inside <script>, "</" would end the element: JSON allows escaping the slash.
-    let boot_json = boot.to_string().replace("</", "<\\/");
-    let html = PAGE
-        .replace("{{lang}}", &escape_html(locale))
-        .replace("{{title}}", &escape_html(title))
-        .replace("{{version}}", version())
-        .replace("{{boot}}", &boot_json);
+    let html = render(PAGE, |name| match name {
+        "lang" => Some(escape_html(locale)),
+        "title" => Some(escape_html(title)),
+        "version" => Some(version().to_string()),
+        "boot" => Some(script_safe_json(&boot)),
+        _ => None,
+    });
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .insert_header(("cache-control", "no-cache"))
+        .insert_header(("content-security-policy", CONTENT_SECURITY_POLICY))
         .insert_header(("x-content-type-options", "nosniff"))
         .insert_header(("referrer-policy", "no-referrer"))
+        .insert_header(("x-frame-options", "DENY"))
         .body(html)
 }
 
@@ -85,13 +141,14 @@ pub async fn session_page(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = path.into_inner();
-    let slug = match uuid::Uuid::try_parse(&id) {
-        Ok(_) => read::session_state(&state.db, &id)
-            .await?
-            .map(|v| v.public_slug),
-        Err(_) => None,
+    // Only a well-formed id goes into the page; anything else is simply "not found".
+    let Ok(id) = uuid::Uuid::try_parse(&path) else {
+        return Ok(page(json!({ "error": "session_not_found" })));
     };
+    let id = id.to_string();
+    let slug = read::session_state(&state.db, &id)
+        .await?
+        .map(|v| v.public_slug);
     let mut boot = match slug {
         Some(slug) => study_boot(&state, &slug).await?,
         None => json!({ "error": "session_not_found" }),
@@ -116,4 +173,40 @@ pub async fn asset(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
         .insert_header(("cache-control", "public, max-age=86400, immutable"))
         .insert_header(("x-content-type-options", "nosniff"))
         .body(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_once_and_values_never_break_out() {
+        let boot = json!({ "title": "{{boot}} </script><!--<script>", "locale": "\"><x" });
+        let html = render(
+            "<h1>{{title}}</h1><p lang=\"{{lang}}\"></p><script>{{boot}}</script>{{other}}",
+            |name| match name {
+                "title" => Some(escape_html(boot["title"].as_str().unwrap())),
+                "lang" => Some(escape_html(boot["locale"].as_str().unwrap())),
+                "boot" => Some(script_safe_json(&boot)),
+                _ => None,
+            },
+        );
+        assert!(
+            html.starts_with("<h1>{{boot}} &lt;/script&gt;&lt;!--&lt;script&gt;</h1>"),
+            "{html}"
+        );
+        assert!(html.contains("lang=\"&quot;&gt;&lt;x\""), "{html}");
+        let script = &html[html.find("<script>").unwrap() + 8..html.rfind("</script>").unwrap()];
+        assert!(!script.contains('<') && !script.contains('>'), "{script}");
+        let back: serde_json::Value = serde_json::from_str(script).unwrap();
+        assert_eq!(back, boot, "the boot data reads back the same");
+        assert!(
+            html.ends_with("{{other}}"),
+            "an unknown placeholder stays as it is"
+        );
+        assert_eq!(
+            script_safe_json(&json!("a\u{2028}b&")),
+            "\"a\\u2028b\\u0026\""
+        );
+    }
 }

@@ -96,7 +96,7 @@ pub async fn study_sessions(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<SessionListQuery>,
+    query: crate::query::Query<SessionListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;
@@ -245,7 +245,7 @@ pub async fn results(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<PageQuery>,
+    query: crate::query::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;

@@ -81,13 +81,20 @@ async fn definition_body(
     state: &AppState,
     body: web::Payload,
 ) -> Result<StudyDefinition, ApiError> {
-    json_body(
-        body,
-        state.settings.max_body_bytes,
-        false,
-        ShapeErrors::Unprocessable,
-    )
-    .await
+    // Every session pins its study, so a large definition is multiplied by every session.
+    let limit = state
+        .settings
+        .max_study_bytes
+        .min(state.settings.max_body_bytes);
+    json_body(body, limit, false, ShapeErrors::Unprocessable)
+        .await
+        .map_err(|e| match e {
+            ApiError::PayloadTooLarge { limit, .. } => ApiError::PayloadTooLarge {
+                what: "study definition",
+                limit,
+            },
+            other => other,
+        })
 }
 
 /// Create a study draft from a definition.

@@ -18,6 +18,14 @@ enum Token {
     Ended,
 }
 
+/// Where a case puts its token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Carrier {
+    Header,
+    Query,
+    Cookie,
+}
+
 struct Case {
     name: &'static str,
     method: Method,
@@ -27,6 +35,9 @@ struct Case {
     status: StatusCode,
     code: &'static str,
     field: Option<&'static str>,
+    /// `None` sends no Content-Type at all.
+    content_type: Option<&'static str>,
+    carrier: Carrier,
 }
 
 fn case(
@@ -47,11 +58,23 @@ fn case(
         status,
         code,
         field: None,
+        content_type: Some("application/json"),
+        carrier: Carrier::Header,
     }
 }
 
 fn with_field(mut c: Case, field: &'static str) -> Case {
     c.field = Some(field);
+    c
+}
+
+fn with_content_type(mut c: Case, content_type: Option<&'static str>) -> Case {
+    c.content_type = content_type;
+    c
+}
+
+fn token_in(mut c: Case, carrier: Carrier) -> Case {
+    c.carrier = carrier;
     c
 }
 
@@ -499,6 +522,8 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
             "route_not_found",
         ),
     ];
+    let mut cases = cases;
+    cases.extend(hostile_cases(&session, &slug, &study_id));
 
     for c in cases {
         let token = match c.token {
@@ -511,9 +536,30 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
         };
         let events = app.total_events().await;
         let studies = app.total_studies().await;
-        let res = app
-            .send(c.method.clone(), &c.path, token.as_deref(), c.body.clone())
-            .await;
+        let mut path = c.path.clone();
+        if let (Carrier::Query, Some(t)) = (c.carrier, &token) {
+            path.push_str(if path.contains('?') {
+                "&token="
+            } else {
+                "?token="
+            });
+            path.push_str(t);
+        }
+        let mut req = app.client.request(c.method.clone(), app.url(&path));
+        if let Some(content_type) = c.content_type {
+            req = req.header("content-type", content_type);
+        }
+        match (c.carrier, &token) {
+            (Carrier::Header, Some(t)) => req = req.bearer_auth(t),
+            (Carrier::Cookie, Some(t)) => {
+                req = req.header("cookie", format!("participant_token={t}"))
+            }
+            _ => {}
+        }
+        if let Some(b) = c.body.clone() {
+            req = req.body(b);
+        }
+        let res = req.send().await.expect("request sent");
         let status = res.status();
         let body: Value = res
             .json()
@@ -564,6 +610,188 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
     .await;
     assert_eq!(read["turn_count"], 0);
     assert_eq!(read["status"], "waiting_for_user");
+}
+
+/// What a hostile participant, a careless study author or a stranger sends: U+0000 in every
+/// kind of text (PostgreSQL cannot store it), bodies that are not JSON, tokens where they do not
+/// belong, query values that do not parse, a study too large to pin in every session.
+fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Case> {
+    use StatusCode as S;
+    use Token::*;
+    let msg = format!("/api/sessions/{session}/messages");
+    let nul = |name, method, path: String, token, body: Value, field| {
+        with_field(
+            case(
+                name,
+                method,
+                path,
+                token,
+                Some(body.to_string()),
+                S::UNPROCESSABLE_ENTITY,
+                "invalid_text",
+            ),
+            field,
+        )
+    };
+    let agui = json!({
+        "threadId": session, "runId": "r1", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {},
+        "messages": [{"id": "m1", "role": "user", "content": "hi\u{0}"}],
+    });
+    let huge_study = definition_with(|d| d["description"] = json!("x".repeat(300 * 1024)));
+    let sessions_of = format!("/api/studies/{study_id}/sessions");
+    let results_of = format!("/api/studies/{study_id}/results");
+    let query = |name, path: String, field| {
+        with_field(
+            case(
+                name,
+                Method::GET,
+                path,
+                Researcher,
+                None,
+                S::BAD_REQUEST,
+                "invalid_query",
+            ),
+            field,
+        )
+    };
+    vec![
+        nul(
+            "NUL in a message",
+            Method::POST,
+            msg.clone(),
+            Own,
+            json!({"content": "a\u{0}b"}),
+            "content",
+        ),
+        nul(
+            "NUL in a client_message_id",
+            Method::POST,
+            msg.clone(),
+            Own,
+            json!({"content": "hi", "client_message_id": "k\u{0}"}),
+            "client_message_id",
+        ),
+        nul(
+            "NUL in a participant_ref",
+            Method::POST,
+            format!("/api/public/studies/{slug}/sessions"),
+            Anonymous,
+            json!({"participant_ref": "p\u{0}"}),
+            "participant_ref",
+        ),
+        nul(
+            "NUL in a client_context",
+            Method::POST,
+            format!("/api/sessions/{session}/interactions/nope/submit"),
+            Own,
+            json!({"status": "skipped", "client_context": {"ua": ["x", "\u{0}"]}}),
+            "client_context.ua[1]",
+        ),
+        nul(
+            "NUL in study text",
+            Method::POST,
+            "/api/studies".into(),
+            Researcher,
+            serde_json::from_str(&definition_with(|d| d["title"] = json!("T\u{0}"))).unwrap(),
+            "title",
+        ),
+        nul(
+            "NUL in an AG-UI message",
+            Method::POST,
+            format!("/api/sessions/{session}/agui"),
+            Own,
+            agui,
+            "messages[0].content",
+        ),
+        with_content_type(
+            case(
+                "a message sent as text/plain",
+                Method::POST,
+                msg.clone(),
+                Own,
+                Some(json!({"content": "hi"}).to_string()),
+                S::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+            ),
+            Some("text/plain"),
+        ),
+        with_content_type(
+            case(
+                "a message with no content type",
+                Method::POST,
+                msg.clone(),
+                Own,
+                Some(json!({"content": "hi"}).to_string()),
+                S::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+            ),
+            None,
+        ),
+        token_in(
+            with_content_type(
+                case(
+                    "ending by cookie alone, without a JSON content type",
+                    Method::POST,
+                    format!("/api/sessions/{session}/end"),
+                    Own,
+                    None,
+                    S::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported_media_type",
+                ),
+                None,
+            ),
+            Carrier::Cookie,
+        ),
+        token_in(
+            case(
+                "a researcher token as ?token=",
+                Method::GET,
+                sessions_of.clone(),
+                Researcher,
+                None,
+                S::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            Carrier::Query,
+        ),
+        token_in(
+            case(
+                "a researcher token as the participant cookie",
+                Method::GET,
+                format!("/api/sessions/{session}"),
+                Researcher,
+                None,
+                S::UNAUTHORIZED,
+                "unauthorized",
+            ),
+            Carrier::Cookie,
+        ),
+        query(
+            "a limit that is not a number",
+            format!("{sessions_of}?limit=abc"),
+            "limit",
+        ),
+        query(
+            "a limit beyond any integer",
+            format!("{results_of}?limit=99999999999999999999"),
+            "limit",
+        ),
+        query(
+            "a flag that is not a boolean",
+            format!("{sessions_of}?include_preview=maybe"),
+            "include_preview",
+        ),
+        case(
+            "a study definition over the size cap",
+            Method::POST,
+            "/api/studies".into(),
+            Researcher,
+            Some(huge_study),
+            S::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+    ]
 }
 
 async fn a_larger_message_limit_is_configurable(store: Store) {

@@ -124,9 +124,10 @@ async fn requests_in_flight_are_capped_and_big_bodies_refused_unread(store: Stor
     let app = TestApp::spawn_with(store, |s| {
         s.max_inflight_requests = 1;
         s.max_body_bytes = 64 * 1024;
+        s.body_read_timeout_secs = 1;
     })
     .await;
-    // A request whose body trickles in holds the only slot.
+    // A request whose body trickles in holds no slot: others are served meanwhile.
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(1);
     let slow = app
         .client
@@ -138,12 +139,36 @@ async fn requests_in_flight_are_capped_and_big_bodies_refused_unread(store: Stor
     let slow = tokio::spawn(slow);
     tx.send(Ok(b"{".to_vec())).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let busy = app.get("/healthz", None).await;
+    assert_eq!(app.get("/healthz", None).await.status(), StatusCode::OK);
+    let studies = app
+        .get("/api/studies", Some(crate::helpers::RESEARCHER_TOKEN))
+        .await;
+    assert_eq!(studies.status(), StatusCode::OK);
+    // ... and once its time is up it is refused (or its connection closed under it).
+    match slow.await.unwrap() {
+        Ok(res) => {
+            assert_error(res, StatusCode::REQUEST_TIMEOUT, "request_timeout").await;
+        }
+        Err(e) => assert!(!e.is_timeout(), "{e}"),
+    }
+    drop(tx);
+
+    // A request in flight holds the only slot: the next is refused at once; probes answer.
+    let slot = app.state.inflight.try_open().expect("a free slot");
+    let busy = app
+        .get("/api/studies", Some(crate::helpers::RESEARCHER_TOKEN))
+        .await;
     assert!(busy.headers().contains_key("retry-after"));
     assert_error(busy, StatusCode::SERVICE_UNAVAILABLE, "overloaded").await;
-    drop(tx);
-    let _ = slow.await;
     assert_eq!(app.get("/healthz", None).await.status(), StatusCode::OK);
+    assert_eq!(app.get("/readyz", None).await.status(), StatusCode::OK);
+    drop(slot);
+    assert_eq!(
+        app.get("/api/studies", Some(crate::helpers::RESEARCHER_TOKEN))
+            .await
+            .status(),
+        StatusCode::OK
+    );
 
     // A body announced over the limit is refused before it is sent.
     let started = std::time::Instant::now();

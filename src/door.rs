@@ -1,0 +1,326 @@
+//! The front door: what every connection and request passes before a route sees it.
+//!
+//! - **Connections per client address** are capped ([`ConnectionCap`]): a connection over the
+//!   cap is shut at once, before a byte is read. Loopback peers (a reverse proxy on this host)
+//!   are exempt by default, since behind a proxy every client shares its address.
+//! - **Bodies are read here, against a deadline** (`BODY_READ_TIMEOUT_SECS` → 408) and the
+//!   size limit (`MAX_BODY_BYTES` → 413), and handed to the route from memory. A client that
+//!   announces a body and never sends it holds a connection, nothing else.
+//! - **A request counts against `MAX_INFLIGHT_REQUESTS` only once its body is in**, so stalled
+//!   uploads cannot crowd out real work; the probes `/healthz` and `/readyz` never count.
+//! - **JSON routes insist on `Content-Type: application/json`** (415): every `POST`/`PUT` under
+//!   `/api/` with a body, and one authenticated by the participant cookie alone even without a
+//!   body — a page on another site can send a form or a "simple" fetch, never a JSON type.
+//! - **`HEAD` is answered as `GET`** (the HTTP codec already knows to leave the body out).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
+use actix_web::http::{header, Method};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpMessage};
+use futures_util::StreamExt;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Which peers the per-address cap leaves alone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub enum Exempt {
+    /// Every loopback address (the default: a reverse proxy on this host).
+    Loopback,
+    /// These addresses only (an empty list: none).
+    Addresses(Vec<IpAddr>),
+}
+
+impl Exempt {
+    /// `loopback`, or a comma-separated list of IP addresses (empty: no exemption).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("loopback") {
+            return Ok(Self::Loopback);
+        }
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().map_err(|_| format!("not an IP address: {s}")))
+            .collect::<Result<_, _>>()
+            .map(Self::Addresses)
+    }
+
+    fn covers(&self, addr: &IpAddr) -> bool {
+        match self {
+            Self::Loopback => addr.is_loopback(),
+            Self::Addresses(list) => list.contains(addr),
+        }
+    }
+}
+
+impl TryFrom<String> for Exempt {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        Self::parse(&text)
+    }
+}
+
+/// Open connections per client address, against a cap.
+pub struct ConnectionCap {
+    max: usize,
+    exempt: Exempt,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One admitted connection; kept in the connection's data, so it drops when the connection
+/// closes and frees its place.
+pub struct Ticket {
+    cap: Arc<ConnectionCap>,
+    addr: IpAddr,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut open = self.cap.open.lock().expect("connection counts");
+        if let Some(n) = open.get_mut(&self.addr) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.addr);
+            }
+        }
+    }
+}
+
+impl ConnectionCap {
+    /// `max` 0 means no cap.
+    pub fn new(max: usize, exempt: Exempt) -> Arc<Self> {
+        Arc::new(Self {
+            max,
+            exempt,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A ticket for one more connection from `addr`, or `None` when it has its fill.
+    pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Option<Option<Ticket>> {
+        if self.max == 0 || self.exempt.covers(&addr) {
+            return Some(None);
+        }
+        let mut open = self.open.lock().expect("connection counts");
+        let n = open.entry(addr).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Some(Ticket {
+            cap: self.clone(),
+            addr,
+        }))
+    }
+
+    /// Connections open from `addr` that count against the cap.
+    pub fn open_from(&self, addr: &IpAddr) -> usize {
+        self.open
+            .lock()
+            .expect("connection counts")
+            .get(addr)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// `HttpServer::on_connect`: TCP_NODELAY, and the per-address cap.
+pub fn on_connect(cap: &Arc<ConnectionCap>, conn: &dyn Any, data: &mut Extensions) {
+    let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() else {
+        return;
+    };
+    // Event streams write many small frames; without TCP_NODELAY a frame can wait on the
+    // peer's delayed ACK (tens to hundreds of milliseconds) before it leaves.
+    let _ = tcp.set_nodelay(true);
+    let Ok(peer) = tcp.peer_addr() else {
+        return;
+    };
+    match cap.admit(peer.ip()) {
+        Some(Some(ticket)) => {
+            data.insert(ticket);
+        }
+        Some(None) => {}
+        None => {
+            // Shutting the socket makes the server's first read see the end of the stream, so
+            // the connection closes before any request on it is parsed.
+            tracing::debug!(peer = %peer.ip(), "connection refused: too many from this address");
+            let _ = socket2::SockRef::from(tcp).shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn is_json(content_type: Option<&header::HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn has_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+}
+
+/// 415 for a JSON route called with another content type (see the module doc).
+fn check_content_type(req: &ServiceRequest, body: bool) -> Result<(), ApiError> {
+    let json_route =
+        matches!(*req.method(), Method::POST | Method::PUT) && req.path().starts_with("/api/");
+    if !json_route {
+        return Ok(());
+    }
+    let content_type = req.headers().get(header::CONTENT_TYPE);
+    let needed = body || content_type.is_some() || crate::auth::cookie_only(req.request());
+    if needed && !is_json(content_type) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    Ok(())
+}
+
+/// Reads the whole body within `deadline`, refusing more than `limit` bytes.
+async fn read_body(
+    req: &mut ServiceRequest,
+    limit: usize,
+    deadline: Duration,
+) -> Result<web::Bytes, ApiError> {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::PayloadTooLarge {
+            what: "request body",
+            limit,
+        });
+    }
+    let mut payload = req.take_payload();
+    let read = async {
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| ApiError::BadRequest {
+                code: "invalid_body",
+                message: format!("the request body could not be read: {e}"),
+                details: None,
+            })?;
+            if body.len() + chunk.len() > limit {
+                return Err(ApiError::PayloadTooLarge {
+                    what: "request body",
+                    limit,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or(Err(ApiError::BodyTimeout {
+            secs: deadline.as_secs(),
+        }))
+}
+
+/// A refusal at the door. The connection is closed after it when part of a body may still be
+/// on the wire (the next request could not be told apart from it).
+fn refuse(req: ServiceRequest, error: ApiError, close: bool) -> ServiceResponse<BoxBody> {
+    let mut res = req.error_response(error);
+    if close {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    res
+}
+
+/// Middleware: see the module doc.
+pub async fn door(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    };
+    if req.method() == Method::HEAD {
+        req.head_mut().method = Method::GET;
+    }
+    let body = has_body(&req);
+    if let Err(error) = check_content_type(&req, body) {
+        return Ok(refuse(req, error, body));
+    }
+    if body {
+        let deadline = Duration::from_secs(state.settings.body_read_timeout_secs.max(1));
+        match read_body(&mut req, state.settings.max_body_bytes, deadline).await {
+            Ok(bytes) => req.set_payload(bytes.into()),
+            Err(error) => return Ok(refuse(req, error, true)),
+        }
+    }
+    let probe = matches!(req.path(), "/healthz" | "/readyz");
+    let _slot = if probe {
+        None
+    } else {
+        match state.inflight.try_open() {
+            Some(slot) => Some(slot),
+            None => {
+                let error = ApiError::Overloaded {
+                    what: "requests in flight",
+                };
+                return Ok(refuse(req, error, false));
+            }
+        }
+    };
+    Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_admits_up_to_its_fill_per_address_and_frees_on_drop() {
+        let cap = ConnectionCap::new(2, Exempt::Addresses(vec![]));
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = cap.admit(a).unwrap();
+        let _second = cap.admit(a).unwrap();
+        assert!(
+            cap.admit(a).is_none(),
+            "a third from one address is refused"
+        );
+        assert!(cap.admit(b).is_some(), "another address has its own count");
+        drop(first);
+        assert_eq!(cap.open_from(&a), 1);
+        assert!(cap.admit(a).is_some());
+    }
+
+    #[test]
+    fn exempt_addresses_are_not_counted() {
+        let cap = ConnectionCap::new(1, Exempt::Loopback);
+        let local: IpAddr = "127.0.0.2".parse().unwrap();
+        let tickets: Vec<_> = (0..5).map(|_| cap.admit(local).unwrap()).collect();
+        assert!(tickets.iter().all(Option::is_none));
+        assert_eq!(cap.open_from(&local), 0);
+        assert_eq!(Exempt::parse("loopback"), Ok(Exempt::Loopback));
+        assert_eq!(Exempt::parse(""), Ok(Exempt::Addresses(vec![])));
+        assert_eq!(
+            Exempt::parse("10.0.0.1, ::1"),
+            Ok(Exempt::Addresses(vec![
+                "10.0.0.1".parse().unwrap(),
+                "::1".parse().unwrap()
+            ]))
+        );
+        assert!(Exempt::parse("nope").is_err());
+    }
+}
