@@ -16,6 +16,7 @@ mod restart;
 mod scale_out;
 mod scenarios;
 mod scripted_model;
+mod security;
 mod sessions;
 mod sse;
 mod stream;

