@@ -35,7 +35,8 @@ pub fn redact(text: &str, key: Option<&str>) -> String {
         let (run, tail) = rest.split_at(split);
         if !run.is_empty() {
             let trimmed = run.trim_end_matches('.');
-            if after_bearer || token_shaped(trimmed) {
+            let already = run == "redacted";
+            if !already && (after_bearer || token_shaped(trimmed)) {
                 out.push_str(REDACTED);
                 out.push_str(&run[trimmed.len()..]);
             } else {

@@ -19,10 +19,16 @@ struct Llm {
 
 impl Llm {
     async fn start(store: Store) -> Self {
+        Self::start_with_key(store, None).await
+    }
+
+    async fn start_with_key(store: Store, key: Option<&str>) -> Self {
         let model = ScriptedModel::start().await;
         let url = model.url.clone();
+        let key = key.map(|k| interview_runtime::settings::Secret(k.to_string()));
         let app = TestApp::spawn_with(store, move |s| {
             s.openai_base_url = Some(url);
+            s.openai_api_key = key;
             s.model_idle_timeout_secs = 1;
         })
         .await;
@@ -273,6 +279,38 @@ async fn every_model_failure_falls_back_and_is_recorded() {
         assert_eq!(d["model"], "gpt-4o-mini");
     }
 }
+
+/// A provider whose error echoes the key: what is recorded (and logged) is the status, the
+/// error code and a short message with the key and anything token-shaped cut out.
+async fn an_echoed_key_never_reaches_the_event_log(store: Store) {
+    const KEY: &str = "sk-test-0123456789abcdefSECRETKEY";
+    let llm = Llm::start_with_key(store, Some(KEY)).await;
+    let (session, _, s) = llm.consented(vec![Reply::EchoKey(401)]).await;
+    assert_eq!(s["status"], "waiting_for_user");
+    assert_eq!(s["errors"][0]["code"], "model_http_error");
+    let message = s["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("invalid_api_key") || message.contains("Incorrect API key"),
+        "{message}"
+    );
+    assert!(message.chars().count() <= 240, "{message}");
+    let events = llm
+        .app
+        .get(
+            &format!("/api/sessions/{session}/events"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(events.contains("error.recorded"));
+    for part in [KEY, "0123456789abcdefSECRETKEY", "SECRETKEY"] {
+        assert!(!events.contains(part), "{part} is in the event log");
+    }
+}
+
+crate::both_stores!(an_echoed_key_never_reaches_the_event_log);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_already_shown_stands_when_the_stream_drops() {

@@ -36,6 +36,159 @@ fn help_lists_every_setting() {
     }
 }
 
+#[test]
+fn help_never_shows_a_secret_from_the_environment() {
+    let out = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+        .arg("--help")
+        .env(
+            "DATABASE_URL",
+            "postgres://app:hunter2-db-password@db.internal/interviews",
+        )
+        .env("RESEARCHER_TOKENS", "rt-help-secret")
+        .env("OPENAI_API_KEY", "sk-help-secret")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for secret in ["hunter2", "db.internal", "rt-help-secret", "sk-help-secret"] {
+        assert!(!help.contains(secret), "--help shows {secret}");
+    }
+}
+
+/// With `LOG_FORMAT=json`, a handled model failure is one JSON object per line with one
+/// `message` key, and the key a provider echoed is not in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_one_message_and_no_echoed_key() {
+    use crate::scripted_model::{Reply, ScriptedModel};
+    const KEY: &str = "sk-proc-0123456789abcdefECHOED";
+    let model = ScriptedModel::start().await;
+    model.always(Reply::EchoKey(401));
+    let dir =
+        std::env::temp_dir().join(format!("interview-json-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+        .current_dir(&dir)
+        .env("BIND", format!("127.0.0.1:{port}"))
+        .env("LOG_FORMAT", "json")
+        .env("OPENAI_BASE_URL", &model.url)
+        .env("OPENAI_API_KEY", KEY)
+        .env("RESEARCHER_TOKENS", "rt-json-test")
+        .env_remove("DATABASE_URL")
+        .env_remove("CONFIG_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    while !client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "not ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut study: serde_json::Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = serde_json::json!("llm-json");
+    study["agent"]["mode"] = serde_json::json!("llm");
+    let post = |path: String, token: Option<&str>, body: serde_json::Value| {
+        let mut req = client.post(format!("{base}{path}")).json(&body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    let created: serde_json::Value = post("/api/studies".into(), Some("rt-json-test"), study)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["study_id"].as_str().unwrap();
+    post(
+        format!("/api/studies/{id}/publish"),
+        Some("rt-json-test"),
+        serde_json::json!({}),
+    )
+    .await
+    .unwrap();
+    let session: serde_json::Value = post(
+        "/api/public/studies/llm-json/sessions".into(),
+        None,
+        serde_json::json!({}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let (sid, token) = (
+        session["session_id"].as_str().unwrap(),
+        session["participant_token"].as_str().unwrap(),
+    );
+    // Consent, then the interviewer asks the model, which fails with the echo.
+    let mut errors = 0;
+    for _ in 0..100 {
+        let s: serde_json::Value = client
+            .get(format!("{base}/api/sessions/{sid}"))
+            .bearer_auth("rt-json-test")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if let Some(widget) = s["pending_interaction"]["interaction_id"].as_str() {
+            if s["pending_interaction"]["type"] == "consent" {
+                post(
+                    format!("/api/sessions/{sid}/interactions/{widget}/submit"),
+                    Some(token),
+                    serde_json::json!({"status": "submitted", "value": {"accepted": true}}),
+                )
+                .await
+                .unwrap();
+            }
+        }
+        errors = s["errors"].as_array().map_or(0, Vec::len);
+        if errors > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(errors > 0, "the model's failure was recorded");
+    let _ = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let logs = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(logs.contains("handled failure"), "{logs}");
+    for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(parsed.is_object(), "{line}");
+        assert_eq!(line.matches("\"message\":").count(), 1, "{line}");
+    }
+    assert!(
+        !logs.contains(KEY) && !logs.contains("ECHOED"),
+        "the echoed key is logged"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm() {
     let dir = std::env::temp_dir().join(format!(

@@ -32,6 +32,8 @@ pub enum Reply {
     Drop(&'static str, &'static str, usize),
     /// A chunk that is not JSON.
     Garbage,
+    /// An error with this status whose message echoes the request's key, as some providers do.
+    EchoKey(u16),
 }
 
 #[derive(Clone, Default)]
@@ -139,7 +141,11 @@ fn sse(frames: Vec<Bytes>, stall: bool) -> HttpResponse {
     }
 }
 
-async fn answer(shared: web::Data<Shared>, body: web::Json<Value>) -> HttpResponse {
+async fn answer(
+    shared: web::Data<Shared>,
+    req: actix_web::HttpRequest,
+    body: web::Json<Value>,
+) -> HttpResponse {
     if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
         shared.requests.lock().unwrap().push(body.into_inner());
     }
@@ -187,5 +193,16 @@ async fn answer(shared: web::Data<Shared>, body: web::Json<Value>) -> HttpRespon
             sse(frames, false)
         }
         Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false),
+        Some(Reply::EchoKey(code)) => {
+            let auth = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let key = auth.trim_start_matches("Bearer ");
+            let message = format!("Incorrect API key provided: {key}. You sent Authorization: {auth}");
+            HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap())
+                .json(json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}}))
+        }
     }
 }
