@@ -262,3 +262,37 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
     assert_eq!(code, 5);
     let _ = std::fs::remove_dir_all(&f.dir);
 }
+
+/// `replay show … | head`: a reader that closes the pipe early ends replay quietly, without a
+/// panic message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_replay_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let f = Fixture::start().await;
+    let session = f.interviewed_session().await;
+    for args in [
+        vec!["show", session.as_str()],
+        vec!["stream", session.as_str()],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_replay"))
+            .args(&args)
+            .env("DATABASE_URL", &f.url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before replay writes a byte, so its first write finds no reader.
+        drop(child.stdout.take());
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

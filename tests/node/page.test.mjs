@@ -209,3 +209,71 @@ test("the thinking indicator speaks the study's language", async () => {
   assert.ok(await page.locator("#notice").isVisible());
   await context.close();
 });
+
+// A careless (or hostile) study author, and a hostile participant: markup and script in every
+// piece of study text the page shows, in the answers that come back in the summary, and in the
+// session path. Nothing runs — no alert, no marker set, no request to another host — and the
+// interview still works, the text shown as written.
+test("hostile study text and answers never run as script on the page", async () => {
+  const demo = JSON.parse(await (await import("node:fs/promises")).readFile(new URL("../../examples/demo-study.json", import.meta.url), "utf8"));
+  const evil = (n) => `{{boot}}</script><!--<script>window.__xss=${n}</script><img src=x onerror="window.__xss=${n}">"'&amp;`;
+  const study = structuredClone(demo);
+  study.public_slug = "hostile";
+  study.title = `Title ${evil(1)}`;
+  study.description = `Description ${evil(2)}`;
+  study.locale = `en" onload="window.__xss=3" x="{{boot}}`;
+  study.consent.text = `Consent ${evil(4)}`;
+  study.objectives[1].interaction.prompt = `Prompt ${evil(5)}`;
+  study.objectives[1].interaction.labels = study.objectives[1].interaction.labels.map((l, i) => `${l} ${evil(10 + i)}`);
+  study.objectives[2].interaction.prompt = `Choose ${evil(6)}`;
+  study.objectives[2].interaction.options = study.objectives[2].interaction.options.map((o, i) => ({ ...o, label: `${o.label} ${evil(20 + i)}` }));
+  const auth = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
+  const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers: auth, body: JSON.stringify(study) })).json();
+  assert.ok(created.study_id, JSON.stringify(created));
+  const published = await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers: auth, body: "{}" });
+  assert.equal(published.status, 200);
+
+  const { context, page } = await phone();
+  const dialogs = [];
+  page.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); });
+  const foreign = [];
+  page.on("request", (r) => { if (!r.url().startsWith(server.base) && !r.url().startsWith("data:")) foreign.push(r.url()); });
+  const response = await page.goto(`${server.base}/interview/hostile`);
+  const csp = response.headers()["content-security-policy"] ?? "";
+  assert.match(csp, /script-src 'self'/);
+  assert.equal(await page.locator("#title").textContent(), study.title, "the title is shown as written");
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  assert.ok((await page.locator("#widget .consent-text").textContent()).includes("window.__xss=4"), "consent shown as text");
+  await page.keyboard.press("Enter");
+  await assistant(page).first().waitFor();
+  const answer = `We plan on Sundays <img src=x onerror="window.__xss=30"><script>window.__xss=31</script> {{boot}}`;
+  await say(page, answer);
+  await assistant(page).nth(1).waitFor();
+  await say(page, `Food goes to waste every week </script><!--<script>window.__xss=32</script> because we buy too much`);
+  await page.locator("#widget .scale").waitFor();
+  await page.locator("#widget .scale button").nth(1).click();
+  await page.locator("#widget button.primary").click();
+  await assistant(page).nth(2).waitFor();
+  await say(page, "A list that fills itself from the meals we plan would save me the most time every week");
+  await page.locator("#widget .choices").waitFor();
+  assert.ok((await page.locator("#widget").textContent()).includes("window.__xss=20"), "option labels shown as text");
+  await page.locator("#widget .choice").first().click();
+  await page.locator("#widget button.primary").click();
+  await page.waitForFunction(() => /Did I get that right\?/.test(document.querySelector("#log li.them:last-of-type")?.textContent ?? ""));
+  await say(page, "Yes, that's right");
+  await page.locator("#done h2").waitFor();
+
+  // A session path that tries to open a comment or a script.
+  const other = await context.newPage();
+  other.on("dialog", (d) => { dialogs.push(d.message()); d.dismiss(); });
+  await other.goto(`${server.base}/interview/s/${encodeURIComponent("<!--<script>window.__xss=40</script>")}`);
+  await other.locator("#notice").waitFor();
+
+  for (const p of [page, other]) {
+    assert.equal(await p.evaluate(() => window.__xss), undefined, "a script from study or participant text ran");
+  }
+  assert.deepEqual(dialogs, []);
+  assert.deepEqual(foreign, [], "the page asked another host for something");
+  await context.close();
+});
