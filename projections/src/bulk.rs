@@ -6,7 +6,7 @@
 //! the cost is per batch, not per session or per row. Views written this way are identical to
 //! the live ones (the fold is the same code).
 
-use interview_session::{SessionStatus, AGGREGATE_TYPE};
+use interview_session::AGGREGATE_TYPE;
 use sqlx::{QueryBuilder, Row};
 
 use crate::on_db;
@@ -125,33 +125,21 @@ impl Projector {
                 q.build().execute(&mut *tx).await?;
             }
             for chunk in folded.chunks(ROWS_PER_INSERT / 2) {
-                let mut q = QueryBuilder::new(
-                    "INSERT INTO session_state (session_id, study_id, status, current_phase, turn_count, preview, \
-                     participant_token_sha256, last_seq, created_at, updated_at, state, idle_deadline, \
-                     needs_final_extraction, participant_ref) ",
-                );
+                let mut q = QueryBuilder::new(format!(
+                    "INSERT INTO session_state ({}) ",
+                    crate::columns::STATE_COLUMNS.join(", ")
+                ));
                 q.push_values(chunk, |mut b, f| {
-                    let v = &f.view;
-                    let state = serde_json::to_value(v).expect("views serialize");
-                    b.push_bind(f.session_id.clone())
-                        .push_bind(v.study_id.clone())
-                        .push_bind(v.status.as_str())
-                        .push_bind(
-                            state["current_phase"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_string(),
-                        )
-                        .push_bind(i64::from(v.turn_count))
-                        .push_bind(v.preview)
-                        .push_bind(v.participant_token_sha256.clone())
-                        .push_bind(v.last_seq as i64)
-                        .push_bind(v.created_at)
-                        .push_bind(v.last_activity_at)
-                        .push_bind(state)
-                        .push_bind(v.idle_deadline())
-                        .push_bind(v.status == SessionStatus::Completed && !v.final_extraction_done)
-                        .push_bind(v.participant_ref.clone());
+                    use crate::columns::Cell;
+                    for cell in crate::columns::state_cells(&f.view) {
+                        match cell {
+                            Cell::Text(v) => b.push_bind(v),
+                            Cell::Int(v) => b.push_bind(v),
+                            Cell::Bool(v) => b.push_bind(v),
+                            Cell::Json(v) => b.push_bind(v),
+                            Cell::Time(v) => b.push_bind(v),
+                        };
+                    }
                 });
                 q.build().execute(&mut *tx).await?;
             }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bulk;
+pub mod columns;
 pub mod db;
 pub mod group_commit;
 pub mod processes;

@@ -253,6 +253,7 @@ where
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let lock = if postgres { " FOR UPDATE" } else { "" };
     let select_view =
@@ -334,6 +335,7 @@ where
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     if !view_writes::update_states(tx, &[(expected_last_seq, view)])
         .await?

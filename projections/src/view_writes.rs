@@ -7,9 +7,12 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::projector::{end_reason_text, placeholders, NOTIFY_CHANNEL};
+use crate::columns::{
+    bind_all, decision_cells, result_cells, state_cells, transcript_cells, DECISION_COLUMNS,
+    RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
+};
+use crate::projector::{placeholders, NOTIFY_CHANNEL};
 use crate::views::{DecisionRow, SessionStateView, TranscriptRow};
-use interview_session::SessionStatus;
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
 const VALUES_PER_STATEMENT: usize = 30_000;
@@ -36,45 +39,31 @@ where
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     use sqlx::Row;
     let mut written = HashSet::new();
-    for chunk in views.chunks(rows_per_statement(15)) {
-        // VALUES columns are named column1… on both backends.
+    let width = STATE_COLUMNS.len() + 1;
+    // VALUES columns are named column1… on both backends; the last is the expected last_seq.
+    let set: Vec<String> = STATE_COLUMNS
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, c)| format!("{c} = v.column{}", i + 1))
+        .collect();
+    for chunk in views.chunks(rows_per_statement(width)) {
         let sql = format!(
-            "UPDATE session_state SET study_id = v.column2, status = v.column3, current_phase = v.column4, \
-             turn_count = v.column5, preview = v.column6, participant_token_sha256 = v.column7, \
-             last_seq = v.column8, created_at = v.column9, updated_at = v.column10, state = v.column11, \
-             idle_deadline = v.column12, needs_final_extraction = v.column13, participant_ref = v.column14 \
-             FROM (VALUES {}) AS v \
-             WHERE session_state.session_id = v.column1 AND session_state.last_seq = v.column15 \
+            "UPDATE session_state SET {} FROM (VALUES {}) AS v \
+             WHERE session_state.session_id = v.column1 AND session_state.last_seq = v.column{width} \
              RETURNING session_state.session_id",
-            placeholders::<DB>(chunk.len(), 15)
+            set.join(", "),
+            placeholders::<DB>(chunk.len(), width)
         );
         let mut q = sqlx::query(&sql);
         for (expected, view) in chunk {
-            let state = serde_json::to_value(view).expect("views serialize");
-            q = q
-                .bind(view.session_id.clone())
-                .bind(view.study_id.clone())
-                .bind(view.status.as_str().to_string())
-                .bind(
-                    state["current_phase"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-                .bind(i64::from(view.turn_count))
-                .bind(view.preview)
-                .bind(view.participant_token_sha256.clone())
-                .bind(view.last_seq as i64)
-                .bind(view.created_at)
-                .bind(view.last_activity_at)
-                .bind(state)
-                .bind(view.idle_deadline())
-                .bind(view.status == SessionStatus::Completed && !view.final_extraction_done)
-                .bind(view.participant_ref.clone())
-                .bind(*expected);
+            q = bind_all(q, state_cells(view)).bind(*expected);
         }
         for row in q.fetch_all(&mut **tx).await? {
             written.insert(row.try_get::<String, _>(0)?);
@@ -96,24 +85,20 @@ where
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for chunk in rows.chunks(rows_per_statement(8)) {
+    for chunk in rows.chunks(rows_per_statement(TRANSCRIPT_COLUMNS.len())) {
         let sql = format!(
-            "INSERT INTO transcript (session_id, seq, turn_id, role, kind, content, interaction_id, created_at) \
-             VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            placeholders::<DB>(chunk.len(), 8)
+            "INSERT INTO transcript ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+            TRANSCRIPT_COLUMNS.join(", "),
+            placeholders::<DB>(chunk.len(), TRANSCRIPT_COLUMNS.len())
         );
         let mut q = sqlx::query(&sql);
         for (session_id, t) in chunk {
-            q = q
-                .bind(session_id.to_string())
-                .bind(t.seq as i64)
-                .bind(t.turn_id.clone())
-                .bind(t.role.clone())
-                .bind(t.kind.clone())
-                .bind(t.content.clone())
-                .bind(t.interaction_id.clone())
-                .bind(t.created_at);
+            q = bind_all(q, transcript_cells(session_id, t));
         }
         q.execute(&mut **tx).await?;
     }
@@ -135,31 +120,19 @@ where
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    for chunk in rows.chunks(rows_per_statement(14)) {
+    for chunk in rows.chunks(rows_per_statement(DECISION_COLUMNS.len())) {
         let sql = format!(
-            "INSERT INTO decision_log (session_id, seq, decision_id, turn_id, phase, selected_action, proposed_action, \
-             rationale, model, prompt_version_id, latency_ms, token_usage, input_summary, created_at) \
-             VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            placeholders::<DB>(chunk.len(), 14)
+            "INSERT INTO decision_log ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
+            DECISION_COLUMNS.join(", "),
+            placeholders::<DB>(chunk.len(), DECISION_COLUMNS.len())
         );
         let mut q = sqlx::query(&sql);
         for (session_id, d) in chunk {
-            q = q
-                .bind(session_id.to_string())
-                .bind(d.seq as i64)
-                .bind(d.decision_id.clone())
-                .bind(d.turn_id.clone())
-                .bind(d.phase.clone())
-                .bind(d.selected_action.clone())
-                .bind(d.proposed_action.clone())
-                .bind(d.rationale.clone())
-                .bind(d.model.clone())
-                .bind(d.prompt_version_id.clone())
-                .bind(d.latency_ms as i64)
-                .bind(d.token_usage.clone())
-                .bind(d.input_summary.clone())
-                .bind(d.created_at);
+            q = bind_all(q, decision_cells(session_id, d));
         }
         q.execute(&mut **tx).await?;
     }
@@ -182,31 +155,22 @@ where
     for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    let completed: Vec<&SessionStateView> = views
-        .into_iter()
-        .filter(|v| v.status == SessionStatus::Completed && !v.preview)
-        .collect();
-    for chunk in completed.chunks(rows_per_statement(9)) {
+    let rows: Vec<_> = views.into_iter().filter_map(result_cells).collect();
+    for chunk in rows.chunks(rows_per_statement(RESULT_COLUMNS.len())) {
         let sql = format!(
-            "INSERT INTO results (session_id, study_id, participant_ref, completed_at, end_reason, summary, \
-             summary_confirmed, fields, last_seq) VALUES {} \
+            "INSERT INTO results ({}) VALUES {} \
              ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
              summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq",
-            placeholders::<DB>(chunk.len(), 9)
+            RESULT_COLUMNS.join(", "),
+            placeholders::<DB>(chunk.len(), RESULT_COLUMNS.len())
         );
         let mut q = sqlx::query(&sql);
-        for view in chunk {
-            q = q
-                .bind(view.session_id.clone())
-                .bind(view.study_id.clone())
-                .bind(view.participant_ref.clone())
-                .bind(view.ended_at.unwrap_or_default())
-                .bind(end_reason_text(view))
-                .bind(view.summary.clone())
-                .bind(view.summary_confirmed)
-                .bind(Value::Object(view.extracted_fields.clone()))
-                .bind(view.last_seq as i64);
+        for cells in chunk {
+            q = bind_all(q, cells.iter().cloned());
         }
         q.execute(&mut **tx).await?;
     }

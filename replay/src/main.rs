@@ -74,7 +74,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Check the hash chain, the sequence, the aggregate's rules and the stored read models.
+    /// Check a session against its log: the hash chain (payload, type and version of every
+    /// event), the sequence, the aggregate's rules over the stream, and every column of the
+    /// stored read models (session_state, transcript, decision_log, results) against the rows
+    /// rebuilt from the log. Not covered: event metadata (actor, request_id) — stored beside the
+    /// payload, outside the hash — and the studies tables (a session carries its own pinned
+    /// copy of its study, which is covered).
     Verify {
         #[arg(required_unless_present_any = ["all", "bundle"])]
         session_id: Option<String>,
@@ -276,6 +281,7 @@ async fn run_verify(
         }
     }
     outln!("{} session(s) checked, {failed} failed", ids.len());
+    outln!("(not audited: event metadata — actor, request_id — which the hash does not cover)");
     if failed > 0 {
         Err(ExitCode::from(VERIFY_FAILED))
     } else {

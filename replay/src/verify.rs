@@ -1,20 +1,33 @@
-//! Verification: the hash chain and sequence, every event decoding to its stored type, the
-//! aggregate's rules re-checked over the stream, and (against a database) the stored read
-//! models compared with ones rebuilt in memory.
+//! Verification: the hash chain and sequence (the stored `event_version` is part of the hashed
+//! text), every event decoding to its stored type and a known version, the aggregate's rules
+//! re-checked over the stream, and (against a database) every column of the stored read models
+//! compared with the rows rebuilt in memory. Event metadata (`actor`, `request_id`) is not
+//! covered by the hash: it is reported as unaudited.
 
+use interview_projections::columns::{self, Cell, Kind, StoredRow};
 use interview_projections::views::{NewRows, SessionStateView};
-use interview_projections::{read, Db};
+use interview_projections::Db;
 use interview_session::aggregate::check_stream;
 use interview_session::hash::verify_chain;
 use interview_session::SessionEvent;
 
 use crate::source::StoredEvent;
 
+/// The event versions there are (each decodes through the same upcasting point).
+const KNOWN_VERSIONS: [&str; 1] = [interview_session::events::EVENT_VERSION];
+
 /// The decoded events, or the problems that stop decoding.
 pub fn decode(events: &[StoredEvent]) -> Result<Vec<SessionEvent>, Vec<String>> {
     let mut problems = Vec::new();
     let mut decoded = Vec::new();
     for e in events {
+        if !KNOWN_VERSIONS.contains(&e.event_version.as_str()) {
+            problems.push(format!(
+                "event {}: version {:?} is not one this log's events are written in",
+                e.sequence, e.event_version
+            ));
+            continue;
+        }
         match serde_json::from_value::<SessionEvent>(e.payload.clone()) {
             Ok(d) if d.body.event_type() == e.event_type => decoded.push(d),
             Ok(d) => problems.push(format!(
@@ -35,11 +48,14 @@ pub fn decode(events: &[StoredEvent]) -> Result<Vec<SessionEvent>, Vec<String>> 
 
 /// Every problem found in a stream (empty when it verifies), and its head hash.
 pub fn verify_stream(events: &[StoredEvent]) -> (Vec<String>, String) {
-    let chain = verify_chain(
-        events
-            .iter()
-            .map(|e| (e.sequence as usize, e.event_type.as_str(), &e.payload)),
-    );
+    let chain = verify_chain(events.iter().map(|e| {
+        (
+            e.sequence as usize,
+            e.event_type.as_str(),
+            e.event_version.as_str(),
+            &e.payload,
+        )
+    }));
     let mut problems = Vec::new();
     let head = match chain {
         Ok(head) => head,
@@ -70,7 +86,20 @@ pub fn fold_views(events: &[StoredEvent], decoded: &[SessionEvent]) -> (SessionS
     (view, rows)
 }
 
-/// Differences between the stored read models and the rebuilt ones.
+/// One read model's expected rows (rebuilt from the log) and how to read its stored ones.
+struct Table<'a> {
+    name: &'static str,
+    columns: &'a [&'static str],
+    kinds: &'a [Kind],
+    /// How many leading columns identify a row (`session_id`, and `seq` where there is one).
+    key: usize,
+    order_by: &'static str,
+    expected: Vec<Vec<Cell>>,
+}
+
+/// Differences between the stored read models and the ones rebuilt from the log, column by
+/// column: `session_state`, `transcript`, `decision_log` and `results` (the rules are in
+/// `interview_projections::columns`).
 pub async fn compare_views(
     db: &Db,
     session_id: &str,
@@ -79,55 +108,188 @@ pub async fn compare_views(
     let Ok(decoded) = decode(events) else {
         return Ok(Vec::new());
     };
-    let (rebuilt, rebuilt_rows) = fold_views(events, &decoded);
-    let stored = read::session_state(db, session_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let stored_transcript = read::transcript(db, session_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let stored_decisions = read::decisions(db, session_id)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (rebuilt, rows) = fold_views(events, &decoded);
+    let tables = [
+        Table {
+            name: "session_state",
+            columns: &columns::STATE_COLUMNS,
+            kinds: &columns::STATE_KINDS,
+            key: 1,
+            order_by: "session_id",
+            expected: vec![columns::state_cells(&rebuilt).to_vec()],
+        },
+        Table {
+            name: "transcript",
+            columns: &columns::TRANSCRIPT_COLUMNS,
+            kinds: &columns::TRANSCRIPT_KINDS,
+            key: 2,
+            order_by: "seq",
+            expected: rows
+                .transcript
+                .iter()
+                .map(|t| columns::transcript_cells(session_id, t).to_vec())
+                .collect(),
+        },
+        Table {
+            name: "decision_log",
+            columns: &columns::DECISION_COLUMNS,
+            kinds: &columns::DECISION_KINDS,
+            key: 2,
+            order_by: "seq",
+            expected: rows
+                .decisions
+                .iter()
+                .map(|d| columns::decision_cells(session_id, d).to_vec())
+                .collect(),
+        },
+        Table {
+            name: "results",
+            columns: &columns::RESULT_COLUMNS,
+            kinds: &columns::RESULT_KINDS,
+            key: 1,
+            order_by: "session_id",
+            expected: columns::result_cells(&rebuilt)
+                .map(|r| vec![r.to_vec()])
+                .unwrap_or_default(),
+        },
+    ];
     let mut problems = Vec::new();
-    match stored {
-        None => problems.push("session_state: no stored row".to_string()),
-        Some(stored) => {
-            let (a, b) = (
-                serde_json::to_value(&stored).unwrap_or_default(),
-                serde_json::to_value(&rebuilt).unwrap_or_default(),
-            );
-            if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
-                for (key, value) in b {
-                    if a.get(key) != Some(value) {
-                        problems.push(format!(
-                            "session_state.{key}: stored {} but the log gives {}",
-                            a.get(key)
-                                .map(|v| v.to_string())
-                                .unwrap_or_else(|| "nothing".into()),
-                            value
-                        ));
-                    }
-                }
-            }
-            if stored.participant_token_sha256 != rebuilt.participant_token_sha256 {
-                problems.push("session_state.participant_token_sha256 differs from the log".into());
-            }
-        }
-    }
-    if stored_transcript != rebuilt_rows.transcript {
-        problems.push(format!(
-            "transcript: {} stored rows differ from the {} the log gives",
-            stored_transcript.len(),
-            rebuilt_rows.transcript.len()
-        ));
-    }
-    if stored_decisions != rebuilt_rows.decisions {
-        problems.push(format!(
-            "decision_log: {} stored rows differ from the {} the log gives",
-            stored_decisions.len(),
-            rebuilt_rows.decisions.len()
-        ));
+    for table in tables {
+        let stored = columns::stored_rows(
+            db,
+            table.name,
+            table.columns,
+            table.kinds,
+            session_id,
+            table.order_by,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        compare_table(&table, stored, &mut problems);
     }
     Ok(problems)
+}
+
+fn row_key(table: &Table, cells: &[String]) -> String {
+    table.columns[..table.key]
+        .iter()
+        .zip(cells)
+        .skip(1) // every row is this session's
+        .map(|(c, v)| format!("{c}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn compare_table(table: &Table, stored: Vec<StoredRow>, problems: &mut Vec<String>) {
+    let shown = |row: &[Result<Cell, String>]| -> Vec<String> {
+        row.iter()
+            .map(|c| match c {
+                Ok(cell) => cell.canonical(),
+                Err(e) => format!("<unreadable: {e}>"),
+            })
+            .collect()
+    };
+    let expected: Vec<Vec<String>> = table
+        .expected
+        .iter()
+        .map(|r| r.iter().map(Cell::canonical).collect())
+        .collect();
+    let stored: Vec<Vec<String>> = stored.iter().map(|r| shown(r)).collect();
+    let key_of = |r: &Vec<String>| r[..table.key].to_vec();
+    let stored_by_key: std::collections::BTreeMap<Vec<String>, &Vec<String>> =
+        stored.iter().map(|r| (key_of(r), r)).collect();
+    let expected_keys: std::collections::BTreeSet<Vec<String>> =
+        expected.iter().map(key_of).collect();
+    for row in &expected {
+        let where_ = match row_key(table, row) {
+            k if k.is_empty() => table.name.to_string(),
+            k => format!("{} row {k}", table.name),
+        };
+        let Some(found) = stored_by_key.get(&key_of(row)) else {
+            problems.push(format!(
+                "{where_}: missing from the store (the log gives it)"
+            ));
+            continue;
+        };
+        for (i, ((column, want), have)) in
+            table.columns.iter().zip(row).zip(found.iter()).enumerate()
+        {
+            if want == have {
+                continue;
+            }
+            let json = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+            let at = match (table.kinds[i], json(want), json(have)) {
+                (Kind::Json, Some(w), Some(h)) => first_difference(&w, &h, String::new()),
+                _ => None,
+            };
+            problems.push(match at {
+                Some((path, w, h)) => format!(
+                    "{where_}: column {column} differs at {}: stored {} but the log gives {}",
+                    if path.is_empty() { "the top" } else { &path },
+                    clip(&h),
+                    clip(&w)
+                ),
+                None => format!(
+                    "{where_}: column {column} is stored as {} but the log gives {}",
+                    clip(have),
+                    clip(want)
+                ),
+            });
+        }
+    }
+    for row in &stored {
+        if !expected_keys.contains(&key_of(row)) {
+            let k = row_key(table, row);
+            problems.push(format!(
+                "{} row {}: stored, but the log gives no such row",
+                table.name,
+                if k.is_empty() {
+                    "for this session".to_string()
+                } else {
+                    k
+                }
+            ));
+        }
+    }
+}
+
+/// Where two JSON values first differ: the path (`.turn_count`, `.fields.x[2]`) and both values.
+fn first_difference(
+    want: &serde_json::Value,
+    have: &serde_json::Value,
+    path: String,
+) -> Option<(String, String, String)> {
+    use serde_json::Value;
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => {
+            let keys: std::collections::BTreeSet<&String> = w.keys().chain(h.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let (a, b) = (
+                    w.get(k).unwrap_or(&Value::Null),
+                    h.get(k).unwrap_or(&Value::Null),
+                );
+                if w.contains_key(k) != h.contains_key(k) {
+                    return Some((format!("{path}.{k}"), a.to_string(), b.to_string()));
+                }
+                first_difference(a, b, format!("{path}.{k}"))
+            })
+        }
+        (Value::Array(w), Value::Array(h)) if w.len() == h.len() => w
+            .iter()
+            .zip(h)
+            .enumerate()
+            .find_map(|(i, (a, b))| first_difference(a, b, format!("{path}[{i}]"))),
+        (a, b) if a != b => Some((path, a.to_string(), b.to_string())),
+        _ => None,
+    }
+}
+
+/// A value short enough for a report line.
+fn clip(value: &str) -> String {
+    if value.chars().count() <= 120 {
+        return value.to_string();
+    }
+    let mut cut: String = value.chars().take(117).collect();
+    cut.push_str("...");
+    cut
 }

@@ -1,14 +1,52 @@
-//! The `replay` binary against a real log written by the real server (embedded store).
+//! The `replay` binary against a real log written by the real server, on both stores (the
+//! PostgreSQL one on the cluster named by `TEST_DATABASE_URL`, as `scripts/test` starts it).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use interview_projections::columns::Kind;
 use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
 use serde_json::{json, Value};
 
-/// A running server on a temp SQLite file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Store {
+    Sqlite,
+    Postgres,
+}
+
+/// One `#[tokio::test]` per store for each named `async fn(Store)`.
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Store::Sqlite).await } )*
+        }
+        mod postgres {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Store::Postgres).await } )*
+        }
+    };
+}
+
+/// A new database on the test PostgreSQL cluster.
+async fn fresh_postgres_database() -> String {
+    use sqlx::Connection;
+    let server = std::env::var("TEST_DATABASE_URL")
+        .expect("TEST_DATABASE_URL names the PostgreSQL cluster for the postgres tests (scripts/test starts one)");
+    let name = format!("r_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&server).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (base, _) = server.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+/// A running server on a fresh database of either store.
 struct Fixture {
+    store: Store,
     url: String,
     dir: PathBuf,
     base: String,
@@ -30,15 +68,21 @@ fn replay(url: &str, args: &[&str]) -> (i32, String, String) {
 }
 
 impl Fixture {
-    async fn start() -> Self {
+    async fn start(store: Store) -> Self {
         let dir =
             std::env::temp_dir().join(format!("replay-test-{}", uuid::Uuid::new_v4().simple()));
-        let url = format!("sqlite://{}", dir.join("interview.db").display());
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = match store {
+            Store::Sqlite => format!("sqlite://{}", dir.join("interview.db").display()),
+            Store::Postgres => fresh_postgres_database().await,
+        };
         let settings = Settings {
             bind: "127.0.0.1:0".into(),
             database_url: Some(url.clone()),
             data_dir: dir.clone(),
             researcher_tokens: vec![Secret("r".into())],
+            // The post-session extraction runs within a second, so sessions settle quickly.
+            sweep_interval_secs: 1,
             ..Settings::default()
         };
         let app = Application::build(settings).await.unwrap();
@@ -46,6 +90,7 @@ impl Fixture {
         let harness = app.state().harness.clone();
         tokio::spawn(app.run_until_stopped());
         Self {
+            store,
             url,
             dir,
             base,
@@ -56,6 +101,60 @@ impl Fixture {
 
     /// A demo session past consent with one answered question; returns its id.
     async fn interviewed_session(&self) -> String {
+        self.interviewed_session_with_token().await.0
+    }
+
+    /// A demo session ended by the participant (completed with its summary unconfirmed), once
+    /// nothing more is written to it (the post-session extraction included); returns its id.
+    async fn completed_session(&self) -> String {
+        let (session, token) = self.interviewed_session_with_token().await;
+        for _ in 0..2 {
+            self.http
+                .post(format!("{}/api/sessions/{session}/end", self.base))
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .send()
+                .await
+                .unwrap();
+            assert!(self
+                .harness
+                .wait_until_idle(&session, std::time::Duration::from_secs(20))
+                .await
+                .unwrap());
+        }
+        let mut last = (String::new(), 0);
+        for _ in 0..200 {
+            let events = self
+                .http
+                .get(format!("{}/api/sessions/{session}/events", self.base))
+                .bearer_auth("r")
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            // The post-session extraction's completion comes after the session's.
+            let done = events.find("session.completed").is_some_and(|end| {
+                events
+                    .rfind("extraction.completed")
+                    .is_some_and(|x| x > end)
+            });
+            if done && events == last.0 {
+                last.1 += 1;
+                if last.1 >= 5 {
+                    return session;
+                }
+            } else {
+                last = (events, 0);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the session never settled");
+    }
+
+    /// The same, with its participant token.
+    async fn interviewed_session_with_token(&self) -> (String, String) {
         let (base, http) = (&self.base, &self.http);
         let created: Value = http
             .post(format!("{base}/api/public/studies/demo/sessions"))
@@ -112,24 +211,34 @@ impl Fixture {
             .wait_until_idle(&session, std::time::Duration::from_secs(20))
             .await
             .unwrap());
-        session
+        (session, token)
     }
 }
 
-fn sqlite_exec(db: &Path, sql: &str) {
-    let url = format!("sqlite://{}", db.display());
-    tokio::task::block_in_place(|| {
-        tokio::runtime::Handle::current().block_on(async {
-            use sqlx::Connection;
-            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-            sqlx::query(sql).execute(&mut conn).await.unwrap();
-        })
-    });
+impl Fixture {
+    /// Runs SQL against the fixture's database: `sqlite` on SQLite, `postgres` on PostgreSQL.
+    async fn exec(&self, sqlite: &str, postgres: &str) {
+        use sqlx::Connection;
+        match self.store {
+            Store::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query(sqlite).execute(&mut conn).await.unwrap();
+            }
+            Store::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query(postgres).execute(&mut conn).await.unwrap();
+            }
+        }
+    }
+
+    /// The same SQL on both stores.
+    async fn exec_both(&self, sql: &str) {
+        self.exec(sql, sql).await;
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
-    let f = Fixture::start().await;
+async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: Store) {
+    let f = Fixture::start(store).await;
     f.interviewed_session().await;
     let session = f.interviewed_session().await;
     let url = f.url.as_str();
@@ -205,11 +314,17 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
     assert!(out.contains("does not match the payload"), "{out}");
 
     // Read models that drift from the log are reported, and rebuilt.
-    let db_path = f.dir.join("interview.db");
-    sqlite_exec(&db_path, &format!("UPDATE session_state SET state = json_set(state, '$.turn_count', 99) WHERE session_id = '{session}'"));
+    f.exec(
+        &format!("UPDATE session_state SET state = json_set(state, '$.turn_count', 99) WHERE session_id = '{session}'"),
+        &format!("UPDATE session_state SET state = jsonb_set(state, '{{turn_count}}', '99') WHERE session_id = '{session}'"),
+    )
+    .await;
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("session_state.turn_count"), "{out}");
+    assert!(
+        out.contains("column state differs at .turn_count: stored 99"),
+        "{out}"
+    );
     let (code, out, _) = replay(url, &["rebuild", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("events/s"), "{out}");
@@ -217,9 +332,11 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
     assert_eq!(code, 0, "{out}");
 
     // A tampered log is caught.
-    sqlite_exec(&db_path, &format!(
-        "UPDATE events SET payload = json_set(payload, '$.content', 'We never plan.') WHERE aggregate_id = '{session}' AND event_type = 'participant.message.created'"
-    ));
+    f.exec(
+        &format!("UPDATE events SET payload = json_set(payload, '$.content', 'We never plan.') WHERE aggregate_id = '{session}' AND event_type = 'participant.message.created'"),
+        &format!("UPDATE events SET payload = jsonb_set(payload, '{{content}}', '\"We never plan.\"') WHERE aggregate_id = '{session}' AND event_type = 'participant.message.created'"),
+    )
+    .await;
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("does not match the payload"), "{out}");
@@ -231,9 +348,10 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
         assert_eq!(replay(url, &["verify", id]).0, 0);
     }
     for (from, to) in [(2, 1000), (3, 2), (1000, 3)] {
-        sqlite_exec(&db_path, &format!(
+        f.exec_both(&format!(
             "UPDATE events SET sequence = {to} WHERE aggregate_id = '{second}' AND sequence = {from}"
-        ));
+        ))
+        .await;
     }
     let (code, out, _) = replay(url, &["verify", &second]);
     assert_eq!(code, 1, "{out}");
@@ -241,10 +359,10 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
         out.contains("prev_hash"),
         "a reordered log breaks the chain: {out}"
     );
-    sqlite_exec(
-        &db_path,
-        &format!("DELETE FROM events WHERE aggregate_id = '{third}' AND sequence = 3"),
-    );
+    f.exec_both(&format!(
+        "DELETE FROM events WHERE aggregate_id = '{third}' AND sequence = 3"
+    ))
+    .await;
     let (code, out, _) = replay(url, &["verify", &third]);
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -265,11 +383,10 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session() {
 
 /// `replay show … | head`: a reader that closes the pipe early ends replay quietly, without a
 /// panic message.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_closed_pipe_ends_replay_quietly() {
+async fn a_closed_pipe_ends_replay_quietly(store: Store) {
     use std::io::Read;
     use std::process::Stdio;
-    let f = Fixture::start().await;
+    let f = Fixture::start(store).await;
     let session = f.interviewed_session().await;
     for args in [
         vec!["show", session.as_str()],
@@ -296,3 +413,120 @@ async fn a_closed_pipe_ends_replay_quietly() {
         assert_eq!(status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// A value of another kind written into a column, as a tamperer would.
+fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str) -> String {
+    let set = match (kind, store) {
+        // A CHECK constraint keeps roles to these two; swap them.
+        (Kind::Text, _) if column == "role" => {
+            "role = CASE WHEN role = 'user' THEN 'assistant' ELSE 'user' END".to_string()
+        }
+        (Kind::Text, _) => format!("{column} = COALESCE({column}, '') || 'x'"),
+        (Kind::Int, _) if column == "seq" => format!("{column} = {column} + 100000"),
+        (Kind::Int, _) => format!("{column} = {column} + 1"),
+        (Kind::Bool, _) => format!("{column} = NOT COALESCE({column}, FALSE)"),
+        (Kind::Json, Store::Sqlite) => format!("{column} = '{{\"tampered\":true}}'"),
+        (Kind::Json, Store::Postgres) => format!("{column} = '{{\"tampered\":true}}'::jsonb"),
+        (Kind::Time, _) => format!("{column} = '2001-02-03 04:05:06+00:00'"),
+    };
+    let row = if matches!(table, "transcript" | "decision_log") {
+        format!(" AND seq = (SELECT MIN(seq) FROM {table} WHERE session_id = '{session}')")
+    } else {
+        String::new()
+    };
+    format!("UPDATE {table} SET {set} WHERE session_id = '{session}'{row}")
+}
+
+/// Every column of every read model, a stored row deleted, an event's version: each tamper is
+/// caught and named; a rebuild puts it right. Event metadata is said to be unaudited.
+async fn every_stored_column_and_field_is_audited(store: Store) {
+    use interview_projections::columns::{
+        DECISION_COLUMNS, DECISION_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,
+        TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
+    };
+    let f = Fixture::start(store).await;
+    let session = f.completed_session().await;
+    let url = f.url.as_str();
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}");
+    let tables: [(&str, &[&str], &[Kind]); 4] = [
+        ("session_state", &STATE_COLUMNS, &STATE_KINDS),
+        ("transcript", &TRANSCRIPT_COLUMNS, &TRANSCRIPT_KINDS),
+        ("decision_log", &DECISION_COLUMNS, &DECISION_KINDS),
+        ("results", &RESULT_COLUMNS, &RESULT_KINDS),
+    ];
+    let restore = || async {
+        for table in ["session_state", "transcript", "decision_log", "results"] {
+            f.exec_both(&format!(
+                "DELETE FROM {table} WHERE session_id LIKE '{session}%'"
+            ))
+            .await;
+        }
+        let (code, out, _) = replay(url, &["rebuild", &session]);
+        assert_eq!(code, 0, "{out}");
+        let (code, out, _) = replay(url, &["verify", &session]);
+        assert_eq!(code, 0, "a rebuild restores the views: {out}");
+    };
+    let mut caught = 0;
+    for (table, columns, kinds) in tables {
+        for (column, kind) in columns.iter().zip(kinds.iter()) {
+            f.exec_both(&tamper_sql(store, table, column, *kind, &session))
+                .await;
+            let (code, out, _) = replay(url, &["verify", &session]);
+            assert_eq!(code, 1, "{table}.{column} tampered, yet: {out}");
+            assert!(out.contains(table), "{table}.{column}: {out}");
+            if *column != "session_id" && *column != "seq" {
+                assert!(
+                    out.contains(&format!("column {column} ")),
+                    "{table}.{column}: {out}"
+                );
+            }
+            caught += 1;
+            restore().await;
+        }
+    }
+    assert_eq!(caught, 14 + 8 + 14 + 9);
+
+    // A results row deleted (what researchers export) is missing.
+    f.exec_both(&format!(
+        "DELETE FROM results WHERE session_id = '{session}'"
+    ))
+    .await;
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("results: missing from the store"), "{out}");
+    restore().await;
+
+    // An event's stored version is under the hash.
+    f.exec_both(&format!(
+        "UPDATE events SET event_version = '2' WHERE aggregate_id = '{session}' AND sequence = 2"
+    ))
+    .await;
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("event 2:") && out.contains("does not match the payload"),
+        "{out}"
+    );
+    f.exec_both(&format!(
+        "UPDATE events SET event_version = '1' WHERE aggregate_id = '{session}' AND sequence = 2"
+    ))
+    .await;
+
+    // Metadata is outside the hash: verify passes and says so.
+    f.exec(
+        &format!("UPDATE events SET metadata = '{{\"actor\":\"forged\"}}' WHERE aggregate_id = '{session}'"),
+        &format!("UPDATE events SET metadata = '{{\"actor\":\"forged\"}}'::jsonb WHERE aggregate_id = '{session}'"),
+    )
+    .await;
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("not audited: event metadata"), "{out}");
+    let _ = std::fs::remove_dir_all(&f.dir);
+}
+
+both_stores!(
+    the_auditor_can_show_verify_export_rebuild_and_replay_a_session,
+    a_closed_pipe_ends_replay_quietly,
+    every_stored_column_and_field_is_audited,
+);

@@ -78,6 +78,13 @@ pub struct OpenClaim {
     pub at: DateTime<Utc>,
 }
 
+/// `at` cut to whole microseconds.
+pub fn micros(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::Timelike;
+    let nanos = at.nanosecond();
+    at.with_nanosecond(nanos - nanos % 1_000).unwrap_or(at)
+}
+
 /// A claim older than this may be taken over: its run is presumed dead.
 pub const CLAIM_TIMEOUT_SECS: i64 = 120;
 
@@ -198,7 +205,21 @@ impl Session {
         self.last_hash.as_deref().unwrap_or(GENESIS_HASH)
     }
 
+    /// The time an event is stamped with: the command's time to the microsecond (what both
+    /// stores keep, so a stored row and the row rebuilt from the log agree), and never earlier
+    /// than the session's last event — commands decided on a stale clock reading, or a slower
+    /// process's clock, cannot make time run backwards within a session.
+    pub fn event_time(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+        let at = micros(at);
+        // Every applied event sets `last_activity_at`: it is the last event's time.
+        match self.last_activity_at {
+            Some(last) if last > at => last,
+            _ => at,
+        }
+    }
+
     async fn emit(&mut self, sink: &EventSink<Self>, body: EventBody, at: DateTime<Utc>) {
+        let at = self.event_time(at);
         let event = SessionEvent::seal(body, at, self.head_hash());
         sink.write(event, self).await;
     }

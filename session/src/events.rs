@@ -281,7 +281,7 @@ impl SessionEvent {
             hash: String::new(),
         };
         let payload = serde_json::to_value(&event).expect("events serialize");
-        event.hash = event_hash(prev_hash, event.body.event_type(), &payload);
+        event.hash = event_hash(prev_hash, event.body.event_type(), EVENT_VERSION, &payload);
         event
     }
 }
@@ -317,7 +317,7 @@ mod tests {
         let back: SessionEvent = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, e);
         assert_eq!(
-            verify_chain([(1, "session.abandoned", &v)]),
+            verify_chain([(1, "session.abandoned", EVENT_VERSION, &v)]),
             Ok(e.hash.clone())
         );
     }
@@ -334,7 +334,7 @@ mod tests {
         );
         let mut v = serde_json::to_value(&e).unwrap();
         v["content"] = "Hello".into();
-        let breaks = verify_chain([(1, "agent.message.completed", &v)]).unwrap_err();
+        let breaks = verify_chain([(1, "agent.message.completed", EVENT_VERSION, &v)]).unwrap_err();
         assert_eq!(breaks[0].sequence, 1);
     }
 }

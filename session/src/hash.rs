@@ -1,7 +1,11 @@
 //! Canonical JSON and the SHA-256 hash chain.
 //!
 //! Every event payload carries `prev_hash` and `hash`, where
-//! `hash = SHA-256(prev_hash "\n" event_type "\n" canonical(payload without "hash"))`.
+//! `hash = SHA-256(prev_hash "\n" event_type "\n" [event_version "\n"] canonical(payload without
+//! "hash"))`. The stored `event_version` column is part of the hashed text for every version but
+//! the first, `1`, which is written as nothing — so the hashes of the logs written before the
+//! version was covered still recompute, and editing a stored version in either direction breaks
+//! the chain (a `1` made `2` is hashed with `2`; a later version made `1` is hashed without it).
 //! Canonical JSON is compact with object keys sorted by their UTF-8 bytes, so the hash does not
 //! depend on how a database (PostgreSQL `jsonb` reorders keys) or a serializer orders them.
 //! Content-addressed configuration ids use the same canonical form.
@@ -66,7 +70,12 @@ fn to_hex(bytes: &[u8]) -> String {
 
 /// The chain hash of one event: `payload` is the stored payload; its `hash` key, if present, is
 /// left out.
-pub fn event_hash(prev_hash: &str, event_type: &str, payload: &Value) -> String {
+pub fn event_hash(
+    prev_hash: &str,
+    event_type: &str,
+    event_version: &str,
+    payload: &Value,
+) -> String {
     let canonical = match payload {
         Value::Object(map) if map.contains_key("hash") => {
             let mut without = map.clone();
@@ -80,6 +89,10 @@ pub fn event_hash(prev_hash: &str, event_type: &str, payload: &Value) -> String 
     hasher.update(b"\n");
     hasher.update(event_type.as_bytes());
     hasher.update(b"\n");
+    if event_version != "1" {
+        hasher.update(event_version.as_bytes());
+        hasher.update(b"\n");
+    }
     hasher.update(canonical.as_bytes());
     to_hex(&hasher.finalize())
 }
@@ -92,16 +105,17 @@ pub struct ChainBreak {
     pub problem: String,
 }
 
-/// Checks a session's stored events (`(sequence, event_type, payload)` in sequence order):
+/// Checks a session's stored events (`(sequence, event_type, event_version, payload)` in sequence
+/// order):
 /// sequences are 1, 2, 3…, each `prev_hash` is the previous `hash`, each `hash` recomputes.
 /// Returns the head hash, or every break found.
 pub fn verify_chain<'a>(
-    events: impl IntoIterator<Item = (usize, &'a str, &'a Value)>,
+    events: impl IntoIterator<Item = (usize, &'a str, &'a str, &'a Value)>,
 ) -> Result<String, Vec<ChainBreak>> {
     let mut breaks = Vec::new();
     let mut expected_prev = GENESIS_HASH.to_string();
     let mut expected_seq = 1usize;
-    for (sequence, event_type, payload) in events {
+    for (sequence, event_type, event_version, payload) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
                 sequence,
@@ -122,7 +136,7 @@ pub fn verify_chain<'a>(
                 ),
             });
         }
-        let recomputed = event_hash(prev, event_type, payload);
+        let recomputed = event_hash(prev, event_type, event_version, payload);
         if recomputed != stored {
             breaks.push(ChainBreak {
                 sequence,
@@ -159,13 +173,34 @@ mod tests {
         let a = json!({"type": "t", "x": 1, "prev_hash": GENESIS_HASH});
         let b = json!({"prev_hash": GENESIS_HASH, "x": 1, "type": "t", "hash": "whatever"});
         assert_eq!(
-            event_hash(GENESIS_HASH, "t", &a),
-            event_hash(GENESIS_HASH, "t", &b)
+            event_hash(GENESIS_HASH, "t", "1", &a),
+            event_hash(GENESIS_HASH, "t", "1", &b)
         );
         let c = json!({"type": "t", "x": 2, "prev_hash": GENESIS_HASH});
         assert_ne!(
-            event_hash(GENESIS_HASH, "t", &a),
-            event_hash(GENESIS_HASH, "t", &c)
+            event_hash(GENESIS_HASH, "t", "1", &a),
+            event_hash(GENESIS_HASH, "t", "1", &c)
+        );
+    }
+
+    #[test]
+    fn the_event_version_is_hashed_and_version_1_hashes_as_before() {
+        let a = json!({"type": "t", "x": 1, "prev_hash": GENESIS_HASH});
+        let v1 = event_hash(GENESIS_HASH, "t", "1", &a);
+        // The formula before versions were covered: prev, type, payload.
+        let mut hasher = Sha256::new();
+        hasher.update(format!("{GENESIS_HASH}\nt\n{}", canonical_json(&a)).as_bytes());
+        assert_eq!(v1, to_hex(&hasher.finalize()));
+        assert_ne!(v1, event_hash(GENESIS_HASH, "t", "2", &a));
+        assert_ne!(
+            event_hash(GENESIS_HASH, "t", "2", &a),
+            event_hash(GENESIS_HASH, "t", "3", &a)
+        );
+        let stored = json!({"type": "t", "x": 1, "prev_hash": GENESIS_HASH, "hash": v1});
+        assert!(verify_chain([(1, "t", "1", &stored)]).is_ok());
+        assert!(
+            verify_chain([(1, "t", "2", &stored)]).is_err(),
+            "an edited version breaks the chain"
         );
     }
 }

@@ -426,7 +426,9 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
         .unwrap();
     assert_eq!(message.3["request_id"], "req-abc-123");
     let head = interview_session::hash::verify_chain(
-        events.iter().map(|e| (e.0 as usize, e.1.as_str(), &e.2)),
+        events
+            .iter()
+            .map(|e| (e.0 as usize, e.1.as_str(), "1", &e.2)),
     )
     .unwrap();
     assert_eq!(head, events.last().unwrap().2["hash"].as_str().unwrap());

@@ -212,6 +212,28 @@ async fn creating_a_session_pins_the_whole_study() {
 }
 
 #[tokio::test]
+async fn event_time_is_kept_to_the_microsecond_and_never_runs_backwards() {
+    // A command stamped with nanoseconds: the event keeps whole microseconds (what the stores
+    // keep), so stored rows and rows rebuilt from the log agree.
+    let mut create = create();
+    if let C::Create { at: t, .. } = &mut create {
+        *t = at() + chrono::Duration::nanoseconds(1_234_567);
+    }
+    let events = when(vec![], create.clone()).await.unwrap();
+    assert_eq!(events[0].at, at() + chrono::Duration::microseconds(1_234));
+    // A command decided on an earlier clock reading than the last event is stamped with the
+    // last event's time.
+    let late = C::Abandon {
+        reason: ConcludeReason::Timeout,
+        at: at() - chrono::Duration::seconds(5),
+    };
+    let events = when(vec![create], late).await.unwrap();
+    assert!(events.len() >= 2);
+    let kept = at() + chrono::Duration::microseconds(1_234);
+    assert!(events.iter().all(|e| e.at == kept), "{events:?}");
+}
+
+#[tokio::test]
 async fn a_session_is_created_once() {
     expect_error(vec![create()], create(), SessionError::AlreadyCreated).await;
 }
@@ -559,7 +581,7 @@ async fn every_event_is_chained_to_the_one_before() {
             .iter()
             .zip(&payloads)
             .enumerate()
-            .map(|(i, (e, p))| (i + 1, e.body.event_type(), p)),
+            .map(|(i, (e, p))| (i + 1, e.body.event_type(), crate::events::EVENT_VERSION, p)),
     )
     .expect("an unbroken chain");
     assert_eq!(head, events.last().unwrap().hash);

@@ -1,0 +1,339 @@
+//! The stored columns of every read model, as one list per table: what the writers bind and
+//! what `replay verify` compares, column by column, with the rows it rebuilds from the log. A
+//! column added here is written and audited at once; there is no second list to forget.
+//!
+//! Comparison rules (also in `docs/audit.md`): times are compared to the microsecond (what both
+//! stores keep; logs written before events were stamped in microseconds carry nanoseconds);
+//! JSON columns are compared as JSON values (PostgreSQL's `jsonb` reorders keys); everything
+//! else exactly.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::projector::end_reason_text;
+use crate::views::{DecisionRow, SessionStateView, TranscriptRow};
+use interview_session::SessionStatus;
+
+/// One column's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Bool(Option<bool>),
+    Json(Option<Value>),
+    Time(Option<DateTime<Utc>>),
+}
+
+impl Cell {
+    /// The value as `verify` compares it (see the module doc), shown in its reports.
+    pub fn canonical(&self) -> String {
+        match self {
+            Cell::Text(Some(s)) => serde_json::to_string(s).unwrap_or_default(),
+            Cell::Int(Some(n)) => n.to_string(),
+            Cell::Bool(Some(b)) => b.to_string(),
+            Cell::Json(Some(v)) => interview_session::hash::canonical_json(v),
+            Cell::Time(Some(t)) => interview_session::aggregate::micros(*t)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            Cell::Text(None)
+            | Cell::Int(None)
+            | Cell::Bool(None)
+            | Cell::Json(None)
+            | Cell::Time(None) => "null".into(),
+        }
+    }
+}
+
+/// `session_state`, keyed by `session_id` (the first column).
+pub const STATE_COLUMNS: [&str; 14] = [
+    "session_id",
+    "study_id",
+    "status",
+    "current_phase",
+    "turn_count",
+    "preview",
+    "participant_token_sha256",
+    "last_seq",
+    "created_at",
+    "updated_at",
+    "state",
+    "idle_deadline",
+    "needs_final_extraction",
+    "participant_ref",
+];
+
+pub const STATE_KINDS: [Kind; 14] = {
+    use Kind::*;
+    [
+        Text, Text, Text, Text, Int, Bool, Text, Int, Time, Time, Json, Time, Bool, Text,
+    ]
+};
+
+pub fn state_cells(view: &SessionStateView) -> [Cell; 14] {
+    let state = serde_json::to_value(view).expect("views serialize");
+    let phase = state["current_phase"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    [
+        Cell::Text(Some(view.session_id.clone())),
+        Cell::Text(Some(view.study_id.clone())),
+        Cell::Text(Some(view.status.as_str().to_string())),
+        Cell::Text(Some(phase)),
+        Cell::Int(Some(i64::from(view.turn_count))),
+        Cell::Bool(Some(view.preview)),
+        Cell::Text(Some(view.participant_token_sha256.clone())),
+        Cell::Int(Some(view.last_seq as i64)),
+        Cell::Time(view.created_at),
+        Cell::Time(view.last_activity_at),
+        Cell::Json(Some(state)),
+        Cell::Time(view.idle_deadline()),
+        Cell::Bool(Some(
+            view.status == SessionStatus::Completed && !view.final_extraction_done,
+        )),
+        Cell::Text(view.participant_ref.clone()),
+    ]
+}
+
+/// `transcript`, keyed by `(session_id, seq)`.
+pub const TRANSCRIPT_COLUMNS: [&str; 8] = [
+    "session_id",
+    "seq",
+    "turn_id",
+    "role",
+    "kind",
+    "content",
+    "interaction_id",
+    "created_at",
+];
+
+pub const TRANSCRIPT_KINDS: [Kind; 8] = {
+    use Kind::*;
+    [Text, Int, Text, Text, Text, Text, Text, Time]
+};
+
+pub fn transcript_cells(session_id: &str, t: &TranscriptRow) -> [Cell; 8] {
+    [
+        Cell::Text(Some(session_id.to_string())),
+        Cell::Int(Some(t.seq as i64)),
+        Cell::Text(Some(t.turn_id.clone())),
+        Cell::Text(Some(t.role.clone())),
+        Cell::Text(Some(t.kind.clone())),
+        Cell::Text(Some(t.content.clone())),
+        Cell::Text(t.interaction_id.clone()),
+        Cell::Time(Some(t.created_at)),
+    ]
+}
+
+/// `decision_log`, keyed by `(session_id, seq)`.
+pub const DECISION_COLUMNS: [&str; 14] = [
+    "session_id",
+    "seq",
+    "decision_id",
+    "turn_id",
+    "phase",
+    "selected_action",
+    "proposed_action",
+    "rationale",
+    "model",
+    "prompt_version_id",
+    "latency_ms",
+    "token_usage",
+    "input_summary",
+    "created_at",
+];
+
+pub const DECISION_KINDS: [Kind; 14] = {
+    use Kind::*;
+    [
+        Text, Int, Text, Text, Text, Json, Json, Text, Text, Text, Int, Json, Text, Time,
+    ]
+};
+
+pub fn decision_cells(session_id: &str, d: &DecisionRow) -> [Cell; 14] {
+    [
+        Cell::Text(Some(session_id.to_string())),
+        Cell::Int(Some(d.seq as i64)),
+        Cell::Text(Some(d.decision_id.clone())),
+        Cell::Text(d.turn_id.clone()),
+        Cell::Text(Some(d.phase.clone())),
+        Cell::Json(Some(d.selected_action.clone())),
+        Cell::Json(d.proposed_action.clone()),
+        Cell::Text(Some(d.rationale.clone())),
+        Cell::Text(Some(d.model.clone())),
+        Cell::Text(Some(d.prompt_version_id.clone())),
+        Cell::Int(Some(d.latency_ms as i64)),
+        Cell::Json(Some(d.token_usage.clone())),
+        Cell::Text(Some(d.input_summary.clone())),
+        Cell::Time(Some(d.created_at)),
+    ]
+}
+
+/// `results`, keyed by `session_id`: a row for a completed session that is not a preview.
+pub const RESULT_COLUMNS: [&str; 9] = [
+    "session_id",
+    "study_id",
+    "participant_ref",
+    "completed_at",
+    "end_reason",
+    "summary",
+    "summary_confirmed",
+    "fields",
+    "last_seq",
+];
+
+pub const RESULT_KINDS: [Kind; 9] = {
+    use Kind::*;
+    [Text, Text, Text, Time, Text, Text, Bool, Json, Int]
+};
+
+/// The view's `results` row, if it has one.
+pub fn result_cells(view: &SessionStateView) -> Option<[Cell; 9]> {
+    if view.status != SessionStatus::Completed || view.preview {
+        return None;
+    }
+    Some([
+        Cell::Text(Some(view.session_id.clone())),
+        Cell::Text(Some(view.study_id.clone())),
+        Cell::Text(view.participant_ref.clone()),
+        Cell::Time(Some(view.ended_at.unwrap_or_default())),
+        Cell::Text(end_reason_text(view)),
+        Cell::Text(view.summary.clone()),
+        Cell::Bool(view.summary_confirmed),
+        Cell::Json(Some(Value::Object(view.extracted_fields.clone()))),
+        Cell::Int(Some(view.last_seq as i64)),
+    ])
+}
+
+/// Binds `cells` in order onto a statement (the writers' side of the one list).
+pub(crate) fn bind_all<'q, DB>(
+    mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    cells: impl IntoIterator<Item = Cell>,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<DateTime<Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for cell in cells {
+        q = match cell {
+            Cell::Text(v) => q.bind(v),
+            Cell::Int(v) => q.bind(v),
+            Cell::Bool(v) => q.bind(v),
+            Cell::Json(v) => q.bind(v),
+            Cell::Time(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+/// What a column holds, to read it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Int,
+    Bool,
+    Json,
+    Time,
+}
+
+impl Cell {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Cell::Text(_) => Kind::Text,
+            Cell::Int(_) => Kind::Int,
+            Cell::Bool(_) => Kind::Bool,
+            Cell::Json(_) => Kind::Json,
+            Cell::Time(_) => Kind::Time,
+        }
+    }
+}
+
+/// A stored row as read back: each column's value, or why it could not be read (a value of the
+/// wrong type — itself a sign of tampering).
+pub type StoredRow = Vec<Result<Cell, String>>;
+
+/// The stored rows of `table` for one session, `columns` read as `kinds`, ordered by `order_by`.
+pub async fn stored_rows(
+    db: &crate::Db,
+    table: &str,
+    columns: &[&str],
+    kinds: &[Kind],
+    session_id: &str,
+    order_by: &str,
+) -> Result<Vec<StoredRow>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {} FROM {table} WHERE session_id = $1 ORDER BY {order_by}",
+        columns.join(", ")
+    );
+    crate::on_db!(read(db), |pool| {
+        use sqlx::Row;
+        let rows = sqlx::query(&sql).bind(session_id).fetch_all(pool).await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                kinds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, kind)| {
+                        let read = match kind {
+                            Kind::Text => row.try_get::<Option<String>, _>(i).map(Cell::Text),
+                            Kind::Int => row.try_get::<Option<i64>, _>(i).map(Cell::Int),
+                            Kind::Bool => row.try_get::<Option<bool>, _>(i).map(Cell::Bool),
+                            Kind::Json => row.try_get::<Option<Value>, _>(i).map(Cell::Json),
+                            Kind::Time => {
+                                row.try_get::<Option<DateTime<Utc>>, _>(i).map(Cell::Time)
+                            }
+                        };
+                        read.map_err(|e| e.to_string())
+                    })
+                    .collect()
+            })
+            .collect())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_list_names_a_kind_for_each_cell() {
+        let view = SessionStateView {
+            status: SessionStatus::Completed,
+            ..Default::default()
+        };
+        let kinds = |cells: &[Cell]| cells.iter().map(Cell::kind).collect::<Vec<_>>();
+        assert_eq!(kinds(&state_cells(&view)), STATE_KINDS);
+        assert_eq!(kinds(&result_cells(&view).unwrap()), RESULT_KINDS);
+        let t = TranscriptRow {
+            seq: 1,
+            turn_id: "t".into(),
+            role: "user".into(),
+            kind: "message".into(),
+            content: "c".into(),
+            interaction_id: None,
+            created_at: Utc::now(),
+        };
+        assert_eq!(kinds(&transcript_cells("s", &t)), TRANSCRIPT_KINDS);
+        let d = DecisionRow {
+            seq: 1,
+            session_id: "s".into(),
+            decision_id: "d".into(),
+            turn_id: None,
+            phase: "p".into(),
+            selected_action: Value::Null,
+            proposed_action: None,
+            rationale: "r".into(),
+            model: "m".into(),
+            prompt_version_id: "v".into(),
+            latency_ms: 0,
+            token_usage: Value::Null,
+            input_summary: "i".into(),
+            created_at: Utc::now(),
+        };
+        assert_eq!(kinds(&decision_cells("s", &d)), DECISION_KINDS);
+    }
+}
