@@ -107,6 +107,7 @@ impl ConnectionCap {
 
     /// A ticket for one more connection from `addr`, or `None` when it has its fill.
     pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Option<Option<Ticket>> {
+        let addr = client_key(addr);
         if self.max == 0 || self.exempt.covers(&addr) {
             return Some(None);
         }
@@ -127,9 +128,77 @@ impl ConnectionCap {
         self.open
             .lock()
             .expect("connection counts")
-            .get(addr)
+            .get(&client_key(*addr))
             .copied()
             .unwrap_or(0)
+    }
+}
+
+/// The address a client is counted under: an IPv4 address (also when it arrives mapped into
+/// IPv6 on a dual-stack listener), or an IPv6 address's /64 — one host usually has a whole /64,
+/// so counting single IPv6 addresses would give it billions of caps.
+pub fn client_key(addr: IpAddr) -> IpAddr {
+    match addr.to_canonical() {
+        IpAddr::V6(v6) if !v6.is_loopback() => {
+            let mut segments = v6.segments();
+            segments[4..].fill(0);
+            IpAddr::V6(segments.into())
+        }
+        other => other,
+    }
+}
+
+/// Above this many connections from one address, a response closes its connection instead of
+/// keeping it alive. HTTP/1.1's header deadline (actix-web's `client_request_timeout`) covers
+/// only a connection's first request: a client that sends one quick request and then one byte
+/// of the next would hold a kept-alive connection for ever. Under pressure from one address,
+/// every request is a connection's first.
+pub const KEEP_ALIVE_UP_TO: usize = 16;
+
+/// Bytes of request bodies being read at the door at once, across all connections; beyond it a
+/// body is refused 503 `overloaded` (so thousands of slow uploads cannot fill memory).
+pub struct BodyBudget {
+    max: usize,
+    used: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Bytes held against the budget until the request is answered.
+pub struct Held {
+    used: Arc<std::sync::atomic::AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.used
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl BodyBudget {
+    /// `max` 0 means no budget.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            used: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    fn hold(&self) -> Held {
+        Held {
+            used: self.used.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds `bytes` to `held`, or refuses when the budget would be exceeded.
+    fn take(&self, held: &mut Held, bytes: usize) -> bool {
+        let now = self
+            .used
+            .fetch_add(bytes, std::sync::atomic::Ordering::AcqRel)
+            + bytes;
+        held.bytes += bytes;
+        self.max == 0 || now <= self.max
     }
 }
 
@@ -190,11 +259,30 @@ fn check_content_type(req: &ServiceRequest, body: bool) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// Reads the whole body within `deadline`, refusing more than `limit` bytes.
+/// The most a route reads, known from its path before anything else is read: the door never
+/// buffers more than the route would accept.
+fn body_limit(path: &str, settings: &crate::settings::Settings) -> usize {
+    let limit = if path.starts_with("/api/studies") {
+        settings.max_study_bytes
+    } else if path.ends_with("/messages") {
+        // A message's text, escaped at worst six bytes a character, and the rest of the body.
+        settings.max_message_bytes * 6 + 4096
+    } else if path.starts_with("/api/public/") {
+        16 * 1024
+    } else {
+        settings.max_body_bytes
+    };
+    limit.min(settings.max_body_bytes)
+}
+
+/// Reads the whole body within `deadline`, refusing more than `limit` bytes, holding what it
+/// reads against the process's body budget.
 async fn read_body(
     req: &mut ServiceRequest,
     limit: usize,
     deadline: Duration,
+    budget: &BodyBudget,
+    held: &mut Held,
 ) -> Result<web::Bytes, ApiError> {
     let announced = req
         .headers()
@@ -222,6 +310,11 @@ async fn read_body(
                     limit,
                 });
             }
+            if !budget.take(held, chunk.len()) {
+                return Err(ApiError::Overloaded {
+                    what: "request bodies being read",
+                });
+            }
             body.extend_from_slice(&chunk);
         }
         Ok(body.freeze())
@@ -245,6 +338,13 @@ fn refuse(req: ServiceRequest, error: ApiError, close: bool) -> ServiceResponse<
     res
 }
 
+/// U+0000 anywhere in the address (`%00`): PostgreSQL cannot compare such text, and no
+/// resource has such a name.
+fn nul_in_uri(req: &ServiceRequest) -> bool {
+    let uri = req.uri().to_string();
+    uri.to_ascii_lowercase().contains("%00")
+}
+
 /// Middleware: see the module doc.
 pub async fn door(
     mut req: ServiceRequest,
@@ -253,16 +353,27 @@ pub async fn door(
     let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
-    if req.method() == Method::HEAD {
+    let head = req.method() == Method::HEAD;
+    if head {
         req.head_mut().method = Method::GET;
     }
     let body = has_body(&req);
+    if nul_in_uri(&req) {
+        let error = ApiError::BadRequest {
+            code: "invalid_text",
+            message: "the address may not contain the NUL character (%00)".into(),
+            details: None,
+        };
+        return Ok(refuse(req, error, body));
+    }
     if let Err(error) = check_content_type(&req, body) {
         return Ok(refuse(req, error, body));
     }
+    let mut held = state.body_budget.hold();
     if body {
         let deadline = Duration::from_secs(state.settings.body_read_timeout_secs.max(1));
-        match read_body(&mut req, state.settings.max_body_bytes, deadline).await {
+        let limit = body_limit(req.path(), &state.settings);
+        match read_body(&mut req, limit, deadline, &state.body_budget, &mut held).await {
             Ok(bytes) => req.set_payload(bytes.into()),
             Err(error) => return Ok(refuse(req, error, true)),
         }
@@ -281,7 +392,27 @@ pub async fn door(
             }
         }
     };
-    Ok(next.call(req).await?.map_into_boxed_body())
+    let pressed = req
+        .conn_data::<Ticket>()
+        .is_some_and(|t| t.cap.open_from(&t.addr) > KEEP_ALIVE_UP_TO);
+    let mut res = next.call(req).await?.map_into_boxed_body();
+    drop(held);
+    if pressed {
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+    }
+    if head
+        && matches!(
+            res.response().body().size(),
+            actix_web::body::BodySize::Stream
+        )
+    {
+        // A stream (SSE) asked for with HEAD: the headers are the answer; dropping the body
+        // ends the stream and frees its place at once.
+        res = res.map_body(|_, _| BoxBody::new(()));
+    }
+    Ok(res)
 }
 
 #[cfg(test)]

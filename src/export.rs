@@ -7,14 +7,17 @@
 //!
 //! Participants' words reach researchers' spreadsheets, which run a cell starting with `=`, `+`,
 //! `-`, `@`, a tab or a carriage return as a formula. Every CSV cell that starts with one of those
-//! gets a leading `'` (OWASP's advice), so it shows as text. JSON Lines stays exactly as stored.
+//! gets a leading `'` (OWASP's advice), so it shows as text — except a plain number (`-3`), which
+//! no spreadsheet runs. JSON Lines stays exactly as stored.
 
 use interview_projections::read::ResultRow;
 use serde_json::{json, Value};
 
 /// A cell a spreadsheet would take for a formula, made plain text with a leading `'`.
 fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    // A plain number (a rating of -2, say) is data, not a formula: it stays a number.
+    let number = text.parse::<f64>().is_ok_and(f64::is_finite) && !text.starts_with('+');
+    if !number && text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{text}").into()
     } else {
         text.into()
@@ -126,7 +129,9 @@ mod tests {
             csv_field("=HYPERLINK(\"http://x\",\"y\")"),
             "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
         );
-        for start in ["+1", "-1", "@SUM(A1)", "\tx", "\rx"] {
+        assert_eq!(csv_field("-3"), "-3", "numbers stay numbers");
+        assert_eq!(csv_field("-0.5"), "-0.5");
+        for start in ["+1", "-1+A1", "@SUM(A1)", "\tx", "\rx", "-inf"] {
             assert!(
                 csv_field(start).trim_start_matches('"').starts_with('\''),
                 "{start:?}"

@@ -90,6 +90,65 @@ impl Gauge {
     }
 }
 
+/// The caps on open event streams: in all (`MAX_STREAMS`) and per session
+/// (`MAX_STREAMS_PER_SESSION`), so one session's token cannot take every stream.
+pub struct StreamLimits {
+    all: Gauge,
+    per_session: usize,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open stream; dropping it frees both of its places.
+pub struct StreamSlot {
+    _all: Slot,
+    session: String,
+    open: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().expect("stream counts");
+        if let Some(n) = open.get_mut(&self.session) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.session);
+            }
+        }
+    }
+}
+
+impl StreamLimits {
+    /// `max` and `per_session` 0 mean no cap.
+    pub fn new(max: usize, per_session: usize) -> Self {
+        Self {
+            all: Gauge::new(max),
+            per_session,
+            open: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// A place for one more stream of `session`, or which cap is full.
+    pub fn try_open(&self, session: &str) -> Result<StreamSlot, &'static str> {
+        let all = self.all.try_open().ok_or("open event streams")?;
+        let mut open = self.open.lock().expect("stream counts");
+        let n = open.entry(session.to_string()).or_insert(0);
+        if self.per_session != 0 && *n >= self.per_session {
+            return Err("open event streams of this session");
+        }
+        *n += 1;
+        Ok(StreamSlot {
+            _all: all,
+            session: session.to_string(),
+            open: self.open.clone(),
+        })
+    }
+
+    /// Streams open in all.
+    pub fn open(&self) -> usize {
+        self.all.open()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +162,22 @@ mod tests {
         assert_eq!(limiter.check("a"), Err(20));
         assert_eq!(limiter.check("b"), Ok(()), "keys are separate");
         assert_eq!(RateLimiter::new(0).check("a"), Ok(()));
+    }
+
+    #[test]
+    fn streams_are_capped_per_session_and_in_all() {
+        let limits = StreamLimits::new(3, 2);
+        let a1 = limits.try_open("a").unwrap();
+        let _a2 = limits.try_open("a").unwrap();
+        assert_eq!(
+            limits.try_open("a").err(),
+            Some("open event streams of this session")
+        );
+        let _b = limits.try_open("b").unwrap();
+        assert_eq!(limits.try_open("c").err(), Some("open event streams"));
+        drop(a1);
+        assert_eq!(limits.open(), 2);
+        assert!(limits.try_open("a").is_ok());
     }
 
     #[test]

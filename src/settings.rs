@@ -66,7 +66,7 @@ pub struct Overrides {
     #[arg(long, env = "RESEARCHER_TOKENS", hide_env_values = true)]
     pub researcher_tokens: Option<Secret>,
     /// Base URL of an OpenAI-compatible API (used by studies in llm mode).
-    #[arg(long, env = "OPENAI_BASE_URL")]
+    #[arg(long, env = "OPENAI_BASE_URL", hide_env_values = true)]
     pub openai_base_url: Option<String>,
     /// API key for OPENAI_BASE_URL.
     #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
@@ -117,6 +117,10 @@ pub struct Overrides {
     /// Open event streams (SSE and AG-UI runs) per process; 0 = no cap [default: 20000].
     #[arg(long, env = "MAX_STREAMS")]
     pub max_streams: Option<usize>,
+    /// Open event streams of one session (a reload or a second tab opens another); 0 = no cap
+    /// [default: 8].
+    #[arg(long, env = "MAX_STREAMS_PER_SESSION")]
+    pub max_streams_per_session: Option<usize>,
     /// Requests in flight per process, counted once their body is in; 0 = no cap
     /// [default: 4096].
     #[arg(long, env = "MAX_INFLIGHT_REQUESTS")]
@@ -133,6 +137,10 @@ pub struct Overrides {
     /// proxy on this host), or comma-separated IP addresses; empty for none [default: loopback].
     #[arg(long, env = "CONNECTION_CAP_EXEMPT", value_parser = Exempt::parse)]
     pub connection_cap_exempt: Option<Exempt>,
+    /// Bytes of request bodies being read at once, across all connections; beyond it 503
+    /// `overloaded`; 0 = no budget [default: 67108864].
+    #[arg(long, env = "MAX_PENDING_BODY_BYTES")]
+    pub max_pending_body_bytes: Option<usize>,
     /// Largest study definition, in bytes (413 above) [default: 262144].
     #[arg(long, env = "MAX_STUDY_BYTES")]
     pub max_study_bytes: Option<usize>,
@@ -163,10 +171,12 @@ pub struct Settings {
     pub create_rate_per_study: u32,
     pub max_streams: usize,
     pub max_inflight_requests: usize,
+    pub max_streams_per_session: usize,
     pub body_read_timeout_secs: u64,
     pub max_connections_per_address: usize,
     pub connection_cap_exempt: Exempt,
     pub max_study_bytes: usize,
+    pub max_pending_body_bytes: usize,
 }
 
 impl Default for Settings {
@@ -194,10 +204,12 @@ impl Default for Settings {
             create_rate_per_study: 6000,
             max_streams: 20_000,
             max_inflight_requests: 4096,
+            max_streams_per_session: 8,
             body_read_timeout_secs: 5,
             max_connections_per_address: 256,
             connection_cap_exempt: Exempt::Loopback,
             max_study_bytes: 256 * 1024,
+            max_pending_body_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -257,10 +269,12 @@ impl Settings {
             create_rate_per_study,
             max_streams,
             max_inflight_requests,
+            max_streams_per_session,
             body_read_timeout_secs,
             max_connections_per_address,
             connection_cap_exempt,
-            max_study_bytes
+            max_study_bytes,
+            max_pending_body_bytes
         );
         if o.database_url.is_some() {
             self.database_url = o.database_url;

@@ -20,6 +20,25 @@ use crate::state::AppState;
 use crate::store::SessionStore;
 use crate::stream_hub::StreamHub;
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn userinfo_is_left_out_of_logged_urls() {
+        assert_eq!(
+            super::without_userinfo("https://key:secret@llm.example/v1"),
+            "https://llm.example/v1"
+        );
+        assert_eq!(
+            super::without_userinfo("http://127.0.0.1:9/v1"),
+            "http://127.0.0.1:9/v1"
+        );
+        assert_eq!(
+            super::without_userinfo("https://h/v1?a=b@c"),
+            "https://h/v1?a=b@c"
+        );
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error(transparent)]
@@ -81,7 +100,8 @@ impl Application {
             crate::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
         }
         let gateway = settings.openai_base_url.as_deref().map(|url| {
-            tracing::info!(url, "model endpoint configured for studies in llm mode");
+            let shown = without_userinfo(url);
+            tracing::info!(url = %shown, "model endpoint configured for studies in llm mode");
             Arc::new(ModelGateway::new(
                 url,
                 settings.openai_api_key.as_ref().map(|k| k.0.as_str()),
@@ -113,8 +133,13 @@ impl Application {
             participant_create_lock: tokio::sync::Mutex::new(()),
             create_by_address: crate::limits::RateLimiter::new(settings.create_rate_per_address),
             create_by_study: crate::limits::RateLimiter::new(settings.create_rate_per_study),
-            streams: crate::limits::Gauge::new(settings.max_streams),
+            streams: crate::limits::StreamLimits::new(
+                settings.max_streams,
+                settings.max_streams_per_session,
+            ),
             inflight: crate::limits::Gauge::new(settings.max_inflight_requests),
+            readiness: tokio::sync::Mutex::new(None),
+            body_budget: crate::door::BodyBudget::new(settings.max_pending_body_bytes),
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
@@ -235,6 +260,18 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
         .map_err(fail)?;
     std::io::Write::write_all(&mut file, format!("{token}\n").as_bytes()).map_err(fail)?;
     Ok(token)
+}
+
+/// A URL as it may be logged: any `user:password@` before the host is left out.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..host_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// A token file other users can read is a token other users have: refuse it and say how to fix.

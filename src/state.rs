@@ -29,6 +29,11 @@ pub struct AppState {
     pub create_by_address: crate::limits::RateLimiter,
     pub create_by_study: crate::limits::RateLimiter,
     /// Open event streams, and requests in flight.
-    pub streams: crate::limits::Gauge,
+    pub streams: crate::limits::StreamLimits,
     pub inflight: crate::limits::Gauge,
+    /// Bytes of request bodies being read at the door.
+    pub body_budget: crate::door::BodyBudget,
+    /// The last readiness check (`/readyz`) and when it ran: probes are outside the request
+    /// cap, so they share one database round trip per [`crate::routes::health::READY_FOR`].
+    pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
 }

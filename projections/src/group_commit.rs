@@ -88,8 +88,8 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
 /// When the transaction fails for a reason that may belong to one command (a value the
 /// database refuses, say), the batch is split in two and each half is committed on its own, and
 /// so on down to single commands: the command at fault fails alone and the others are written.
-/// A database that is down, or a deadlock (a lost race, retried by the callers), fails the whole
-/// batch at once — splitting would not help.
+/// Any other error (the database down or overloaded, a deadlock — a lost race, retried by the
+/// callers) fails the whole batch at once: splitting would not help.
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
@@ -102,7 +102,7 @@ pub(crate) async fn commit(
     match result {
         Ok(outcomes) => outcomes,
         // The transaction was dropped, so rolled back: nothing of the batch is written.
-        Err(error) if commands.len() > 1 && !whole_batch_error(&error) => {
+        Err(error) if commands.len() > 1 && one_commands_fault(&error) => {
             tracing::warn!(%error, commands = commands.len(), "a batch of commands failed; committing its halves apart");
             let (left, right) = commands.split_at(commands.len() / 2);
             let mut outcomes = Box::pin(commit(db, recent, left)).await;
@@ -118,14 +118,31 @@ pub(crate) async fn commit(
     }
 }
 
-/// An error no command of a batch is to blame for alone.
-fn whole_batch_error(error: &ProjectionError) -> bool {
+/// An error that may be one command's fault: a value the database refuses (PostgreSQL's data
+/// exceptions and constraint violations, SQLite's constraint, mismatch and too-big errors), or
+/// one that cannot be encoded or decoded. Anything else — the database down, out of
+/// connections, timing out, a deadlock — would fail every half alike: splitting would only
+/// multiply the load on a database already in trouble.
+fn one_commands_fault(error: &ProjectionError) -> bool {
     match error {
+        ProjectionError::Decode { .. } => true,
         ProjectionError::Db(sqlx::Error::Database(e)) => {
-            matches!(e.code().as_deref(), Some("40P01" | "40001"))
+            let code = e.code();
+            let code = code.as_deref().unwrap_or_default();
+            if code.len() == 5 {
+                // A PostgreSQL SQLSTATE: class 22 (data exception), 23 (integrity constraint).
+                code.starts_with("22") || code.starts_with("23")
+            } else {
+                // A SQLite result code: 18 too big, 19 constraint, 20 mismatch (the extended
+                // codes keep the primary code in their low byte).
+                code.parse::<u32>()
+                    .is_ok_and(|c| matches!(c & 0xff, 18..=20))
+            }
         }
-        ProjectionError::Db(e) => crate::db::is_unavailable(e),
-        ProjectionError::Decode { .. } => false,
+        ProjectionError::Db(
+            sqlx::Error::Encode(_) | sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. },
+        ) => true,
+        ProjectionError::Db(_) => false,
     }
 }
 

@@ -6,13 +6,27 @@
 //! bundle.
 #![forbid(unsafe_code)]
 
-/// `print!` that ends the program quietly when standard output is closed (`replay show … |
-/// head`): a reader that has seen enough is not an error.
+/// A verification failure already reported: the status to end with should the output close.
+static FAILED_SO_FAR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Standard output could not be written. A reader that has seen enough (`replay show … | head`)
+/// ends the program quietly — with status 0, or 1 if a verification failure was already
+/// reported; any other error is said, with status 74 (EX_IOERR).
+fn output_failed(error: std::io::Error) -> ! {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        let failed = FAILED_SO_FAR.load(std::sync::atomic::Ordering::Relaxed);
+        std::process::exit(if failed { i32::from(VERIFY_FAILED) } else { 0 });
+    }
+    eprintln!("error: cannot write the output: {error}");
+    std::process::exit(74);
+}
+
+/// `print!` that never panics (see [`output_failed`]).
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if write!(std::io::stdout(), $($arg)*).is_err() {
-            std::process::exit(0);
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            crate::output_failed(e);
         }
     }};
 }
@@ -21,8 +35,8 @@ macro_rules! out {
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
-            std::process::exit(0);
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            crate::output_failed(e);
         }
     }};
 }
@@ -294,6 +308,7 @@ fn report(id: &str, count: usize, head: &str, problems: &[String]) -> Result<(),
         outln!("ok        {id}  ({count} events, head {head})");
         Ok(())
     } else {
+        FAILED_SO_FAR.store(true, std::sync::atomic::Ordering::Relaxed);
         outln!("FAILED    {id}");
         for p in problems {
             outln!("  - {p}");

@@ -58,9 +58,10 @@ pub async fn run(
     let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
     let id = session_id.to_string();
     input.check(&id)?;
-    let slot = state.streams.try_open().ok_or(ApiError::Overloaded {
-        what: "open event streams",
-    })?;
+    let slot = state
+        .streams
+        .try_open(&id)
+        .map_err(|what| ApiError::Overloaded { what })?;
     // Subscribe before acting, so nothing the interviewer streams is missed.
     let subscription = state.hub.subscribe(&id);
     let from = read::session_state(&state.db, &id)

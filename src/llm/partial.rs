@@ -89,6 +89,9 @@ fn read_string(json: &str, start: usize) -> (String, bool, usize) {
                                 }
                                 _ => break,
                             }
+                        } else if code == 0 {
+                            // PostgreSQL cannot store U+0000; it is shown and kept as U+FFFD.
+                            out.push('\u{FFFD}');
                         } else {
                             out.extend(char::from_u32(code));
                         }
@@ -176,6 +179,15 @@ mod tests {
             Some(("o1".into(), true))
         );
         assert_eq!(string_field(r#"{"rationale": "x", "mess"#, "message"), None);
+    }
+
+    #[test]
+    fn nul_never_comes_out() {
+        let json = r#"{"message": "a\u0000b"}"#;
+        assert_eq!(
+            string_field(json, "message"),
+            Some(("a\u{FFFD}b".into(), true))
+        );
     }
 
     #[test]

@@ -48,11 +48,11 @@ pub struct PageQuery {
     limit: Option<i64>,
 }
 
-fn bad_query(message: &str) -> ApiError {
+fn bad_query(field: &str, message: &str) -> ApiError {
     ApiError::BadRequest {
         code: "invalid_query",
         message: message.into(),
-        details: None,
+        details: Some(serde_json::json!({ "field": field })),
     }
 }
 
@@ -71,10 +71,10 @@ fn decode_cursor(cursor: &Option<String>) -> Result<Option<(DateTime<Utc>, Strin
     };
     let (micros, id) = c
         .split_once('.')
-        .ok_or_else(|| bad_query("cursor is not one this API gave"))?;
+        .ok_or_else(|| bad_query("cursor", "cursor is not one this API gave"))?;
     let nanos: i64 = micros
         .parse()
-        .map_err(|_| bad_query("cursor is not one this API gave"))?;
+        .map_err(|_| bad_query("cursor", "cursor is not one this API gave"))?;
     let at = DateTime::from_timestamp_nanos(nanos);
     Ok(Some((at, id.to_string())))
 }
@@ -83,7 +83,10 @@ fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
     match raw {
         None => Ok(100),
         Some(n) if (1..=max).contains(&n) => Ok(n),
-        Some(_) => Err(bad_query(&format!("limit must be between 1 and {max}"))),
+        Some(_) => Err(bad_query(
+            "limit",
+            &format!("limit must be between 1 and {max}"),
+        )),
     }
 }
 
@@ -103,7 +106,12 @@ pub async fn study_sessions(
     let status = match query.status.as_deref() {
         None => None,
         Some(s) if STATUSES.contains(&s) => Some(s.to_string()),
-        Some(_) => return Err(bad_query("status must be a session status or `all`")),
+        Some(_) => {
+            return Err(bad_query(
+                "status",
+                "status must be a session status or `all`",
+            ))
+        }
     };
     let page = limit(query.limit, 500)?;
     let filter = SessionFilter {

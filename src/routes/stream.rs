@@ -35,13 +35,18 @@ fn last_event_id(req: &HttpRequest) -> Result<u64, ApiError> {
             .find(|(k, _)| *k == "last_event_id")
             .map(|(_, v)| v.to_string())
     };
+    let field = if from_header.is_some() {
+        "Last-Event-ID"
+    } else {
+        "last_event_id"
+    };
     match from_header.or_else(from_query) {
         None => Ok(0),
         Some(raw) if raw.trim().is_empty() => Ok(0),
         Some(raw) => raw.trim().parse().map_err(|_| ApiError::BadRequest {
             code: "invalid_last_event_id",
             message: "Last-Event-ID must be an event id received from this stream".into(),
-            details: None,
+            details: Some(serde_json::json!({ "field": field })),
         }),
     }
 }
@@ -61,9 +66,10 @@ pub async fn stream(
 ) -> Result<HttpResponse, ApiError> {
     let (_, session_id) = authorize(&state, &req, &path).await?;
     let after = last_event_id(&req)?;
-    let slot = state.streams.try_open().ok_or(ApiError::Overloaded {
-        what: "open event streams",
-    })?;
+    let slot = state
+        .streams
+        .try_open(&session_id.to_string())
+        .map_err(|what| ApiError::Overloaded { what })?;
     let session_id = session_id.to_string();
     // Subscribe before the first read, so nothing committed in between is missed.
     let subscription = state.hub.subscribe(&session_id);

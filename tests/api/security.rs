@@ -323,7 +323,94 @@ async fn the_token_file_must_be_private(store: Store) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under pressure from one address (more than KEEP_ALIVE_UP_TO connections), every answer
+/// closes its connection: the next request is a new connection's first, whose headers have a
+/// deadline. Below it, connections are kept alive.
+async fn keep_alive_is_withdrawn_under_pressure_from_one_address(store: Store) {
+    let app = TestApp::spawn_with(store, |s| {
+        s.connection_cap_exempt = interview_runtime::settings::Exempt::Addresses(vec![]);
+    })
+    .await;
+    let port: u16 = app.address.rsplit(':').next().unwrap().parse().unwrap();
+    async fn ask(conn: &mut TcpStream) -> String {
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let n = conn.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase()
+    }
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut conn = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let answer = ask(&mut conn).await;
+        assert!(!answer.contains("connection: close"), "{answer}");
+        held.push(conn);
+    }
+    for _ in 0..interview_runtime::door::KEEP_ALIVE_UP_TO {
+        let mut conn = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        ask(&mut conn).await;
+        held.push(conn);
+    }
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let answer = ask(&mut conn).await;
+    assert!(answer.contains("connection: close"), "{answer}");
+}
+
+/// One session's token cannot take every stream; HEAD on a stream answers its headers and
+/// frees the place at once.
+async fn streams_are_capped_per_session_and_head_holds_none(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.max_streams_per_session = 2).await;
+    let (session, token) = app.create_session("demo").await;
+    let url = app.url(&format!("/api/sessions/{session}/stream"));
+    let head = app
+        .client
+        .head(&url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    let open = || app.client.get(&url).bearer_auth(&token).send();
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    assert_eq!((a.status(), b.status()), (StatusCode::OK, StatusCode::OK));
+    let third = open().await.unwrap();
+    let body = assert_error(third, StatusCode::SERVICE_UNAVAILABLE, "overloaded").await;
+    assert_eq!(
+        body["error"]["details"]["limit"],
+        "open event streams of this session"
+    );
+    // Another session's streams are its own.
+    let (other, other_token) = app.create_session("demo").await;
+    let res = app
+        .client
+        .get(app.url(&format!("/api/sessions/{other}/stream")))
+        .bearer_auth(&other_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(app.state.streams.open(), 3, "the HEAD holds no stream");
+}
+
+/// Bodies being read at once share a budget: beyond it, 503 at once.
+async fn bodies_being_read_share_a_budget(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.max_pending_body_bytes = 1_000).await;
+    let (session, token) = app.interviewing("demo").await;
+    let res = app.post_message(&session, &token, &"x".repeat(2_000)).await;
+    let body = assert_error(res, StatusCode::SERVICE_UNAVAILABLE, "overloaded").await;
+    assert_eq!(
+        body["error"]["details"]["limit"],
+        "request bodies being read"
+    );
+    let res = app.post_message(&session, &token, "a short answer").await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+}
+
 both_stores!(
+    keep_alive_is_withdrawn_under_pressure_from_one_address,
+    streams_are_capped_per_session_and_head_holds_none,
+    bodies_being_read_share_a_budget,
     idle_bodies_lock_nobody_out,
     connections_per_address_are_capped,
     a_poisoned_command_fails_alone_in_a_full_batch,
