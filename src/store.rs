@@ -168,6 +168,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::Create { .. } => "create",
         SessionCommand::Start { .. } => "start",
         SessionCommand::PostMessage { .. } => "post_message",
+        SessionCommand::SubmitThenPostMessage { .. } => "submit_then_post_message",
         SessionCommand::StartAgentMessage { .. } => "start_agent_message",
         SessionCommand::CompleteAgentMessage { .. } => "complete_agent_message",
         SessionCommand::RenderInteraction { .. } => "render_interaction",

@@ -45,7 +45,9 @@ pub struct Session {
     study: Option<Box<PinnedStudy>>,
     created_at: Option<DateTime<Utc>>,
     turn_count: u32,
-    turn_ids: BTreeSet<Uuid>,
+    /// Every participant turn, with the SHA-256 of a message's text (a widget answer has none):
+    /// a retried message id must carry the same text.
+    turn_ids: BTreeMap<Uuid, Option<String>>,
     last_turn_id: Option<Uuid>,
     pending: Option<Box<InteractionToolCall>>,
     answered: BTreeSet<String>,
@@ -67,6 +69,11 @@ pub struct Session {
     /// The post-session extraction: its id, when it was claimed, and whether it completed.
     final_extraction: Option<(Uuid, DateTime<Utc>, bool)>,
     last_hash: Option<String>,
+    /// The participant has just answered (or skipped) a question of the interview and the
+    /// interviewer has not taken the turn yet: one message may follow, as part of the same turn
+    /// (AG-UI's "answer in my own words instead": skip the widget, then say it).
+    #[serde(default)]
+    may_add_message: bool,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -395,28 +402,8 @@ impl Aggregate for Session {
                 content,
                 at,
             } => {
-                if self.turn_ids.contains(&turn_id) {
-                    // A retry of an accepted message: the first answer stands, nothing is written.
-                    return Ok(());
-                }
-                self.ensure_open()?;
-                // A message while a widget waits, or while the interviewer holds the turn, would
-                // advance nothing: it is refused, naming the widget or the status.
-                self.ensure_no_pending()?;
-                self.ensure_status(&[WaitingForUser])?;
-                if content.trim().is_empty() {
-                    return Err(SessionError::InvalidValue {
-                        field: "content".into(),
-                        message: "the message is empty".into(),
-                    });
-                }
-                let body = EventBody::ParticipantMessageCreated {
-                    turn_id,
-                    client_message_id,
-                    content,
-                };
-                self.emit(sink, body, at).await;
-                self.change_status(sink, Active, at).await;
+                self.post_message(sink, turn_id, client_message_id, content, false, at)
+                    .await?
             }
             SessionCommand::StartAgentMessage {
                 message_id,
@@ -508,73 +495,45 @@ impl Aggregate for Session {
                 client_context,
                 at,
             } => {
-                self.ensure_open()?;
-                if self.answered.contains(&interaction_id) {
-                    return Err(SessionError::InteractionAlreadyAnswered { interaction_id });
-                }
-                let pending = match &self.pending {
-                    Some(p) if p.interaction_id == interaction_id => p,
-                    _ => return Err(SessionError::InteractionNotFound { interaction_id }),
-                };
-                let value = match status {
-                    SubmitStatus::Submitted => {
-                        let value = value.ok_or_else(|| SessionError::InvalidValue {
-                            field: "value".into(),
-                            message: "an answer is needed (or skip the question)".into(),
-                        })?;
-                        pending.kind.check_value(&value).map_err(|message| {
-                            SessionError::InvalidValue {
-                                field: "value".into(),
-                                message,
-                            }
-                        })?;
-                        Some(value)
-                    }
-                    SubmitStatus::Skipped => None,
-                };
-                let consent_version = match &pending.kind {
-                    InteractionKind::Consent {
-                        consent_version, ..
-                    } => Some(consent_version.clone()),
-                    _ => None,
-                };
-                let tool_call_id = pending.tool_call_id.clone();
-                let tool_result = json!({ "status": status, "value": value });
-                let accepted = value
-                    .as_ref()
-                    .and_then(|v| v.get("accepted"))
-                    .and_then(|a| a.as_bool());
-                let submitted = EventBody::InteractionSubmitted {
+                self.submit_interaction(
+                    sink,
                     interaction_id,
                     turn_id,
                     status,
                     value,
                     client_context,
-                };
-                self.emit(sink, submitted, at).await;
-                self.emit(
-                    sink,
-                    EventBody::ToolCallCompleted {
-                        tool_call_id,
-                        tool_result,
-                    },
                     at,
                 )
-                .await;
-                if let Some(consent_version) = consent_version {
-                    // Skipping the consent panel is not consent.
-                    let accepted = accepted.unwrap_or(false);
-                    self.emit(
-                        sink,
-                        EventBody::ConsentRecorded {
-                            accepted,
-                            consent_version,
-                        },
-                        at,
-                    )
-                    .await;
-                }
-                self.change_status(sink, Active, at).await;
+                .await?
+            }
+            SessionCommand::SubmitThenPostMessage {
+                interaction_id,
+                turn_id,
+                status,
+                value,
+                client_context,
+                message,
+                at,
+            } => {
+                self.submit_interaction(
+                    sink,
+                    interaction_id,
+                    turn_id,
+                    status,
+                    value,
+                    client_context,
+                    at,
+                )
+                .await?;
+                self.post_message(
+                    sink,
+                    message.turn_id,
+                    message.client_message_id,
+                    message.content,
+                    true,
+                    at,
+                )
+                .await?
             }
             SessionCommand::EvaluateScreening {
                 eligible,
@@ -781,6 +740,15 @@ impl Aggregate for Session {
     }
 
     fn apply(&mut self, event: Self::Event) {
+        // Only the events a submission itself writes keep the way open for a following message.
+        if !matches!(
+            event.body,
+            EventBody::ToolCallCompleted { .. }
+                | EventBody::ConsentRecorded { .. }
+                | EventBody::StatusChanged { .. }
+        ) {
+            self.may_add_message = false;
+        }
         match event.body {
             EventBody::SessionCreated {
                 session_id, study, ..
@@ -800,7 +768,8 @@ impl Aggregate for Session {
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
             } => {
-                self.turn_ids.insert(turn_id);
+                self.turn_ids
+                    .insert(turn_id, Some(crate::hash::sha256_hex(content.as_bytes())));
                 self.last_turn_id = Some(turn_id);
                 if self.is_turn() {
                     self.turn_count += 1;
@@ -866,9 +835,10 @@ impl Aggregate for Session {
                 }
                 let counts =
                     pending.as_ref().is_some_and(|p| p.type_name() != "consent") && self.is_turn();
+                self.may_add_message = counts;
                 if counts {
                     self.turn_count += 1;
-                    self.turn_ids.insert(turn_id);
+                    self.turn_ids.insert(turn_id, None);
                     self.last_turn_id = Some(turn_id);
                     if let Some(objective) = pending.and_then(|p| p.objective_id) {
                         self.objectives.entry(objective).or_default().answered = true;
@@ -917,6 +887,137 @@ impl Aggregate for Session {
 }
 
 impl Session {
+    /// A participant answers (or skips) the pending widget.
+    #[allow(clippy::too_many_arguments)]
+    async fn submit_interaction(
+        &mut self,
+        sink: &EventSink<Self>,
+        interaction_id: String,
+        turn_id: Uuid,
+        status: SubmitStatus,
+        value: Option<serde_json::Value>,
+        client_context: Option<serde_json::Value>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        self.ensure_open()?;
+        if self.answered.contains(&interaction_id) {
+            return Err(SessionError::InteractionAlreadyAnswered { interaction_id });
+        }
+        let pending = match &self.pending {
+            Some(p) if p.interaction_id == interaction_id => p,
+            _ => return Err(SessionError::InteractionNotFound { interaction_id }),
+        };
+        let value = match status {
+            SubmitStatus::Submitted => {
+                let value = value.ok_or_else(|| SessionError::InvalidValue {
+                    field: "value".into(),
+                    message: "an answer is needed (or skip the question)".into(),
+                })?;
+                pending
+                    .kind
+                    .check_value(&value)
+                    .map_err(|message| SessionError::InvalidValue {
+                        field: "value".into(),
+                        message,
+                    })?;
+                Some(value)
+            }
+            SubmitStatus::Skipped => None,
+        };
+        let consent_version = match &pending.kind {
+            InteractionKind::Consent {
+                consent_version, ..
+            } => Some(consent_version.clone()),
+            _ => None,
+        };
+        let tool_call_id = pending.tool_call_id.clone();
+        let tool_result = json!({ "status": status, "value": value });
+        let accepted = value
+            .as_ref()
+            .and_then(|v| v.get("accepted"))
+            .and_then(|a| a.as_bool());
+        let submitted = EventBody::InteractionSubmitted {
+            interaction_id,
+            turn_id,
+            status,
+            value,
+            client_context,
+        };
+        self.emit(sink, submitted, at).await;
+        self.emit(
+            sink,
+            EventBody::ToolCallCompleted {
+                tool_call_id,
+                tool_result,
+            },
+            at,
+        )
+        .await;
+        if let Some(consent_version) = consent_version {
+            // Skipping the consent panel is not consent.
+            let accepted = accepted.unwrap_or(false);
+            self.emit(
+                sink,
+                EventBody::ConsentRecorded {
+                    accepted,
+                    consent_version,
+                },
+                at,
+            )
+            .await;
+        }
+        self.change_status(sink, SessionStatus::Active, at).await;
+        Ok(())
+    }
+
+    /// A participant message: while the session waits for the participant, or (`after_answer`)
+    /// right after the participant's own answer, before the interviewer takes the turn.
+    async fn post_message(
+        &mut self,
+        sink: &EventSink<Self>,
+        turn_id: Uuid,
+        client_message_id: Option<String>,
+        content: String,
+        after_answer: bool,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        if let Some(digest) = self.turn_ids.get(&turn_id) {
+            // A retry of an accepted message: the first answer stands, nothing is written. The
+            // same id with other text is a client's mistake, said plainly.
+            if digest.as_deref() == Some(&crate::hash::sha256_hex(content.as_bytes())) {
+                return Ok(());
+            }
+            return Err(SessionError::IdempotencyKeyReused { client_message_id });
+        }
+        self.ensure_open()?;
+        if after_answer {
+            if !(self.may_add_message && self.status == SessionStatus::Active) {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                });
+            }
+        } else {
+            // A message while a widget waits, or while the interviewer holds the turn, would
+            // advance nothing: it is refused, naming the widget or the status.
+            self.ensure_no_pending()?;
+            self.ensure_status(&[SessionStatus::WaitingForUser])?;
+        }
+        if content.trim().is_empty() {
+            return Err(SessionError::InvalidValue {
+                field: "content".into(),
+                message: "the message is empty".into(),
+            });
+        }
+        let body = EventBody::ParticipantMessageCreated {
+            turn_id,
+            client_message_id,
+            content,
+        };
+        self.emit(sink, body, at).await;
+        self.change_status(sink, SessionStatus::Active, at).await;
+        Ok(())
+    }
+
     fn record_action(&mut self, action: &AgentAction) {
         match action {
             AgentAction::AskQuestion { objective_id } => {

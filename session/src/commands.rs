@@ -66,6 +66,18 @@ pub enum SessionCommand {
         client_context: Option<Value>,
         at: DateTime<Utc>,
     },
+    /// The same, followed by a participant message in the same turn, before the interviewer
+    /// takes it up — AG-UI's resume with a new user message ("answer in my own words instead":
+    /// skip the widget, then say it). Both are written, in that order, or neither.
+    SubmitThenPostMessage {
+        interaction_id: String,
+        turn_id: Uuid,
+        status: SubmitStatus,
+        value: Option<Value>,
+        client_context: Option<Value>,
+        message: FollowingMessage,
+        at: DateTime<Utc>,
+    },
     /// An interviewer decision, under the claim `message_id` (see `StartAgentMessage`). The
     /// aggregate judges it: a decision that breaks a rule is rewritten (`proposed_action` kept)
     /// or refused. `interaction_id` names the widget a `render_interaction` shows.
@@ -123,4 +135,12 @@ pub enum SessionCommand {
         reason: ConcludeReason,
         at: DateTime<Utc>,
     },
+}
+
+/// The message of a [`SessionCommand::SubmitThenPostMessage`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowingMessage {
+    pub turn_id: Uuid,
+    pub client_message_id: Option<String>,
+    pub content: String,
 }

@@ -38,6 +38,8 @@ pub enum SessionError {
     InteractionAlreadyAnswered { interaction_id: String },
     #[error("{message}")]
     InvalidValue { field: String, message: String },
+    #[error("this message id was already used for a different message")]
+    IdempotencyKeyReused { client_message_id: Option<String> },
 }
 
 impl SessionError {
@@ -47,7 +49,8 @@ impl SessionError {
             Self::AlreadyCreated
             | Self::InteractionPending { .. }
             | Self::InvalidState { .. }
-            | Self::InteractionAlreadyAnswered { .. } => ErrorKind::Conflict,
+            | Self::InteractionAlreadyAnswered { .. }
+            | Self::IdempotencyKeyReused { .. } => ErrorKind::Conflict,
             Self::Terminal { .. } => ErrorKind::Gone,
             Self::InvalidValue { .. } => ErrorKind::Invalid,
         }
@@ -63,6 +66,7 @@ impl SessionError {
             Self::InteractionNotFound { .. } => "interaction_not_found",
             Self::InteractionAlreadyAnswered { .. } => "interaction_already_answered",
             Self::InvalidValue { .. } => "invalid_value",
+            Self::IdempotencyKeyReused { .. } => "idempotency_key_reused",
         }
     }
 
@@ -82,6 +86,9 @@ impl SessionError {
                 Some(json!({ "interaction_id": interaction_id }))
             }
             Self::InvalidValue { field, .. } => Some(json!({ "field": field })),
+            Self::IdempotencyKeyReused { client_message_id } => {
+                Some(json!({ "client_message_id": client_message_id }))
+            }
         }
     }
 }

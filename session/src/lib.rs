@@ -20,7 +20,7 @@ pub mod study;
 pub mod text;
 
 pub use aggregate::Session;
-pub use commands::SessionCommand;
+pub use commands::{FollowingMessage, SessionCommand};
 pub use error::{ErrorKind, SessionError};
 pub use events::{
     ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,

@@ -19,7 +19,7 @@ use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use interview_projections::read;
 use interview_session::events::SubmitStatus;
-use interview_session::SessionCommand;
+use interview_session::{FollowingMessage, SessionCommand};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
@@ -67,47 +67,78 @@ pub async fn run(
     let from = read::session_state(&state.db, &id)
         .await?
         .map_or(0, |v| v.last_seq);
-    let mut acted = false;
-    if let Some(entry) = input.resume.as_ref().and_then(|r| r.first()) {
-        let (status, value) = match entry.status {
-            ResumeStatus::Resolved => (SubmitStatus::Submitted, entry.payload.clone()),
-            ResumeStatus::Cancelled => (SubmitStatus::Skipped, None),
-        };
-        let command = SessionCommand::SubmitInteraction {
-            turn_id: Uuid::new_v5(
+    // The new user message, checked before anything is written.
+    let message = match input.new_user_message() {
+        Some((message_id, text)) => {
+            if text.trim().is_empty() {
+                return Err(ApiError::BadRequest {
+                    code: "empty_content",
+                    message: "the message is empty".into(),
+                    details: Some(serde_json::json!({ "field": "messages" })),
+                });
+            }
+            if text.len() > state.settings.max_message_bytes {
+                return Err(ApiError::PayloadTooLarge {
+                    what: "message",
+                    limit: state.settings.max_message_bytes,
+                });
+            }
+            Some(FollowingMessage {
+                turn_id: Uuid::new_v5(&session_id, message_id.as_bytes()),
+                client_message_id: Some(message_id.to_string()),
+                content: text,
+            })
+        }
+        None => None,
+    };
+    let resume = input.resume.as_ref().and_then(|r| r.first());
+    let command = match (resume, message) {
+        // A resume and a new message (the adapter's "answer in my own words instead"): the
+        // answer or skip, then the message, as one turn — both written, or neither.
+        (Some(entry), message) => {
+            let (status, value) = match entry.status {
+                ResumeStatus::Resolved => (SubmitStatus::Submitted, entry.payload.clone()),
+                ResumeStatus::Cancelled => (SubmitStatus::Skipped, None),
+            };
+            let turn_id = Uuid::new_v5(
                 &session_id,
                 format!("interaction:{}", entry.interrupt_id).as_bytes(),
-            ),
-            interaction_id: entry.interrupt_id.clone(),
-            status,
-            value,
-            client_context: Some(serde_json::json!({ "via": "ag-ui", "run_id": input.run_id })),
-            at: Utc::now(),
-        };
-        execute_participant(&state, &req, session_id, command).await?;
-        acted = true;
-    } else if let Some((message_id, text)) = input.new_user_message() {
-        if text.trim().is_empty() {
-            return Err(ApiError::BadRequest {
-                code: "empty_content",
-                message: "the message is empty".into(),
-                details: Some(serde_json::json!({ "field": "messages" })),
-            });
+            );
+            let interaction_id = entry.interrupt_id.clone();
+            let client_context =
+                Some(serde_json::json!({ "via": "ag-ui", "run_id": input.run_id }));
+            let at = Utc::now();
+            Some(match message {
+                Some(message) => SessionCommand::SubmitThenPostMessage {
+                    interaction_id,
+                    turn_id,
+                    status,
+                    value,
+                    client_context,
+                    message,
+                    at,
+                },
+                None => SessionCommand::SubmitInteraction {
+                    interaction_id,
+                    turn_id,
+                    status,
+                    value,
+                    client_context,
+                    at,
+                },
+            })
         }
-        if text.len() > state.settings.max_message_bytes {
-            return Err(ApiError::PayloadTooLarge {
-                what: "message",
-                limit: state.settings.max_message_bytes,
-            });
-        }
-        let command = SessionCommand::PostMessage {
-            turn_id: Uuid::new_v5(&session_id, message_id.as_bytes()),
-            client_message_id: Some(message_id.to_string()),
-            content: text,
+        (None, Some(message)) => Some(SessionCommand::PostMessage {
+            turn_id: message.turn_id,
+            client_message_id: message.client_message_id,
+            content: message.content,
             at: Utc::now(),
-        };
+        }),
+        (None, None) => None,
+    };
+    let acted = command.is_some();
+    if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
-        acted = true;
     }
     if acted {
         state.harness.trigger(&id);

@@ -217,7 +217,127 @@ async fn cors_allows_only_the_configured_origins(store: Store) {
     }
 }
 
+/// What `@assistant-ui/react-ag-ui` sends for "answer in my own words instead": the history so
+/// far, a `resume` cancelling the pending widget, and a new trailing user message. The skip and
+/// the message are both recorded, in that order, as one turn, and the interviewer answers once.
+async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let s = app.drive_to_widget(&session, &token, "likert").await;
+    let widget = s["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let history: Vec<Value> = s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| json!({"id": t["turn_id"], "role": t["role"], "content": t["content"]}))
+        .collect();
+    let mut messages = history.clone();
+    let own_words = "Honestly it depends on the week: some weeks I plan well, most weeks I do not";
+    messages.push(json!({"id": "own-words-1", "role": "user", "content": own_words}));
+    let resume = json!([{"interruptId": widget, "status": "cancelled"}]);
+    let events = run(
+        &app,
+        &session,
+        &token,
+        input(&session, json!(messages), Some(resume)),
+    )
+    .await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    let s = app.run(&session).await;
+    let turns = s["transcript"].as_array().unwrap();
+    let last_user: Vec<&Value> = turns.iter().filter(|t| t["role"] == "user").collect();
+    let n = last_user.len();
+    assert!(n >= 2);
+    assert_eq!(last_user[n - 2]["kind"], "interaction", "{s}");
+    assert_eq!(last_user[n - 1]["content"], own_words, "{s}");
+    let resolved = &s["interaction_events"];
+    assert!(resolved.to_string().contains("skipped"), "{resolved}");
+    assert_ne!(s["status"], "active", "the interviewer answered: {s}");
+
+    // The same run again (a retry) writes nothing more.
+    let before = app.total_events().await;
+    let messages2 = messages.clone();
+    let res = app
+        .client
+        .post(app.url(&format!("/api/sessions/{session}/agui")))
+        .bearer_auth(&token)
+        .json(&input(
+            &session,
+            json!(messages2),
+            Some(json!([{"interruptId": widget, "status": "cancelled"}])),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CONFLICT);
+    assert_eq!(app.total_events().await, before);
+}
+
+/// A message id reused with other text is refused, over REST and over AG-UI; the same id with
+/// the same text answers the first answer and writes nothing.
+async fn a_message_id_reused_with_other_text_is_a_conflict(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let path = format!("/api/sessions/{session}/messages");
+    let send = |content: &'static str| {
+        let body = json!({"content": content, "client_message_id": "k"});
+        let (app, path, token) = (&app, path.clone(), token.clone());
+        async move { app.post(&path, Some(&token), &body).await }
+    };
+    let first = send("We plan on Sunday evenings with a list").await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first: Value = first.json().await.unwrap();
+    app.run(&session).await;
+    let before = app.total_events().await;
+    let again: Value = send("We plan on Sunday evenings with a list")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["turn_id"], first["turn_id"]);
+    let other = send("Something else entirely").await;
+    let body = assert_error(other, StatusCode::CONFLICT, "idempotency_key_reused").await;
+    assert_eq!(body["error"]["details"]["client_message_id"], "k");
+    assert_eq!(app.total_events().await, before, "nothing written");
+
+    // Over AG-UI: the message id is the key.
+    let s = app.run(&session).await;
+    if s["status"] == "waiting_for_user" {
+        let msg = |text: &str| json!([{"id": "agui-k", "role": "user", "content": text}]);
+        run(
+            &app,
+            &session,
+            &token,
+            input(
+                &session,
+                msg("A long and concrete answer about our weekly shop"),
+                None,
+            ),
+        )
+        .await;
+        app.run(&session).await;
+        let before = app.total_events().await;
+        let res = app
+            .client
+            .post(app.url(&format!("/api/sessions/{session}/agui")))
+            .bearer_auth(&token)
+            .json(&input(&session, msg("Not what I said before"), None))
+            .send()
+            .await
+            .unwrap();
+        assert_error(res, StatusCode::CONFLICT, "idempotency_key_reused").await;
+        assert_eq!(app.total_events().await, before);
+    } else {
+        panic!("the interviewer did not wait for the participant: {s}");
+    }
+}
+
 both_stores!(
+    a_resume_and_a_new_message_in_one_run_apply_both_in_order,
+    a_message_id_reused_with_other_text_is_a_conflict,
     an_interview_runs_over_ag_ui,
     bad_run_input_is_refused_and_writes_nothing,
     cors_allows_only_the_configured_origins,

@@ -306,6 +306,32 @@ async fn a_retried_message_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_message_id_reused_with_other_text_is_refused() {
+    let mut given = vec![create(), C::Start { at: at() }];
+    given.extend(agent_says(10, true));
+    given.push(C::PostMessage {
+        turn_id: Uuid::from_u128(1),
+        client_message_id: Some("k".into()),
+        content: "A".into(),
+        at: at(),
+    });
+    let other = C::PostMessage {
+        turn_id: Uuid::from_u128(1),
+        client_message_id: Some("k".into()),
+        content: "B".into(),
+        at: at(),
+    };
+    expect_error(
+        given,
+        other,
+        SessionError::IdempotencyKeyReused {
+            client_message_id: Some("k".into()),
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn an_empty_message_is_refused() {
     let mut given = vec![create(), C::Start { at: at() }];
     given.extend(agent_says(10, true));
