@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod columns;
 pub mod db;
 pub mod group_commit;
+pub mod locks;
 pub mod processes;
 pub mod projector;
 pub mod read;

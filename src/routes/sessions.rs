@@ -227,7 +227,7 @@ pub async fn create(
     // Overload protection before any work: per client address, then per study link.
     let address = req
         .peer_addr()
-        .map(|a| a.ip().to_string())
+        .map(|a| crate::door::client_key(a.ip()).to_string())
         .unwrap_or_default();
     for (limiter, key, who) in [
         (&state.create_by_address, address.as_str(), "your network"),
@@ -257,18 +257,52 @@ pub async fn create(
         None => return Err(ApiError::not_found("study_not_found", "no such study")),
     };
     // A study's cap on sessions, and one open session per participant reference (spec §8):
-    // each check goes with the create that follows it, so racing creates cannot both pass.
-    let cap = pinned.study_config.limits.max_sessions;
-    let one_per_ref = request
-        .participant_ref
-        .clone()
-        .filter(|_| pinned.study_config.one_active_session_per_participant);
-    let _serialized = if cap.is_some() || one_per_ref.is_some() {
-        Some(state.participant_create_lock.lock().await)
-    } else {
-        None
+    // each check goes with the create that follows it, so racing creates cannot both pass —
+    // in this process first (so one connection at most waits on the database's lock), then
+    // across processes sharing the database.
+    let guarded = pinned.study_config.limits.max_sessions.is_some()
+        || (request.participant_ref.is_some()
+            && pinned.study_config.one_active_session_per_participant);
+    let _serialized = match guarded {
+        true => Some(state.participant_create_lock.lock().await),
+        false => None,
     };
-    if let Some(max) = cap {
+    let study_lock = match guarded {
+        true => Some(
+            interview_projections::locks::lock_study_creates(&state.db, &pinned.study_id).await?,
+        ),
+        false => None,
+    };
+    let created = check_and_create(&state, &req, pinned, request).await;
+    if let Some(lock) = study_lock {
+        lock.release().await;
+    }
+    let (session_id, token, config_versions) = created?;
+    // The interviewer starts at once: consent, then the interview.
+    state.harness.trigger(&session_id.to_string());
+    let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
+        .path(format!("/api/sessions/{session_id}"))
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .finish();
+    Ok(HttpResponse::Created()
+        .cookie(cookie)
+        .json(CreateSessionResponse {
+            session_id,
+            status: "created".into(),
+            participant_token: token,
+            config_versions,
+        }))
+}
+
+/// The study's rules on new sessions, then the create; the caller holds the locks.
+async fn check_and_create(
+    state: &AppState,
+    req: &HttpRequest,
+    pinned: interview_session::study::PinnedStudy,
+    request: CreateSessionRequest,
+) -> Result<(Uuid, String, ConfigVersionsSchema), ApiError> {
+    if let Some(max) = pinned.study_config.limits.max_sessions {
         if read::count_study_sessions(&state.db, &pinned.study_id).await? >= i64::from(max) {
             return Err(ApiError::Conflict {
                 code: "study_full",
@@ -277,7 +311,11 @@ pub async fn create(
             });
         }
     }
-    if let Some(r) = &one_per_ref {
+    let one_per_ref = request
+        .participant_ref
+        .as_ref()
+        .filter(|_| pinned.study_config.one_active_session_per_participant);
+    if let Some(r) = one_per_ref {
         if let Some(open) =
             read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
         {
@@ -305,24 +343,10 @@ pub async fn create(
             &session_id.to_string(),
             command,
             Actor::Participant,
-            &request_id(&req),
+            &request_id(req),
         )
         .await?;
-    // The interviewer starts at once: consent, then the interview.
-    state.harness.trigger(&session_id.to_string());
-    let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
-        .path(format!("/api/sessions/{session_id}"))
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .finish();
-    Ok(HttpResponse::Created()
-        .cookie(cookie)
-        .json(CreateSessionResponse {
-            session_id,
-            status: "created".into(),
-            participant_token: token,
-            config_versions,
-        }))
+    Ok((session_id, token, config_versions))
 }
 
 /// Post a participant message.

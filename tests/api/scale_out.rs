@@ -68,3 +68,50 @@ async fn two_processes_running_the_interviewer_answer_once() {
         .count();
     assert_eq!(questions, 1, "one opening question, not two: {s}");
 }
+
+/// A study's cap on sessions and "one open session per participant reference" hold across
+/// processes: two server processes on one database race 50 creates each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn study_rules_on_new_sessions_hold_across_processes() {
+    let a = TestApp::spawn_with(Store::Postgres, |s| {
+        s.create_rate_per_address = 0;
+        s.create_rate_per_study = 0;
+    })
+    .await;
+    let url = a.state.settings.database_url.clone();
+    let b = TestApp::spawn_with(Store::Postgres, move |s| {
+        s.database_url = url;
+        s.demo_study = false;
+        s.create_rate_per_address = 0;
+        s.create_rate_per_study = 0;
+    })
+    .await;
+    let mut capped: serde_json::Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    capped["public_slug"] = json!("capped");
+    capped["limits"]["max_sessions"] = json!(30);
+    a.publish_study(&capped).await;
+
+    let race = |slug: &'static str, body: serde_json::Value| {
+        let creates = (0..100).map(|i| {
+            let app = if i % 2 == 0 { &a } else { &b };
+            let body = body.clone();
+            async move {
+                app.post(&format!("/api/public/studies/{slug}/sessions"), None, &body)
+                    .await
+                    .status()
+            }
+        });
+        futures_util::future::join_all(creates)
+    };
+    let count = |statuses: &[StatusCode], status: StatusCode| {
+        statuses.iter().filter(|s| **s == status).count()
+    };
+    let statuses = race("capped", json!({})).await;
+    assert_eq!(count(&statuses, StatusCode::CREATED), 30, "{statuses:?}");
+    assert_eq!(count(&statuses, StatusCode::CONFLICT), 70, "{statuses:?}");
+
+    let statuses = race("demo", json!({"participant_ref": "panel-42"})).await;
+    assert_eq!(count(&statuses, StatusCode::CREATED), 1, "{statuses:?}");
+    assert_eq!(count(&statuses, StatusCode::CONFLICT), 99, "{statuses:?}");
+}
