@@ -74,6 +74,14 @@ pub struct Session {
     /// (AG-UI's "answer in my own words instead": skip the widget, then say it).
     #[serde(default)]
     may_add_message: bool,
+    /// Why questioning stopped, as it stood when the summary was proposed (see
+    /// [`Session::questioning_may_stop`]); a confirmed summary concludes with it when the reason
+    /// proposed then does not hold.
+    #[serde(default)]
+    stopped_because: Option<ConcludeReason>,
+    /// Summaries proposed so far (a re-confirmation after an addition is the second).
+    #[serde(default)]
+    summaries_proposed: u32,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -867,6 +875,10 @@ impl Aggregate for Session {
                 }
             }
             EventBody::SummaryProposed { summary } => {
+                self.stopped_because = self
+                    .stopped_because
+                    .or_else(|| self.questioning_may_stop(event.at));
+                self.summaries_proposed += 1;
                 self.summary = Some(summary);
                 self.summary_confirmed = None;
             }

@@ -316,7 +316,50 @@ async fn ending_with_a_widget_open_skips_it_then_confirms(store: Store) {
     assert_eq!(s["end_reason"], "participant_requested_end");
 }
 
+/// The interview-flow issue's loop: skipping widgets (so a must objective's field is never
+/// known), or a confidence threshold no answer reaches, then "yes" at the summary. A confirmed
+/// summary concludes — once, with a reason — and never comes back.
+async fn a_confirmed_summary_concludes_even_when_coverage_never_holds(store: Store) {
+    let app = TestApp::spawn(store).await;
+    study(&app, "strict", |s| {
+        s["limits"]["confidence_threshold"] = json!(0.95)
+    })
+    .await;
+    for slug in ["demo", "strict"] {
+        let (session, token) = app.interviewing(slug).await;
+        let mut summaries = 0;
+        let mut s = app.run(&session).await;
+        for _ in 0..30 {
+            if s["status"] == "completed" || s["status"] == "abandoned" {
+                break;
+            }
+            if s["status"] == "waiting_for_tool" {
+                let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+                let res = app
+                    .post(
+                        &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                        Some(&token),
+                        &json!({"status": "skipped"}),
+                    )
+                    .await;
+                assert_eq!(res.status(), StatusCode::OK);
+            } else if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                summaries += 1;
+                assert_eq!(summaries, 1, "{slug}: the summary came back: {s}");
+                app.post_message(&session, &token, "yes").await;
+            } else {
+                let answer = "Every Sunday evening we sit down together, check the fridge and write a list on my phone";
+                app.post_message(&session, &token, answer).await;
+            }
+            s = app.run(&session).await;
+        }
+        assert_eq!(s["status"], "completed", "{slug}: {s}");
+        assert_eq!(s["summary_confirmed"], true, "{slug}: {s}");
+    }
+}
+
 both_stores!(
+    a_confirmed_summary_concludes_even_when_coverage_never_holds,
     concurrent_load_never_shows_two_pending_widgets,
     every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value,
     a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget,

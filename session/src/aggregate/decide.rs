@@ -144,6 +144,55 @@ impl Session {
         None
     }
 
+    /// Whether questioning may stop now, and why — the first that holds of: a stop reason (end
+    /// intent, limits, fatigue), every must objective covered, every required field at the
+    /// threshold, every must objective asked (the interviewer has nothing left to ask: what was
+    /// answered, or skipped, is what the study gets). `None` while a must objective has not been
+    /// asked.
+    pub fn questioning_may_stop(&self, at: DateTime<Utc>) -> Option<ConcludeReason> {
+        if let Some(reason) = self.stop_reason(at) {
+            return Some(reason);
+        }
+        if self.all_must_covered() {
+            return Some(ConcludeReason::AllMustObjectivesCovered);
+        }
+        if self.required_fields_met() {
+            return Some(ConcludeReason::ConfidenceThresholdMet);
+        }
+        let all_asked = self
+            .objectives_in_order()
+            .iter()
+            .filter(|o| o.priority == Priority::Must)
+            .all(|o| self.objective(&o.id).asked);
+        all_asked.then_some(ConcludeReason::AllMustObjectivesCovered)
+    }
+
+    /// The reason a completed interview ends with once its summary has been answered: the one
+    /// proposed if it holds; else the one recorded when questioning stopped, if it still holds;
+    /// else a stop reason that holds now; else coverage, then the confidence threshold; and
+    /// failing all of those, the reason recorded when questioning stopped (it held then). Said
+    /// in docs/interview-flow.md.
+    fn completion_reason(
+        &self,
+        proposed: Option<ConcludeReason>,
+        at: DateTime<Utc>,
+    ) -> Option<ConcludeReason> {
+        let holds = |r: &ConcludeReason| self.reason_holds(*r, at);
+        proposed
+            .filter(|r| !r.abandons() && holds(r))
+            .or(self.stopped_because.filter(holds))
+            .or_else(|| self.stop_reason(at))
+            .or_else(|| {
+                [
+                    ConcludeReason::AllMustObjectivesCovered,
+                    ConcludeReason::ConfidenceThresholdMet,
+                ]
+                .into_iter()
+                .find(holds)
+            })
+            .or(self.stopped_because)
+    }
+
     fn reason_holds(&self, reason: ConcludeReason, at: DateTime<Utc>) -> bool {
         use ConcludeReason::*;
         match reason {
@@ -261,6 +310,45 @@ impl Session {
                 return Err(invalid("action", "consent and screening are done"));
             }
         }
+        // After the summary has been answered, no more questions: a confirmed summary concludes;
+        // an addition is taken in (extraction) and re-confirmed once; after that the interview
+        // concludes whatever is proposed. No refusal here can send the interviewer back to the
+        // summary it came from.
+        let mut settled_reason = None;
+        let abandoning = matches!(action, AgentAction::Conclude { reason } if reason.abandons());
+        if self.summary.is_some() && self.summary_confirmed.is_some() && !abandoning {
+            let done = self.summary_confirmed == Some(true) || self.summaries_proposed >= 2;
+            let proposed = match action {
+                AgentAction::Conclude { reason } => Some(reason),
+                _ => None,
+            };
+            match (&action, done) {
+                (AgentAction::Conclude { .. }, _) | (_, true) => {
+                    if let Some(reason) = self.completion_reason(proposed, at) {
+                        settled_reason = Some(reason);
+                        action = AgentAction::Conclude { reason };
+                    }
+                }
+                (AgentAction::ExtractFields | AgentAction::SummarizeAndConfirm, false) => {}
+                (_, false) => action = AgentAction::SummarizeAndConfirm,
+            }
+        }
+        // A summary before anything allows questioning to stop would end the interview early:
+        // the first must objective not asked yet is asked instead.
+        if matches!(action, AgentAction::SummarizeAndConfirm)
+            && self.summary.is_none()
+            && self.questioning_may_stop(at).is_none()
+        {
+            if let Some(next) = self
+                .objectives_in_order()
+                .into_iter()
+                .find(|o| o.priority == Priority::Must && !self.objective(&o.id).asked)
+            {
+                action = AgentAction::AskQuestion {
+                    objective_id: next.id.clone(),
+                };
+            }
+        }
         // Limits, end intent and fatigue stop questioning: summary first, then conclude.
         let questioning = matches!(
             action,
@@ -306,7 +394,7 @@ impl Session {
         }
         // Conclusions must be true, and a completed interview confirms its summary first.
         if let AgentAction::Conclude { reason } = action {
-            if !self.reason_holds(reason, at) {
+            if settled_reason != Some(reason) && !self.reason_holds(reason, at) {
                 return Err(invalid(
                     "reason",
                     format!("{reason:?} does not hold for this session"),

@@ -89,6 +89,16 @@ fn probe(objective: &str) -> A {
 }
 
 /// Created, started, consent shown and accepted.
+/// Consent, the must objective asked and answered, then the summary (questioning may stop: every
+/// must objective has been asked).
+fn summarized() -> Vec<C> {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(30, "I use a moka pot every morning before work"));
+    given.extend(step(3, A::SummarizeAndConfirm, None));
+    given
+}
+
 fn consented() -> Vec<C> {
     let mut c = vec![create(), C::Start { at: at() }];
     c.extend(step(1, A::RenderInteraction { objective_id: None }, None));
@@ -383,8 +393,7 @@ async fn at_the_turn_limit_questions_give_way_to_the_summary_then_the_conclusion
 
 #[tokio::test]
 async fn the_reply_to_the_summary_is_not_a_turn() {
-    let mut given = consented();
-    given.extend(step(2, A::SummarizeAndConfirm, None));
+    let given = summarized();
     let events = history(given.clone()).await;
     let mut session = super::Session::default();
     for e in events {
@@ -678,8 +687,7 @@ async fn an_idle_session_is_abandoned_for_timeout() {
 
 #[tokio::test]
 async fn a_session_idle_at_the_summary_is_completed_unconfirmed() {
-    let mut given = consented();
-    given.extend(step(2, A::SummarizeAndConfirm, None));
+    let given = summarized();
     let events = when(
         given,
         C::Expire {
@@ -821,9 +829,54 @@ async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
 }
 
 #[tokio::test]
-async fn a_reply_to_the_summary_is_recorded_once() {
+async fn a_summary_before_any_must_objective_is_asked_becomes_its_question() {
     let mut given = consented();
-    given.extend(step(2, A::SummarizeAndConfirm, None));
+    given.push(claim(2));
+    let events = when(given, decide(2, A::SummarizeAndConfirm, None))
+        .await
+        .unwrap();
+    assert_eq!(decision(&events), (ask("o1"), Some(A::SummarizeAndConfirm)));
+}
+
+#[tokio::test]
+async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
+    // o1 asked and answered, its field never at the threshold: questioning stopped because
+    // every must objective was asked. The confirmation concludes, whatever is proposed next.
+    let mut given = summarized();
+    given.push(message(31, "yes"));
+    given.push(C::ConfirmSummary {
+        confirmed: true,
+        addition: None,
+        at: at(),
+    });
+    for proposal in [
+        A::Conclude {
+            reason: R::ConfidenceThresholdMet,
+        },
+        A::SummarizeAndConfirm,
+        ask("o2"),
+        A::ExtractFields,
+    ] {
+        let mut g = given.clone();
+        g.push(claim(4));
+        let events = when(g, decide(4, proposal.clone(), None)).await.unwrap();
+        assert!(
+            events.iter().any(|e| matches!(
+                e.body,
+                EventBody::SessionCompleted {
+                    reason: R::AllMustObjectivesCovered,
+                    summary_confirmed: true,
+                    ..
+                }
+            )),
+            "{proposal:?}: {events:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reply_to_the_summary_is_recorded_once() {
+    let mut given = summarized();
     given.push(message(10, "yes"));
     let confirm = C::ConfirmSummary {
         confirmed: true,
