@@ -70,7 +70,8 @@ async fn two_processes_running_the_interviewer_answer_once() {
 }
 
 /// A study's cap on sessions and "one open session per participant reference" hold across
-/// processes: two server processes on one database race 50 creates each.
+/// processes: this test's server and a second server process (the real binary) on one database
+/// race 50 creates each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn study_rules_on_new_sessions_hold_across_processes() {
     let a = TestApp::spawn_with(Store::Postgres, |s| {
@@ -78,14 +79,10 @@ async fn study_rules_on_new_sessions_hold_across_processes() {
         s.create_rate_per_study = 0;
     })
     .await;
-    let url = a.state.settings.database_url.clone();
-    let b = TestApp::spawn_with(Store::Postgres, move |s| {
-        s.database_url = url;
-        s.demo_study = false;
-        s.create_rate_per_address = 0;
-        s.create_rate_per_study = 0;
-    })
-    .await;
+    let url = a.state.settings.database_url.clone().unwrap();
+    std::fs::create_dir_all(a.data_dir()).unwrap();
+    let b =
+        crate::restart::Server::start_on(a.data_dir(), "http://127.0.0.1:9/v1", Some(&url)).await;
     let mut capped: serde_json::Value =
         serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
     capped["public_slug"] = json!("capped");
@@ -94,11 +91,18 @@ async fn study_rules_on_new_sessions_hold_across_processes() {
 
     let race = |slug: &'static str, body: serde_json::Value| {
         let creates = (0..100).map(|i| {
-            let app = if i % 2 == 0 { &a } else { &b };
-            let body = body.clone();
+            let base = if i % 2 == 0 {
+                a.address.clone()
+            } else {
+                b.base.clone()
+            };
+            let (body, http) = (body.clone(), a.client.clone());
             async move {
-                app.post(&format!("/api/public/studies/{slug}/sessions"), None, &body)
+                http.post(format!("{base}/api/public/studies/{slug}/sessions"))
+                    .json(&body)
+                    .send()
                     .await
+                    .unwrap()
                     .status()
             }
         });
