@@ -82,6 +82,9 @@ pub struct Session {
     /// Summaries proposed so far (a re-confirmation after an addition is the second).
     #[serde(default)]
     summaries_proposed: u32,
+    /// What the participant added to the latest summary, if the reply was an addition.
+    #[serde(default)]
+    summary_addition: Option<String>,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -151,6 +154,12 @@ impl Session {
 
     pub fn summary(&self) -> Option<&str> {
         self.summary.as_deref()
+    }
+
+    /// The participant's addition to the latest summary (an unconfirmed reply that is not an
+    /// end intent).
+    pub fn summary_addition(&self) -> Option<&str> {
+        self.summary_addition.as_deref()
     }
 
     pub fn summary_confirmed(&self) -> Option<bool> {
@@ -882,8 +891,12 @@ impl Aggregate for Session {
                 self.summary = Some(summary);
                 self.summary_confirmed = None;
             }
-            EventBody::SummaryConfirmed { confirmed, .. } => {
-                self.summary_confirmed = Some(confirmed)
+            EventBody::SummaryConfirmed {
+                confirmed,
+                addition,
+            } => {
+                self.summary_confirmed = Some(confirmed);
+                self.summary_addition = addition;
             }
             EventBody::ToolCallCreated { .. }
             | EventBody::ToolCallCompleted { .. }

@@ -220,9 +220,14 @@ impl Harness {
                         .map(|s| s.agent_config.confirm_phrases.as_slice())
                         .unwrap_or_default();
                     let confirmed = interview_session::text::matches_phrase(reply, phrases);
+                    // "结束" / "I'm done" at this step is no addition: the interview ends, its
+                    // summary unconfirmed (as a second press of End would).
+                    let ends = session.study().is_some_and(|s| {
+                        interview_session::text::matches_phrase(reply, &s.agent_config.end_phrases)
+                    });
                     let command = SessionCommand::ConfirmSummary {
                         confirmed,
-                        addition: (!confirmed).then(|| reply.clone()),
+                        addition: (!confirmed && !ends).then(|| reply.clone()),
                         at: now,
                     };
                     match self.execute(session_id, command, run_id).await {

@@ -381,6 +381,9 @@ fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
         },
     );
     if s.summary_confirmed() == Some(false) && c.summaries_proposed < 2 {
+        if let Some(p) = s.summary_addition().and_then(|a| take_in_addition(s, c, a)) {
+            return p;
+        }
         let mut p = proposal(
             AgentAction::SummarizeAndConfirm,
             "The participant added to the summary; a short re-confirmation follows.".into(),
@@ -401,6 +404,83 @@ fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
         ),
         "summary reply".into(),
     )
+}
+
+/// An addition to the summary, taken into the text field it is most about (the most words in
+/// common with what that field holds; the first required text field when none share a word),
+/// with the addition as its evidence — once: `None` when it is already in.
+fn take_in_addition(s: &Session, c: &Conversation, addition: &str) -> Option<Proposal> {
+    let (turn_id, _) = c.last_message.as_ref()?;
+    if s.fields()
+        .values()
+        .any(|f| f.evidence_turn_ids.contains(turn_id))
+    {
+        return None;
+    }
+    let study = s.study()?;
+    let said = addition
+        .trim()
+        .trim_start_matches(|ch: char| !ch.is_alphanumeric())
+        .to_string();
+    let said = ["add:", "add ", "also,", "also "]
+        .iter()
+        .find_map(|p| {
+            said.get(..p.len())
+                .filter(|head| head.eq_ignore_ascii_case(p))
+                .map(|_| said[p.len()..].trim().to_string())
+        })
+        .unwrap_or(said);
+    let words = |t: &str| -> std::collections::HashSet<String> {
+        text::normalize(t)
+            .split(' ')
+            .filter(|w| w.chars().count() > 3)
+            .map(String::from)
+            .collect()
+    };
+    let ours = words(&said);
+    let text_fields: Vec<_> = study
+        .output_schema
+        .fields
+        .iter()
+        .filter(|f| f.field_type == FieldType::String)
+        .collect();
+    let overlap = |id: &str| {
+        s.fields()
+            .get(id)
+            .and_then(|f| f.value.as_str())
+            .map_or(0, |v| words(v).intersection(&ours).count())
+    };
+    let field = text_fields
+        .iter()
+        .max_by_key(|f| (overlap(&f.id), f.required))
+        .filter(|f| overlap(&f.id) > 0)
+        .or_else(|| text_fields.iter().find(|f| f.required))
+        .or_else(|| text_fields.first())?;
+    let before = s.fields().get(&field.id);
+    let value = match before.and_then(|f| f.value.as_str()) {
+        Some(old) if !old.is_empty() => format!("{old}; {said}"),
+        _ => said.clone(),
+    };
+    let mut evidence = before
+        .map(|f| f.evidence_turn_ids.clone())
+        .unwrap_or_default();
+    evidence.push(*turn_id);
+    let mut p = proposal(
+        AgentAction::ExtractFields,
+        format!(
+            "The participant added to the summary; the addition goes into {:?}, then the summary is shown again.",
+            field.id
+        ),
+        "summary addition".into(),
+    );
+    p.fields = vec![ExtractedField {
+        field_id: field.id.clone(),
+        value: Value::String(value),
+        confidence: before.map_or(0.6, |f| f.confidence.max(0.6)),
+        evidence_turn_ids: evidence,
+        quote: Some(said),
+    }];
+    Some(p)
 }
 
 #[cfg(test)]

@@ -358,7 +358,100 @@ async fn a_confirmed_summary_concludes_even_when_coverage_never_holds(store: Sto
     }
 }
 
+/// Answers everything the demo asks (widgets with a typical value) until the summary is shown.
+async fn to_the_summary(app: &TestApp) -> (String, String, Value) {
+    let (session, token) = app.interviewing("demo").await;
+    let mut s = app.run(&session).await;
+    for _ in 0..30 {
+        if s["current_phase"] == "SUMMARY_CONFIRMATION" && s["status"] == "waiting_for_user" {
+            return (session, token, s);
+        }
+        if s["status"] == "waiting_for_tool" {
+            let value = typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+        } else {
+            let answer = "Every Sunday evening we sit down together, check the fridge and write a list on my phone";
+            app.post_message(&session, &token, answer).await;
+        }
+        s = app.run(&session).await;
+    }
+    panic!("no summary: {s}");
+}
+
+/// An addition at the summary is taken in: it is in the transcript, in the re-extracted field
+/// (with the addition as its evidence), in the summary shown again, and in the results.
+async fn an_addition_at_the_summary_reaches_the_results(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token, _) = to_the_summary(&app).await;
+    app.post_message(&session, &token, "add: I also use a notebook")
+        .await;
+    let s = app.run(&session).await;
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION", "{s}");
+    let shown = crate::helpers::last_assistant(&s);
+    assert!(
+        shown.contains("notebook"),
+        "the summary shown again has the addition: {shown}"
+    );
+    let addition = s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["content"] == "add: I also use a notebook")
+        .expect("the addition is in the transcript")["turn_id"]
+        .clone();
+    let holder = s["extracted_fields"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|f| f["value"].as_str().is_some_and(|v| v.contains("notebook")))
+        .expect("a field holds the addition");
+    assert!(
+        holder["evidence_turn_ids"]
+            .as_array()
+            .unwrap()
+            .contains(&addition),
+        "{holder}"
+    );
+    app.post_message(&session, &token, "yes").await;
+    let s = app.run(&session).await;
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(s["summary_confirmed"], true);
+    let study_id = s["study_id"].as_str().unwrap();
+    let results = crate::helpers::json_of(
+        app.get(
+            &format!("/api/studies/{study_id}/results"),
+            Some(crate::helpers::RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    assert!(results.to_string().contains("notebook"), "{results}");
+}
+
+/// 结束 (or "I'm done") at the summary ends the interview: completed, the summary unconfirmed,
+/// no second summary.
+async fn an_end_intent_at_the_summary_completes_unconfirmed(store: Store) {
+    let app = TestApp::spawn(store).await;
+    for reply in ["结束", "I'm done"] {
+        let (session, token, _) = to_the_summary(&app).await;
+        app.post_message(&session, &token, reply).await;
+        let s = app.run(&session).await;
+        assert_eq!(s["status"], "completed", "{reply}: {s}");
+        assert_eq!(s["summary_confirmed"], false, "{reply}");
+        assert_eq!(s["end_reason"], "participant_requested_end", "{reply}: {s}");
+        let summaries = s["decision_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["selected_action"]["action"] == "summarize_and_confirm")
+            .count();
+        assert_eq!(summaries, 1, "{reply}");
+    }
+}
+
 both_stores!(
+    an_addition_at_the_summary_reaches_the_results,
+    an_end_intent_at_the_summary_completes_unconfirmed,
     a_confirmed_summary_concludes_even_when_coverage_never_holds,
     concurrent_load_never_shows_two_pending_widgets,
     every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value,

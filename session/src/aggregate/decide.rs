@@ -317,8 +317,15 @@ impl Session {
         let mut settled_reason = None;
         let abandoning = matches!(action, AgentAction::Conclude { reason } if reason.abandons());
         if self.summary.is_some() && self.summary_confirmed.is_some() && !abandoning {
-            let done = self.summary_confirmed == Some(true) || self.summaries_proposed >= 2;
+            // An unconfirmed reply that adds nothing is an end intent at this step.
+            let ended_here =
+                self.summary_confirmed == Some(false) && self.summary_addition.is_none();
+            let done =
+                self.summary_confirmed == Some(true) || self.summaries_proposed >= 2 || ended_here;
             let proposed = match action {
+                _ if ended_here && self.end_requested => {
+                    Some(ConcludeReason::ParticipantRequestedEnd)
+                }
                 AgentAction::Conclude { reason } => Some(reason),
                 _ => None,
             };
