@@ -6,6 +6,7 @@
 //! with no I/O. Interviewer decisions are judged in [`decide`].
 
 mod check;
+mod coverage;
 mod decide;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +36,9 @@ pub struct ObjectiveProgress {
     pub answered: bool,
     pub probes: u32,
     pub interaction_rendered: bool,
+    /// The participant skipped the objective's widget.
+    #[serde(default)]
+    pub skipped: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -841,9 +845,16 @@ impl Aggregate for Session {
                 interaction_id,
                 turn_id,
                 value,
+                status,
                 ..
             } => {
                 let pending = self.pending.take();
+                if let (SubmitStatus::Skipped, Some(objective)) = (
+                    status,
+                    pending.as_ref().and_then(|p| p.objective_id.clone()),
+                ) {
+                    self.objectives.entry(objective).or_default().skipped = true;
+                }
                 if let Some(question) = pending
                     .as_ref()
                     .and_then(|p| p.screening_question_id.clone())

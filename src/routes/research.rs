@@ -177,8 +177,10 @@ pub async fn session_state(
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, view) = researcher_session(&state, &req, &path).await?;
-    Ok(HttpResponse::Ok().json(view))
+    let (id, view) = researcher_session(&state, &req, &path).await?;
+    let mut body = serde_json::to_value(view).expect("views serialize");
+    body["covered_objectives"] = crate::routes::sessions::covered_objectives(&state, &id).await?;
+    Ok(HttpResponse::Ok().json(body))
 }
 
 /// A session's decision log.

@@ -489,7 +489,12 @@ pub async fn get(
     let researcher = match caller {
         Caller::Researcher => {
             let decisions = read::decisions(&state.db, &session_id.to_string()).await?;
-            Some(researcher_fields(&view, &decisions))
+            let mut fields = researcher_fields(&view, &decisions);
+            fields.insert(
+                "covered_objectives".into(),
+                covered_objectives(&state, &session_id.to_string()).await?,
+            );
+            Some(fields)
         }
         Caller::Participant { .. } => None,
     };
@@ -508,6 +513,27 @@ pub async fn get(
         redirect_url: view.redirect_url(),
         researcher,
     }))
+}
+
+/// Where each objective stands (FR-04-13), by objective id, from the session folded from its
+/// log — exactly what the guards judge by (see `Session::coverage`).
+pub(crate) async fn covered_objectives(
+    state: &AppState,
+    session_id: &str,
+) -> Result<Value, ApiError> {
+    let mut session = interview_session::Session::default();
+    for (_, event) in read::decoded_events_after(&state.db, session_id, 0).await? {
+        cqrs_es::Aggregate::apply(&mut session, event);
+    }
+    let by_id: Map<String, Value> = session
+        .coverage()
+        .into_iter()
+        .map(|c| {
+            let id = c.objective_id.clone();
+            (id, serde_json::to_value(c).expect("coverage serializes"))
+        })
+        .collect();
+    Ok(Value::Object(by_id))
 }
 
 fn researcher_fields(

@@ -481,7 +481,72 @@ async fn formulas_in_answers_are_plain_text_in_csv(store: Store) {
         .starts_with("=HYPERLINK"));
 }
 
+/// Researchers see where each objective stands (FR-04-13): status, asked, answered, probes used
+/// of the cap, the widget, and its fields' confidence — in the session and in its `/state`.
+async fn coverage_is_served_to_researchers(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let coverage = |s: &Value| s["covered_objectives"].clone();
+    let s = app.researcher_view(&session).await;
+    let c = coverage(&s);
+    assert_eq!(c["planning_habits"]["status"], "in_progress", "{c}");
+    assert_eq!(c["planning_habits"]["asked"], true);
+    assert_eq!(c["planning_habits"]["probe_cap"], 3);
+    assert_eq!(c["pain_points"]["status"], "not_started");
+    assert_eq!(c["pain_points"]["widget"], "not_shown");
+    assert!(c["planning_habits"]["fields"]["planning_method"].is_null());
+    // A long answer, then through pain points, skipping its widget.
+    let long =
+        "Every Sunday evening we sit down together, check the fridge and write a list on my phone";
+    let mut s = app.run(&session).await;
+    for _ in 0..12 {
+        if coverage(&s)["pain_points"]["widget"] == "skipped" {
+            break;
+        }
+        if s["status"] == "waiting_for_tool" {
+            let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+            app.post(
+                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                Some(&token),
+                &json!({"status": "skipped"}),
+            )
+            .await;
+        } else {
+            app.post_message(&session, &token, long).await;
+        }
+        s = app.run(&session).await;
+    }
+    let c = coverage(&s);
+    assert_eq!(c["planning_habits"]["answered"], true, "{c}");
+    assert!(
+        c["planning_habits"]["fields"]["planning_method"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{c}"
+    );
+    assert_eq!(c["pain_points"]["widget"], "skipped", "{c}");
+    assert_eq!(c["pain_points"]["status"], "skipped", "{c}");
+    let state = json_of(
+        app.get(
+            &format!("/api/sessions/{session}/state"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(state["covered_objectives"], c);
+    // Participants do not get it.
+    let own = json_of(
+        app.get(&format!("/api/sessions/{session}"), Some(&token))
+            .await,
+    )
+    .await;
+    assert!(own.get("covered_objectives").is_none());
+}
+
 both_stores!(
+    coverage_is_served_to_researchers,
     formulas_in_answers_are_plain_text_in_csv,
     a_bulk_rebuild_reproduces_the_live_views,
     results_and_exports_hold_completed_sessions_only,
