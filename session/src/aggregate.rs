@@ -288,6 +288,11 @@ impl Session {
             };
             self.emit(sink, body, at).await;
             self.change_status(sink, SessionStatus::Completed, at).await;
+            // A completed interview's transcript is extracted once more, after the end
+            // (FR-04-26); the phase reaches END when that extraction completes.
+            self.change_phase(sink, Phase::PostSessionExtraction, at)
+                .await;
+            return;
         }
         self.change_phase(sink, Phase::End, at).await;
     }
@@ -673,6 +678,7 @@ impl Aggregate for Session {
                     is_final: true,
                 };
                 self.emit(sink, body, at).await;
+                self.change_phase(sink, Phase::End, at).await;
             }
             SessionCommand::RecordError {
                 source,

@@ -449,7 +449,75 @@ async fn an_end_intent_at_the_summary_completes_unconfirmed(store: Store) {
     }
 }
 
+/// Every node of FR-04-9 the session passes through is a `session.phase_changed` event, in the
+/// spec's order, the post-session extraction included; decisions record the switches.
+async fn every_phase_appears_in_order(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 1).await;
+    let (session, token, _) = to_the_summary(&app).await;
+    app.post_message(&session, &token, "yes").await;
+    app.run(&session).await;
+    let mut phases: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        let events = crate::helpers::json_of(
+            app.get(
+                &format!("/api/sessions/{session}/events"),
+                Some(crate::helpers::RESEARCHER_TOKEN),
+            )
+            .await,
+        )
+        .await;
+        phases = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event_type"] == "session.phase_changed")
+            .map(|e| e["payload"]["to"].as_str().unwrap().to_string())
+            .collect();
+        if phases.last().is_some_and(|p| p == "END") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let order = [
+        "CONSENT_OR_SCREENING",
+        "OPENING",
+        "ASK_OR_PROBE",
+        "OPTIONAL_INTERACTION",
+        "EXTRACT",
+        "EVALUATE_COVERAGE",
+        "NEXT_TOPIC_OR_PROBE",
+        "SUMMARY_CONFIRMATION",
+        "CONCLUDE",
+        "POST_SESSION_EXTRACTION",
+        "END",
+    ];
+    let mut at = 0;
+    for phase in &phases {
+        if at < order.len() && phase == order[at] {
+            at += 1;
+        }
+    }
+    assert_eq!(at, order.len(), "not every phase in order: {phases:?}");
+    for phase in [
+        "EVALUATE_COVERAGE",
+        "NEXT_TOPIC_OR_PROBE",
+        "POST_SESSION_EXTRACTION",
+    ] {
+        assert!(phases.iter().any(|p| p == phase), "{phase}: {phases:?}");
+    }
+    let s = app.researcher_view(&session).await;
+    let decided: Vec<&str> = s["decision_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["phase"].as_str().unwrap())
+        .collect();
+    assert!(decided.contains(&"NEXT_TOPIC_OR_PROBE"), "{decided:?}");
+    assert_eq!(s["current_phase"], "END");
+}
+
 both_stores!(
+    every_phase_appears_in_order,
     an_addition_at_the_summary_reaches_the_results,
     an_end_intent_at_the_summary_completes_unconfirmed,
     a_confirmed_summary_concludes_even_when_coverage_never_holds,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::Session;
 use crate::decision::{AgentAction, ConcludeReason, ExtractedField, Proposal};
 use crate::error::SessionError;
-use crate::events::{EventBody, SessionStatus};
+use crate::events::{EventBody, Phase, SessionStatus};
 use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
 use crate::phrases;
 use crate::study::{Objective, Priority};
@@ -540,7 +540,16 @@ impl Session {
         at: DateTime<Utc>,
     ) -> Result<(), SessionError> {
         let first_question = !self.objectives.values().any(|o| o.asked);
-        let phase = judged.action.phase(first_question);
+        let node = judged.action.phase(first_question);
+        // After an extraction the coverage is evaluated; the decision taken then is the switch
+        // to the next topic or a probe (FR-04-9), and the question itself is asked in its node.
+        let routing = self.phase == Phase::EvaluateCoverage
+            && matches!(node, Phase::AskOrProbe | Phase::OptionalInteraction);
+        let phase = if routing {
+            Phase::NextTopicOrProbe
+        } else {
+            node
+        };
         self.change_phase(sink, phase, at).await;
         let decision = EventBody::DecisionRecorded {
             decision_id: Uuid::new_v5(&message_id, b"decision"),
@@ -556,6 +565,9 @@ impl Session {
             token_usage: proposal.provenance.token_usage,
         };
         self.emit(sink, decision, at).await;
+        if routing {
+            self.change_phase(sink, node, at).await;
+        }
         let say = |content: String| EventBody::AgentMessageCompleted {
             message_id,
             content,
@@ -584,6 +596,7 @@ impl Session {
                     is_final: false,
                 };
                 self.emit(sink, body, at).await;
+                self.change_phase(sink, Phase::EvaluateCoverage, at).await;
             }
             AgentAction::SummarizeAndConfirm => {
                 let summary = judged.summary.unwrap_or_default();
