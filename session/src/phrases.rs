@@ -52,3 +52,13 @@ pub fn closing(locale: &str, reason: ConcludeReason) -> &'static str {
         (false, _) => "Thank you so much for sharing your experience. That is the end of the interview.",
     }
 }
+
+/// "Yes" / "No" in the study's language.
+pub fn yes_no(locale: &str, yes: bool) -> &'static str {
+    match (zh(locale), yes) {
+        (true, true) => "是",
+        (true, false) => "否",
+        (false, true) => "Yes",
+        (false, false) => "No",
+    }
+}

@@ -197,6 +197,12 @@ pub struct OutputField {
     /// Allowed values of an `enum` field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// How the summary the participant confirms names this field ("How you plan"), in the
+    /// study's language. Without one the summary shows the participant's own words (or the
+    /// option, or the answer to the question) with no name. Serialized only when set, so schemas
+    /// published before it keep their version id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub participant_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -516,7 +516,79 @@ async fn every_phase_appears_in_order(store: Store) {
     assert_eq!(s["current_phase"], "END");
 }
 
+/// The summary a participant confirms is written for them: their words, the options they chose
+/// by their labels, widget answers as the question and the answer they saw — no field id, no
+/// researcher-facing description, no internal term; a field's `participant_label` names it.
+async fn the_summary_is_written_for_the_participant(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let demo: Value = serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    let (_, _, s) = to_the_summary(&app).await;
+    let summary = s["summary"].as_str().unwrap().to_string();
+    for field in demo["output_schema"]["fields"].as_array().unwrap() {
+        let id = field["id"].as_str().unwrap();
+        let description = field["description"].as_str().unwrap();
+        assert!(!summary.contains(id), "{id} in {summary:?}");
+        assert!(
+            !summary.contains(description),
+            "{description:?} in {summary:?}"
+        );
+    }
+    for objective in demo["objectives"].as_array().unwrap() {
+        assert!(
+            !summary.contains(objective["id"].as_str().unwrap()),
+            "{summary:?}"
+        );
+    }
+    for term in ["tool", "agent", "harness", "rationale", "{", "confidence"] {
+        assert!(
+            !summary.to_lowercase().contains(term),
+            "{term} in {summary:?}"
+        );
+    }
+    assert!(
+        summary.contains("Meal ideas for the week"),
+        "the option's label: {summary:?}"
+    );
+    assert!(
+        summary.contains("How satisfied are you"),
+        "the question as asked: {summary:?}"
+    );
+    let answer =
+        "Every Sunday evening we sit down together, check the fridge and write a list on my phone";
+    assert_eq!(
+        summary.matches(answer).count(),
+        1,
+        "one answer once: {summary:?}"
+    );
+
+    // A participant-facing label names its field.
+    study(&app, "labelled", |d| {
+        d["output_schema"]["fields"][0]["participant_label"] = json!("How you plan");
+    })
+    .await;
+    let (session, token) = app.interviewing("labelled").await;
+    let mut s = app.run(&session).await;
+    for _ in 0..30 {
+        if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            break;
+        }
+        if s["status"] == "waiting_for_tool" {
+            let value = typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+        } else {
+            app.post_message(&session, &token, answer).await;
+        }
+        s = app.run(&session).await;
+    }
+    let summary = s["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("How you plan: {answer}")),
+        "{summary:?}"
+    );
+}
+
 both_stores!(
+    the_summary_is_written_for_the_participant,
     every_phase_appears_in_order,
     an_addition_at_the_summary_reaches_the_results,
     an_end_intent_at_the_summary_completes_unconfirmed,
