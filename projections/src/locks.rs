@@ -28,6 +28,10 @@ pub async fn lock_study_creates(db: &Db, study_id: &str) -> Result<StudyLock, sq
     match db {
         Db::Postgres(pool) => {
             let mut tx = pool.begin().await?;
+            // A holder that never lets go (a stuck process) must not block creates for good.
+            sqlx::query("SET LOCAL lock_timeout = '10s'")
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
                 .bind(format!("session-create:{study_id}"))
                 .execute(&mut *tx)

@@ -83,6 +83,22 @@ pub async fn events(
 }
 
 /// Ids of every session in the log, oldest first.
+/// Every session anything is stored for — in the log, or in any read model (a view row whose
+/// log is gone is something an audit must see): for `replay verify --all`.
+pub async fn audited_session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT aggregate_id FROM events WHERE aggregate_type = $1 \
+             UNION SELECT session_id FROM session_state UNION SELECT session_id FROM transcript \
+             UNION SELECT session_id FROM decision_log UNION SELECT session_id FROM results \
+             ORDER BY 1",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .fetch_all(pool)
+        .await
+    })
+}
+
 pub async fn session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_scalar(
@@ -133,6 +149,35 @@ pub async fn decoded_events_between(
 }
 
 /// The `event_version` of each of a session's events, in sequence order.
+/// Every stored event of a session with its version, in one read (the audit's source):
+/// `(sequence, event_type, event_version, payload, metadata)` in order.
+pub async fn events_with_versions(
+    db: &Db,
+    session_id: &str,
+) -> Result<Vec<(u64, String, String, Value, Value)>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(
+            "SELECT sequence, event_type, event_version, payload, metadata FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .bind(session_id)
+        .fetch_all(pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>("sequence")? as u64,
+                    r.try_get("event_type")?,
+                    r.try_get("event_version")?,
+                    r.try_get("payload")?,
+                    r.try_get("metadata")?,
+                ))
+            })
+            .collect()
+    })
+}
+
 pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_scalar(

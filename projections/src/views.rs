@@ -75,6 +75,11 @@ pub struct SessionStateView {
     /// Kept in its own column, never in the JSON document.
     #[serde(skip)]
     pub participant_token_sha256: String,
+    /// The last event was a widget answer that counted a turn: a message right after it, in the
+    /// same command (AG-UI's "in my own words"), belongs to that turn. Lives only while one
+    /// command's events are folded.
+    #[serde(skip)]
+    pub answered_just_now: bool,
 }
 
 /// The rows a batch of events adds to the append-only views.
@@ -141,6 +146,17 @@ impl SessionStateView {
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
         let transcript = &mut rows.transcript;
         let at = event.at;
+        let follows_answer = self.answered_just_now
+            && matches!(event.body, EventBody::ParticipantMessageCreated { .. });
+        // Only the events a submission itself writes keep the way open for its message.
+        if !matches!(
+            event.body,
+            EventBody::ToolCallCompleted { .. }
+                | EventBody::ConsentRecorded { .. }
+                | EventBody::StatusChanged { .. }
+        ) {
+            self.answered_just_now = false;
+        }
         match &event.body {
             EventBody::SessionCreated {
                 session_id,
@@ -170,7 +186,7 @@ impl SessionStateView {
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
             } => {
-                if self.current_phase.counts_turns() {
+                if self.current_phase.counts_turns() && !follows_answer {
                     self.turn_count += 1;
                 }
                 transcript.push(TranscriptRow {
@@ -256,6 +272,7 @@ impl SessionStateView {
                 let kind = pending.as_ref().map(|p| &p.kind);
                 if !matches!(kind, Some(InteractionKind::Consent { .. })) && self.current_phase.counts_turns() {
                     self.turn_count += 1;
+                    self.answered_just_now = true;
                 }
                 transcript.push(TranscriptRow {
                     seq,

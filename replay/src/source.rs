@@ -32,20 +32,16 @@ pub enum SourceError {
 }
 
 pub async fn from_db(db: &Db, session_id: &str) -> Result<Vec<StoredEvent>, SourceError> {
-    let rows = read::events(db, session_id)
+    let rows = read::events_with_versions(db, session_id)
         .await
         .map_err(|e| SourceError::Database(e.to_string()))?;
     if rows.is_empty() {
         return Err(SourceError::UnknownSession(session_id.to_string()));
     }
-    let versions = read::event_versions(db, session_id)
-        .await
-        .map_err(|e| SourceError::Database(e.to_string()))?;
     Ok(rows
         .into_iter()
-        .zip(versions)
         .map(
-            |((sequence, event_type, payload, metadata), event_version)| StoredEvent {
+            |(sequence, event_type, event_version, payload, metadata)| StoredEvent {
                 sequence,
                 event_type,
                 event_version,

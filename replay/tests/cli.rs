@@ -522,6 +522,22 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("not audited: event metadata"), "{out}");
+
+    // A deleted first event, then a log deleted outright under its views: `--all` sees both.
+    f.exec_both(&format!(
+        "DELETE FROM events WHERE aggregate_id = '{session}' AND sequence = 1"
+    ))
+    .await;
+    let (code, out, _) = replay(url, &["verify", "--all"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(&format!("FAILED    {session}")), "{out}");
+    f.exec_both(&format!(
+        "DELETE FROM events WHERE aggregate_id = '{session}'"
+    ))
+    .await;
+    let (code, out, _) = replay(url, &["verify", "--all"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("the log has no event of it"), "{out}");
     let _ = std::fs::remove_dir_all(&f.dir);
 }
 

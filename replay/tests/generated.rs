@@ -6,7 +6,10 @@
 //! interviewer longer than the model's timeout allows, and `replay verify --all` passes.
 //!
 //! `GEN_SESSIONS` (per store, default 120) and `GEN_SEED` (default fixed) set the run; a failure
-//! names the seed of its session, and `GEN_SEED=<seed> GEN_SESSIONS=1` replays just that one.
+//! names the seed of its session and of its run. `GEN_SEED=<seed> GEN_SESSIONS=1` replays that
+//! session's participant and model script alone; in the run, sessions eight at a time drew their
+//! model replies from one shared queue, so a failure that depends on that interleaving needs the
+//! run's seed and size again.
 //! The longer run (thousands) is `GEN_SESSIONS=2000 cargo test -p interview-replay --test
 //! generated --release` (docs/audit.md).
 
@@ -78,7 +81,7 @@ const ADDITIONS: &[&str] = &[
 /// A model reply: mostly sensible tool calls, sometimes every kind of failure.
 fn model_reply(rng: &mut Rng) -> Reply {
     let objective = *rng.pick(&["planning_habits", "pain_points", "tool_preferences"]);
-    match rng.below(14) {
+    match rng.below(15) {
         0 => Reply::Status(500),
         1 => Reply::RateLimited,
         2 => Reply::Garbage,
@@ -388,7 +391,9 @@ async fn generated_sessions_end_and_verify(postgres: bool) {
         });
         for outcome in futures_util::future::join_all(runs).await {
             if let (seed, Err(why)) = outcome.unwrap() {
-                failures.push(format!("GEN_SEED={seed} GEN_SESSIONS=1: {why}"));
+                failures.push(format!(
+                    "GEN_SEED={seed} GEN_SESSIONS=1 (in the run GEN_SEED={base_seed} GEN_SESSIONS={sessions}): {why}"
+                ));
             }
         }
     }

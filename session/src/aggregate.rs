@@ -89,6 +89,9 @@ pub struct Session {
     /// What the participant added to the latest summary, if the reply was an addition.
     #[serde(default)]
     summary_addition: Option<String>,
+    /// An extraction has followed the latest reply to the summary (one is allowed).
+    #[serde(default)]
+    extracted_since_reply: bool,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -767,6 +770,9 @@ impl Aggregate for Session {
     }
 
     fn apply(&mut self, event: Self::Event) {
+        // A message that follows an answer in the same turn (AG-UI's "in my own words") is part
+        // of that turn, not a turn of its own.
+        let follows_answer = self.may_add_message;
         // Only the events a submission itself writes keep the way open for a following message.
         if !matches!(
             event.body,
@@ -798,7 +804,7 @@ impl Aggregate for Session {
                 self.turn_ids
                     .insert(turn_id, Some(crate::hash::sha256_hex(content.as_bytes())));
                 self.last_turn_id = Some(turn_id);
-                if self.is_turn() {
+                if self.is_turn() && !follows_answer {
                     self.turn_count += 1;
                     if let Some(objective) = &self.current_objective {
                         self.objectives
@@ -895,6 +901,8 @@ impl Aggregate for Session {
                     if let Some(f) = self.final_extraction.as_mut() {
                         f.2 = true;
                     }
+                } else if self.summary_confirmed.is_some() {
+                    self.extracted_since_reply = true;
                 }
                 for field in fields {
                     self.fields.insert(field.field_id.clone(), field);
@@ -914,6 +922,7 @@ impl Aggregate for Session {
             } => {
                 self.summary_confirmed = Some(confirmed);
                 self.summary_addition = addition;
+                self.extracted_since_reply = false;
             }
             EventBody::ToolCallCreated { .. }
             | EventBody::ToolCallCompleted { .. }

@@ -23,6 +23,9 @@ pub enum ProbeTrigger {
 #[serde(rename_all = "snake_case")]
 pub enum ConcludeReason {
     AllMustObjectivesCovered,
+    /// Every must objective was asked, not all of them covered (answers below the threshold,
+    /// widgets skipped): the interviewer had nothing left to ask.
+    AllMustObjectivesAsked,
     ConfidenceThresholdMet,
     MaxTurnsReached,
     MaxDurationReached,

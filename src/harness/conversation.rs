@@ -28,6 +28,8 @@ pub struct Conversation {
     pub summaries_proposed: u32,
     /// The participant's last message, whatever the phase.
     pub last_message: Option<(Uuid, String)>,
+    /// The probes already asked, by objective (their words), so none is asked twice.
+    pub probes_asked: std::collections::HashMap<String, Vec<String>>,
 }
 
 impl Conversation {
@@ -36,11 +38,24 @@ impl Conversation {
         let mut current: Option<String> = None;
         let mut awaiting_reply = false;
         let mut pending: Option<(Option<String>, String)> = None;
+        let mut probing: Option<String> = None;
         for event in events {
             match &event.body {
+                EventBody::AgentMessageCompleted { content, .. } => {
+                    if let Some(objective) = probing.take() {
+                        c.probes_asked
+                            .entry(objective)
+                            .or_default()
+                            .push(content.clone());
+                    }
+                }
                 EventBody::DecisionRecorded {
                     selected_action, ..
                 } => {
+                    probing = match selected_action {
+                        AgentAction::Probe { objective_id, .. } => Some(objective_id.clone()),
+                        _ => None,
+                    };
                     if let Some(o) = selected_action.objective_id() {
                         current = Some(o.to_string());
                     }

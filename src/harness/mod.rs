@@ -10,6 +10,7 @@
 //! so a session is never left without a next step.
 
 pub mod conversation;
+pub mod probing;
 pub mod rules;
 pub mod schedule;
 

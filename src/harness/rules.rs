@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, Utc};
 use interview_session::decision::{
-    AgentAction, ConcludeReason, ExtractedField, ProbeTrigger, Proposal, Provenance,
+    AgentAction, ConcludeReason, ExtractedField, Proposal, Provenance,
 };
 use interview_session::study::{FieldType, Objective};
 use interview_session::text;
@@ -23,57 +23,9 @@ use interview_session::Session;
 use serde_json::{json, Value};
 
 use super::conversation::{Answer, Conversation};
+use super::probing;
 
 pub const PROMPT_VERSION_ID: &str = "rules-v1";
-
-const HEDGES: &[&str] = &[
-    "maybe",
-    "not sure",
-    "it depends",
-    "depends",
-    "i don't know",
-    "dont know",
-    "sometimes",
-    "kind of",
-    "sort of",
-    "不知道",
-    "还行",
-    "一般",
-    "看情况",
-    "可能",
-    "说不清",
-];
-
-/// Whether an answer deserves a probe (see the module docs).
-pub fn is_vague(answer: &str) -> bool {
-    let n = text::normalize(answer);
-    let cjk = n.chars().filter(|c| (*c as u32) >= 0x3040).count();
-    let short = if cjk > 0 {
-        n.chars().count() < 15
-    } else {
-        n.split(' ').count() < 8
-    };
-    short || HEDGES.iter().any(|h| n.contains(&text::normalize(h)))
-}
-
-fn probe_question(locale: &str, n: u32) -> &'static str {
-    const EN: [&str; 3] = [
-        "Could you give me a recent, concrete example of that?",
-        "What makes that important to you?",
-        "Can you walk me through the last time that happened?",
-    ];
-    const ZH: [&str; 3] = [
-        "能举一个最近的具体例子吗？",
-        "这对你来说为什么重要？",
-        "能说说上一次发生这种情况时的经过吗？",
-    ];
-    let i = n as usize % 3;
-    if locale.starts_with("zh") {
-        ZH[i]
-    } else {
-        EN[i]
-    }
-}
 
 fn proposal(action: AgentAction, rationale: String, input_summary: String) -> Proposal {
     Proposal {
@@ -209,29 +161,46 @@ fn continue_objective(
         return None;
     }
     let answers: Vec<&Answer> = c.answers_to(&o.id).collect();
-    let last_text = answers.iter().rev().find(|a| a.interaction_type.is_none());
-    if let Some(last) = last_text {
-        if !progress.interaction_rendered
-            && progress.probes < o.max_probe_count
-            && is_vague(&last.content)
-        {
-            let words = text::normalize(&last.content).split(' ').count();
-            let mut p = proposal(
-                AgentAction::Probe {
-                    objective_id: o.id.clone(),
-                    based_on_turn_id: Some(last.turn_id),
-                    trigger: ProbeTrigger::Vague,
-                },
-                format!(
-                    "The answer about {:?} was vague ({words} words, no concrete example); probe {} of {}.",
-                    o.title,
-                    progress.probes + 1,
-                    o.max_probe_count
-                ),
-                format!("last answer: {words} words"),
-            );
-            p.message = Some(probe_question(locale, progress.probes).into());
-            return Some(p);
+    let texts: Vec<&Answer> = answers
+        .iter()
+        .copied()
+        .filter(|a| a.interaction_type.is_none())
+        .collect();
+    if let Some((last, earlier)) = texts.split_last() {
+        if !progress.interaction_rendered && progress.probes < o.max_probe_count {
+            let earlier: Vec<&str> = earlier.iter().map(|a| a.content.as_str()).collect();
+            let asked = c.probes_asked.get(&o.id).cloned().unwrap_or_default();
+            let missing = missing_field(s, o, &answers);
+            if let Some(probe) = probing::choose(
+                &last.content,
+                &earlier,
+                missing.as_deref(),
+                &o.probe_hints,
+                &asked,
+                locale,
+            ) {
+                let mut p = proposal(
+                    AgentAction::Probe {
+                        objective_id: o.id.clone(),
+                        based_on_turn_id: Some(last.turn_id),
+                        trigger: probe.trigger,
+                    },
+                    format!(
+                        "The answer about {:?} calls for a {} probe: {}; probe {} of {}.",
+                        o.title,
+                        serde_json::to_value(probe.trigger)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default(),
+                        probe.because,
+                        progress.probes + 1,
+                        o.max_probe_count
+                    ),
+                    format!("last answer: {} words", probing::word_count(&last.content)),
+                );
+                p.message = Some(probe.question);
+                return Some(p);
+            }
         }
     }
     if o.interaction.is_some() && !progress.interaction_rendered {
@@ -263,6 +232,26 @@ fn continue_objective(
     );
     p.fields = fields;
     Some(p)
+}
+
+/// A required text field of the objective the answers so far would leave under the study's
+/// confidence threshold.
+fn missing_field(s: &Session, o: &Objective, answers: &[&Answer]) -> Option<String> {
+    let study = s.study()?;
+    let threshold = study.study_config.limits.confidence_threshold;
+    let extracted = extract(s, o, answers);
+    study
+        .output_schema
+        .fields
+        .iter()
+        .filter(|f| f.objective_id == o.id && f.required && f.field_type == FieldType::String)
+        .find(|f| {
+            extracted
+                .iter()
+                .find(|x| x.field_id == f.id)
+                .is_none_or(|x| x.confidence < threshold)
+        })
+        .map(|f| f.id.clone())
 }
 
 /// The rules extraction over the whole conversation: every objective's fields.
@@ -476,33 +465,13 @@ fn take_in_addition(s: &Session, c: &Conversation, addition: &str) -> Option<Pro
     p.fields = vec![ExtractedField {
         field_id: field.id.clone(),
         value: Value::String(value),
-        confidence: before.map_or(0.6, |f| f.confidence.max(0.6)),
+        // The field's confidence as it was; a new field's as the rules rate any answer.
+        confidence: before.map_or_else(
+            || (0.3 + 0.05 * probing::word_count(&said) as f64).min(0.9),
+            |f| f.confidence,
+        ),
         evidence_turn_ids: evidence,
         quote: Some(said),
     }];
     Some(p)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vague_answers() {
-        for (answer, vague) in [
-            ("Yes", true),
-            (
-                "I plan on Sundays with a list on my phone and my partner adds items",
-                false,
-            ),
-            (
-                "Maybe, it depends on the week and what we have at home already",
-                true,
-            ),
-            ("还行", true),
-            ("我每周日晚上和家人一起在手机上列购物清单然后去超市", false),
-        ] {
-            assert_eq!(is_vague(answer), vague, "{answer:?}");
-        }
-    }
 }

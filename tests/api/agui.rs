@@ -237,6 +237,7 @@ async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store)
     let mut messages = history.clone();
     let own_words = "Honestly it depends on the week: some weeks I plan well, most weeks I do not";
     messages.push(json!({"id": "own-words-1", "role": "user", "content": own_words}));
+    let turns_before = s["turn_count"].as_u64().unwrap();
     let resume = json!([{"interruptId": widget, "status": "cancelled"}]);
     let events = run(
         &app,
@@ -256,6 +257,11 @@ async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store)
     let resolved = &s["interaction_events"];
     assert!(resolved.to_string().contains("skipped"), "{resolved}");
     assert_ne!(s["status"], "active", "the interviewer answered: {s}");
+    assert_eq!(
+        s["turn_count"].as_u64().unwrap(),
+        turns_before + 1,
+        "one turn: {s}"
+    );
 
     // The same run again (a retry) writes nothing more.
     let before = app.total_events().await;

@@ -164,7 +164,14 @@ impl Session {
             .iter()
             .filter(|o| o.priority == Priority::Must)
             .all(|o| self.objective(&o.id).asked);
-        all_asked.then_some(ConcludeReason::AllMustObjectivesCovered)
+        all_asked.then_some(ConcludeReason::AllMustObjectivesAsked)
+    }
+
+    fn all_must_asked(&self) -> bool {
+        self.objectives_in_order()
+            .iter()
+            .filter(|o| o.priority == Priority::Must)
+            .all(|o| self.objective(&o.id).asked)
     }
 
     /// The reason a completed interview ends with once its summary has been answered: the one
@@ -191,12 +198,16 @@ impl Session {
                 .find(holds)
             })
             .or(self.stopped_because)
+            // Sessions whose summary came before these rules recorded no reason.
+            .or_else(|| self.questioning_may_stop(at))
+            .or(Some(ConcludeReason::AllMustObjectivesAsked))
     }
 
     fn reason_holds(&self, reason: ConcludeReason, at: DateTime<Utc>) -> bool {
         use ConcludeReason::*;
         match reason {
             AllMustObjectivesCovered => self.all_must_covered(),
+            AllMustObjectivesAsked => self.all_must_asked(),
             ConfidenceThresholdMet => self.required_fields_met(),
             ConsentDeclined => self.consent == Some(false),
             ScreeningFailed => self.screening == Some(false),
@@ -372,7 +383,9 @@ impl Session {
         // concludes whatever is proposed. No refusal here can send the interviewer back to the
         // summary it came from.
         let mut settled_reason = None;
-        let abandoning = matches!(action, AgentAction::Conclude { reason } if reason.abandons());
+        // A safety stop claimed by a policy counts only when a safety pattern did match.
+        let abandoning = matches!(action, AgentAction::Conclude { reason }
+            if reason.abandons() && (reason != ConcludeReason::SafetyTriggered || self.safety_triggered));
         if self.summary.is_some() && self.summary_confirmed.is_some() && !abandoning {
             // An unconfirmed reply that adds nothing is an end intent at this step.
             let ended_here =
@@ -393,7 +406,9 @@ impl Session {
                         action = AgentAction::Conclude { reason };
                     }
                 }
-                (AgentAction::ExtractFields | AgentAction::SummarizeAndConfirm, false) => {}
+                // One extraction per reply (the addition), then the summary again.
+                (AgentAction::ExtractFields, false) if !self.extracted_since_reply => {}
+                (AgentAction::SummarizeAndConfirm, false) => {}
                 (_, false) => action = AgentAction::SummarizeAndConfirm,
             }
         }

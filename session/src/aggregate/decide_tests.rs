@@ -864,7 +864,7 @@ async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
             events.iter().any(|e| matches!(
                 e.body,
                 EventBody::SessionCompleted {
-                    reason: R::AllMustObjectivesCovered,
+                    reason: R::AllMustObjectivesAsked,
                     summary_confirmed: true,
                     ..
                 }
@@ -872,6 +872,30 @@ async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
             "{proposal:?}: {events:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn after_an_addition_one_extraction_then_the_summary_again() {
+    let mut given = summarized();
+    given.push(message(31, "add: and a notebook"));
+    given.push(C::ConfirmSummary {
+        confirmed: false,
+        addition: Some("add: and a notebook".into()),
+        at: at(),
+    });
+    given.extend(extract(4, 0.8));
+    // A second extraction is not allowed before the participant sees the summary again.
+    let mut p = proposal(A::ExtractFields, None);
+    p.fields = vec![ExtractedField {
+        field_id: "f1".into(),
+        value: json!("again"),
+        confidence: 0.9,
+        evidence_turn_ids: vec![],
+        quote: None,
+    }];
+    given.push(claim(5));
+    let events = when(given, decide_with(5, p)).await.unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
 }
 
 #[tokio::test]
