@@ -1,14 +1,13 @@
 //! The built-in `rules` interviewer: deterministic, offline, no model needed.
 //!
 //! - Objectives in priority order (must, should, could); each opens with its opening question.
-//! - An answer is *vague* when it has fewer than 8 words (fewer than 15 characters in CJK text)
-//!   or hedges ("maybe", "it depends", "不知道", …). A vague answer is probed — with a rotating
-//!   follow-up asking for a concrete example, the reason, or the last time it happened — up to
-//!   the objective's `max_probe_count`.
+//! - An answer is probed, up to the objective's `max_probe_count`, when it shows strong feeling,
+//!   contradicts an earlier answer, is vague (no concrete detail), or leaves a required field
+//!   under the threshold — the heuristics, the words and the order are in [`super::probing`].
 //! - After the open answer (and any probes) the objective's widget is shown, if it has one.
 //! - Then the objective's fields are extracted: widget values with confidence 1.0; text fields
 //!   from the answers, with a confidence that grows with the amount said (0.3 + 0.05 per word,
-//!   at most 0.9) — honest, since no model judged them.
+//!   CJK text counted two characters a word, at most 0.9) — honest, since no model judged them.
 //! - When no objective is left, or a limit, end request or fatigue stops questioning, the
 //!   summary is proposed; a confirmation concludes, an addition is extracted and re-confirmed
 //!   once, then the interview concludes.
@@ -321,7 +320,7 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
             .join(" / ");
         let words = texts
             .iter()
-            .map(|a| text::normalize(&a.content).split(' ').count())
+            .map(|a| probing::word_count(&a.content))
             .sum::<usize>();
         let longest = texts
             .iter()

@@ -587,7 +587,88 @@ async fn the_summary_is_written_for_the_participant(store: Store) {
     );
 }
 
+/// The last decision's probe trigger, if it was a probe.
+fn last_probe(s: &Value) -> Option<String> {
+    let d = s["decision_log"].as_array().unwrap().last().unwrap();
+    (d["selected_action"]["action"] == "probe").then(|| {
+        d["selected_action"]["trigger"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+}
+
+/// The offline interviewer probes like a careful person: a strong feeling, a contradiction, a
+/// vague answer, in English and Chinese; a concrete Chinese answer is not "vague"; the rationale
+/// names the trigger and its cause; no probe is asked twice.
+async fn rules_probes_for_each_trigger_in_english_and_chinese(store: Store) {
+    let app = TestApp::spawn(store).await;
+    study(&app, "zh", |d| d["locale"] = json!("zh-CN")).await;
+    let say = |session: String, token: String, text: &'static str| {
+        let app = &app;
+        async move {
+            assert_eq!(
+                app.post_message(&session, &token, text).await.status(),
+                StatusCode::ACCEPTED
+            );
+            app.run(&session).await
+        }
+    };
+    // English: a strong feeling.
+    let (session, token) = app.interviewing("demo").await;
+    let s = say(
+        session,
+        token,
+        "I absolutely hate planning, the queues on Saturday drive me mad",
+    )
+    .await;
+    assert_eq!(last_probe(&s).as_deref(), Some("strong_emotion"), "{s}");
+    let rationale = s["decision_log"].as_array().unwrap().last().unwrap()["rationale"].to_string();
+    assert!(
+        rationale.contains("strong") && rationale.contains("hate"),
+        "{rationale}"
+    );
+    // English: a contradiction of an earlier answer on the same objective.
+    let (session, token) = app.interviewing("demo").await;
+    let s = say(session.clone(), token.clone(), "I always use a list").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("vague"), "{s}");
+    let first_probe = crate::helpers::last_assistant(&s);
+    let s = say(
+        session,
+        token,
+        "Well actually I never use a list, I just remember it all on Sunday",
+    )
+    .await;
+    assert_eq!(last_probe(&s).as_deref(), Some("contradiction"), "{s}");
+    assert_ne!(
+        crate::helpers::last_assistant(&s),
+        first_probe,
+        "no probe twice"
+    );
+    // Chinese: a concrete answer is not vague; a strong feeling is probed, in Chinese.
+    let (session, token) = app.interviewing("zh").await;
+    let s = say(
+        session,
+        token,
+        "每周日晚上和家人一起在手机上列购物清单然后去超市",
+    )
+    .await;
+    assert_eq!(last_probe(&s), None, "a concrete Chinese answer: {s}");
+    let (session, token) = app.interviewing("zh").await;
+    let s = say(session, token, "周末去超市排队真让人受不了").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("strong_emotion"), "{s}");
+    let asked = crate::helpers::last_assistant(&s);
+    assert!(
+        asked.chars().any(|c| (c as u32) >= 0x4E00),
+        "a Chinese probe: {asked}"
+    );
+    let (session, token) = app.interviewing("zh").await;
+    let s = say(session, token, "还行吧").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("vague"), "{s}");
+}
+
 both_stores!(
+    rules_probes_for_each_trigger_in_english_and_chinese,
     the_summary_is_written_for_the_participant,
     every_phase_appears_in_order,
     an_addition_at_the_summary_reaches_the_results,
