@@ -939,10 +939,14 @@ async fn concurrent_load_never_shows_two_pending_widgets(store: Store) {
                 app.post(&submit, Some(&token), &body),
                 app.post_message(&session, &token, "hello?"),
             );
-            assert_eq!(
-                m.status(),
-                StatusCode::CONFLICT,
-                "a message never passes a pending widget"
+            // The message loses to the widget (409), unless the interviewer has already answered
+            // the winning submit and waits for the participant again when it arrives — then it
+            // is a valid answer (202). Either way the stored stream is checked below: no message
+            // is ever accepted while a widget is pending.
+            assert!(
+                matches!(m.status(), StatusCode::CONFLICT | StatusCode::ACCEPTED),
+                "{}",
+                m.status()
             );
             for r in [a, b, c] {
                 match r.status() {
