@@ -6,7 +6,8 @@
 //!   under the threshold — the heuristics, the words and the order are in [`super::probing`].
 //! - After the open answer (and any probes) the objective's widget is shown, if it has one.
 //! - Then the objective's fields are extracted: widget values with confidence 1.0; text fields
-//!   from the answers, with a confidence that grows with the amount said (0.3 + 0.05 per word,
+//!   from the answers, each answer going to the one text field whose description it shares the
+//!   most words with (the first required one when none), with a confidence that grows with the amount said (0.3 + 0.05 per word,
 //!   CJK text counted two characters a word, at most 0.9) — honest, since no model judged them.
 //! - When no objective is left, or a limit, end request or fatigue stops questioning, the
 //!   summary is proposed; a confirmation concludes, an addition is extracted and re-confirmed
@@ -253,6 +254,52 @@ fn missing_field(s: &Session, o: &Objective, answers: &[&Answer]) -> Option<Stri
         .map(|f| f.id.clone())
 }
 
+/// The text field of objective `o` an answer answers: the one whose description (and id) shares
+/// the most words with it; when none shares a word, the first required text field of the
+/// objective (else its first text field).
+fn field_for<'a>(
+    study: &'a interview_session::study::PinnedStudy,
+    o: &Objective,
+    answer: &str,
+) -> Option<&'a str> {
+    let words = |t: &str| -> std::collections::HashSet<String> {
+        text::normalize(&t.replace('_', " "))
+            .split(' ')
+            .filter(|w| w.chars().count() > 3)
+            .map(|w| w.trim_end_matches('s').to_string())
+            .collect()
+    };
+    let said = words(answer);
+    let fields: Vec<_> = study
+        .output_schema
+        .fields
+        .iter()
+        .filter(|f| {
+            f.objective_id == o.id
+                && matches!(f.field_type, FieldType::String | FieldType::StringList)
+        })
+        .collect();
+    let overlap = |f: &interview_session::study::OutputField| {
+        words(&format!("{} {}", f.description, f.id))
+            .intersection(&said)
+            .count()
+    };
+    let best = fields
+        .iter()
+        .map(|f| (overlap(f), f))
+        .filter(|(n, _)| *n > 0)
+        .fold(
+            None::<(usize, &&interview_session::study::OutputField)>,
+            |best, (n, f)| match best {
+                Some((m, _)) if m >= n => best,
+                _ => Some((n, f)),
+            },
+        )
+        .map(|(_, f)| f.id.as_str());
+    best.or_else(|| fields.iter().find(|f| f.required).map(|f| f.id.as_str()))
+        .or_else(|| fields.first().map(|f| f.id.as_str()))
+}
+
 /// The rules extraction over the whole conversation: every objective's fields.
 pub fn extract_all(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
     s.objectives_in_order()
@@ -308,9 +355,16 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
             out.push(f);
             continue;
         }
-        if !matches!(field.field_type, FieldType::String | FieldType::StringList)
-            || texts.is_empty()
-        {
+        if !matches!(field.field_type, FieldType::String | FieldType::StringList) {
+            continue;
+        }
+        // Each answer goes to the one text field it answers (see `field_for`), not to all.
+        let texts: Vec<&&Answer> = texts
+            .iter()
+            .copied()
+            .filter(|a| field_for(study, o, &a.content) == Some(field.id.as_str()))
+            .collect();
+        if texts.is_empty() {
             continue;
         }
         let joined = texts

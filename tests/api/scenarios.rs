@@ -523,6 +523,13 @@ async fn the_summary_is_written_for_the_participant(store: Store) {
     let app = TestApp::spawn(store).await;
     let demo: Value = serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
     let (_, _, s) = to_the_summary(&app).await;
+    // One answer fills the field it answers, not every field of its objective.
+    let fields = s["extracted_fields"].as_object().unwrap();
+    assert!(fields.contains_key("planning_method"), "{s}");
+    assert!(
+        !fields.contains_key("household_involvement"),
+        "one answer, one field: {s}"
+    );
     let summary = s["summary"].as_str().unwrap().to_string();
     for field in demo["output_schema"]["fields"].as_array().unwrap() {
         let id = field["id"].as_str().unwrap();
