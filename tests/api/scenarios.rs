@@ -672,6 +672,16 @@ async fn rules_probes_for_each_trigger_in_english_and_chinese(store: Store) {
     let (session, token) = app.interviewing("zh").await;
     let s = say(session, token, "还行吧").await;
     assert_eq!(last_probe(&s).as_deref(), Some("vague"), "{s}");
+    // A concrete but short answer leaves the required field under the threshold.
+    let (session, token) = app.interviewing("zh").await;
+    let s = say(session.clone(), token.clone(), "我用清单").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("missing_field"), "{s}");
+    // …and taking it back is a contradiction.
+    let s = say(session, token, "其实我不用清单，都记在脑子里，每周日去超市").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("contradiction"), "{s}");
+    let (session, token) = app.interviewing("demo").await;
+    let s = say(session, token, "On Sunday with a list").await;
+    assert_eq!(last_probe(&s).as_deref(), Some("missing_field"), "{s}");
 }
 
 both_stores!(
