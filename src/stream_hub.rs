@@ -34,6 +34,9 @@ pub enum Live {
     },
     /// A piece of an utterance being streamed (not stored).
     Delta { message_id: String, content: String },
+    /// This process's interviewer run on the session has ended (after its last commit's note):
+    /// whoever waits for the turn to end can look now instead of polling.
+    Idle,
 }
 
 #[derive(Default)]

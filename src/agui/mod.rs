@@ -181,14 +181,20 @@ async fn pump(
     }
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
     let outcome: Result<(), &'static str> = async {
+        // Read the log only when a commit's events did not come with its note (another
+        // process's commit, a lagging subscriber); the run ends when this process's interviewer
+        // says it is idle (or, for a run elsewhere, when a commit leaves the session waiting).
+        let mut read_log = true;
         loop {
-            // Fold what is committed, then see whether the interviewer is done.
-            let batch = read::decoded_events_after(&state.db, &session_id, folded)
-                .await
-                .map_err(|_| "read")?;
-            for (seq, e) in batch {
-                folded = seq;
-                send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
+            if read_log {
+                let batch = read::decoded_events_after(&state.db, &session_id, folded)
+                    .await
+                    .map_err(|_| "read")?;
+                for (seq, e) in batch {
+                    folded = seq;
+                    send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
+                }
+                read_log = false;
             }
             if state
                 .harness
@@ -196,23 +202,25 @@ async fn pump(
                 .await
                 .map_err(|_| "read")?
             {
-                // Anything committed between the read and the check is read once more.
+                // Commits announced before the idle note have all been folded by now (the
+                // channel keeps order); one made elsewhere meanwhile is read once more.
                 let tail = read::decoded_events_after(&state.db, &session_id, folded)
                     .await
                     .map_err(|_| "read")?;
                 if tail.is_empty() {
                     return Ok(());
                 }
+                read_log = true;
                 continue;
             }
-            // Forward deltas as they come; read the log again only after a commit (or a
-            // while without one, for a run whose trigger raced this check).
-            let recheck = tokio::time::sleep(Duration::from_millis(200));
+            // A safety net only: notes are not lost within a process, but a NOTIFY from
+            // another process can be.
+            let recheck = tokio::time::sleep(Duration::from_secs(1));
             tokio::pin!(recheck);
             loop {
                 let note = tokio::select! {
                     note = sub.receiver.recv() => note,
-                    _ = &mut recheck => break,
+                    _ = &mut recheck => { read_log = true; break }
                     _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
                 };
                 match note {
@@ -222,9 +230,22 @@ async fn pump(
                     }) => send_all(&tx, t.delta(&message_id, &content))
                         .await
                         .map_err(|_| "gone")?,
-                    Ok(Live::Committed { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        break
+                    Ok(Live::Committed { last, .. }) if last <= folded => {}
+                    Ok(Live::Committed {
+                        events: Some(events),
+                        ..
+                    }) if events.first().is_some_and(|(seq, _)| *seq == folded + 1) => {
+                        for (seq, e) in events.iter() {
+                            folded = *seq;
+                            send_all(&tx, t.event(e)).await.map_err(|_| "gone")?;
+                        }
+                        break;
                     }
+                    Ok(Live::Committed { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        read_log = true;
+                        break;
+                    }
+                    Ok(Live::Idle) => break,
                     Err(broadcast::error::RecvError::Closed) => return Err("read"),
                 }
             }

@@ -144,7 +144,7 @@ async fn pump(
                         return;
                     }
                 }
-                Ok(Live::Committed { .. }) => {}
+                Ok(Live::Committed { .. }) | Ok(Live::Idle) => {}
                 // A delta of a message already completed (read at connect) is stale.
                 Ok(Live::Delta { message_id, .. }) if reader.completed.contains(&message_id) => {}
                 Ok(Live::Delta { message_id, content }) => {
