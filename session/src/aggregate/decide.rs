@@ -211,8 +211,9 @@ impl Session {
             ConfidenceThresholdMet => self.required_fields_met(),
             ConsentDeclined => self.consent == Some(false),
             ScreeningFailed => self.screening == Some(false),
-            // The runtime's patterns, or the model's own judgement of what it read.
-            SafetyTriggered => true,
+            // The study's safety patterns decide: a model's own safety stop must be confirmed by
+            // them, else it is refused (recorded) and the interview goes on.
+            SafetyTriggered => self.safety_triggered,
             Timeout => false,
             MaxTurnsReached | MaxDurationReached | ParticipantRequestedEnd | ParticipantFatigue => {
                 self.stop_reason(at) == Some(reason)

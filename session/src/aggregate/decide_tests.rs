@@ -803,6 +803,28 @@ async fn a_screening_verdict_needs_every_answer_and_a_failed_one_abandons() {
 }
 
 #[tokio::test]
+async fn a_safety_stop_no_pattern_confirms_is_refused() {
+    let mut given = summarized();
+    given.push(message(31, "I like my moka pot"));
+    given.push(claim(4));
+    let result = when(
+        given,
+        decide(
+            4,
+            A::Conclude {
+                reason: R::SafetyTriggered,
+            },
+            None,
+        ),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(SessionError::InvalidValue { ref field, .. }) if field == "reason"),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
     let mut given = screened();
     given.extend(step(2, A::RenderInteraction { objective_id: None }, None));
