@@ -10,10 +10,20 @@ use serde_json::json;
 use crate::error::ApiError;
 
 /// Reads the whole body, refusing more than `limit` bytes.
-pub async fn read_bytes(
-    mut payload: web::Payload,
+pub async fn read_bytes(payload: web::Payload, limit: usize) -> Result<web::BytesMut, ApiError> {
+    collect(payload, limit, |_| Ok(())).await
+}
+
+/// Reads a body stream to its end, refusing more than `limit` bytes; `admit` is asked about
+/// each chunk's size before it is kept (the door's body budget).
+pub async fn collect<S>(
+    mut payload: S,
     limit: usize,
-) -> Result<web::BytesMut, ApiError> {
+    mut admit: impl FnMut(usize) -> Result<(), ApiError>,
+) -> Result<web::BytesMut, ApiError>
+where
+    S: futures_util::Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>> + Unpin,
+{
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| ApiError::BadRequest {
@@ -27,6 +37,7 @@ pub async fn read_bytes(
                 limit,
             });
         }
+        admit(chunk.len())?;
         body.extend_from_slice(&chunk);
     }
     Ok(body)

@@ -24,7 +24,6 @@ use actix_web::dev::{Extensions, ServiceRequest, ServiceResponse};
 use actix_web::http::{header, Method};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
-use futures_util::StreamExt;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -295,28 +294,18 @@ async fn read_body(
             limit,
         });
     }
-    let mut payload = req.take_payload();
+    let payload = req.take_payload();
     let read = async {
-        let mut body = web::BytesMut::new();
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|e| ApiError::BadRequest {
-                code: "invalid_body",
-                message: format!("the request body could not be read: {e}"),
-                details: None,
-            })?;
-            if body.len() + chunk.len() > limit {
-                return Err(ApiError::PayloadTooLarge {
-                    what: "request body",
-                    limit,
-                });
-            }
-            if !budget.take(held, chunk.len()) {
-                return Err(ApiError::Overloaded {
+        let body = crate::body::collect(payload, limit, |bytes| {
+            if budget.take(held, bytes) {
+                Ok(())
+            } else {
+                Err(ApiError::Overloaded {
                     what: "request bodies being read",
-                });
+                })
             }
-            body.extend_from_slice(&chunk);
-        }
+        })
+        .await?;
         Ok(body.freeze())
     };
     tokio::time::timeout(deadline, read)
@@ -341,8 +330,8 @@ fn refuse(req: ServiceRequest, error: ApiError, close: bool) -> ServiceResponse<
 /// U+0000 anywhere in the address (`%00`): PostgreSQL cannot compare such text, and no
 /// resource has such a name.
 fn nul_in_uri(req: &ServiceRequest) -> bool {
-    let uri = req.uri().to_string();
-    uri.to_ascii_lowercase().contains("%00")
+    let uri = req.uri().path_and_query().map_or("", |pq| pq.as_str());
+    uri.as_bytes().windows(3).any(|w| w == b"%00")
 }
 
 /// Middleware: see the module doc.

@@ -60,26 +60,11 @@ pub async fn events(
     db: &Db,
     session_id: &str,
 ) -> Result<Vec<(u64, String, Value, Value)>, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        let rows = sqlx::query(
-            "SELECT sequence, event_type, payload, metadata FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .bind(session_id)
-        .fetch_all(pool)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<i64, _>("sequence")? as u64,
-                    r.try_get("event_type")?,
-                    r.try_get("payload")?,
-                    r.try_get("metadata")?,
-                ))
-            })
-            .collect()
-    })
+    Ok(events_with_versions(db, session_id)
+        .await?
+        .into_iter()
+        .map(|(seq, event_type, _, payload, metadata)| (seq, event_type, payload, metadata))
+        .collect())
 }
 
 /// Ids of every session in the log, oldest first.

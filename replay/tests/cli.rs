@@ -1,6 +1,8 @@
 //! The `replay` binary against a real log written by the real server, on both stores (the
 //! PostgreSQL one on the cluster named by `TEST_DATABASE_URL`, as `scripts/test` starts it).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -27,21 +29,6 @@ macro_rules! both_stores {
                async fn $name() { super::$name(super::Store::Postgres).await } )*
         }
     };
-}
-
-/// A new database on the test PostgreSQL cluster.
-async fn fresh_postgres_database() -> String {
-    use sqlx::Connection;
-    let server = std::env::var("TEST_DATABASE_URL")
-        .expect("TEST_DATABASE_URL names the PostgreSQL cluster for the postgres tests (scripts/test starts one)");
-    let name = format!("r_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&server).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let (base, _) = server.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
 }
 
 /// A running server on a fresh database of either store.
@@ -74,7 +61,7 @@ impl Fixture {
         std::fs::create_dir_all(&dir).unwrap();
         let url = match store {
             Store::Sqlite => format!("sqlite://{}", dir.join("interview.db").display()),
-            Store::Postgres => fresh_postgres_database().await,
+            Store::Postgres => common::fresh_postgres_database().await,
         };
         let settings = Settings {
             bind: "127.0.0.1:0".into(),

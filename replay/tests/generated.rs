@@ -13,6 +13,8 @@
 //! The longer run (thousands) is `GEN_SESSIONS=2000 cargo test -p interview-replay --test
 //! generated --release` (docs/audit.md).
 
+mod common;
+
 #[path = "../../tests/api/scripted_model.rs"]
 #[allow(dead_code)]
 mod scripted_model;
@@ -128,7 +130,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("gen-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let url = if postgres {
-            fresh_postgres_database().await
+            common::fresh_postgres_database().await
         } else {
             format!("sqlite://{}", dir.join("interview.db").display())
         };
@@ -211,20 +213,6 @@ impl Server {
         assert!(idle, "the interviewer never finished its turn");
         started.elapsed()
     }
-}
-
-async fn fresh_postgres_database() -> String {
-    use sqlx::Connection;
-    let server = std::env::var("TEST_DATABASE_URL")
-        .expect("TEST_DATABASE_URL names the PostgreSQL cluster (scripts/test starts one)");
-    let name = format!("g_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&server).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let (base, _) = server.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
 }
 
 /// One generated session, start to end; its step log on failure.

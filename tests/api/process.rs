@@ -4,12 +4,29 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Waits (30 s at most) until the server at `base` is ready.
+pub(crate) async fn wait_ready(client: &reqwest::Client, base: &str) {
+    let started = Instant::now();
+    while !client
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == 200)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the server did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[test]
@@ -82,16 +99,7 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let started = Instant::now();
-    while !client
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status() == 200)
-    {
-        assert!(started.elapsed() < Duration::from_secs(30), "not ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     let mut study: serde_json::Value =
         serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
     study["public_slug"] = serde_json::json!("llm-json");
@@ -210,22 +218,7 @@ async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm(
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let started = Instant::now();
-    loop {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the server did not become ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&client, &base).await;
     // The embedded default: ./data/interview.db, a generated researcher token, the demo study.
     let token = std::fs::read_to_string(dir.join("data/researcher-token")).unwrap();
     assert!(dir.join("data/interview.db").exists());

@@ -11,13 +11,7 @@ use crate::scripted_model::{Reply, ScriptedModel};
 
 const RESEARCHER: &str = "restart-researcher";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::process::free_port;
 
 pub(crate) struct Server {
     child: Child,
@@ -53,17 +47,7 @@ impl Server {
             .spawn()
             .unwrap();
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
-        let started = Instant::now();
-        while !http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            assert!(started.elapsed() < Duration::from_secs(30), "not ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::process::wait_ready(&reqwest::Client::new(), &base).await;
         Self { child, base }
     }
 
