@@ -148,7 +148,12 @@ function connect() {
   events.onerror = () => {
     if (status !== "completed" && status !== "abandoned") notice(T.reconnecting);
   };
-  const on = (name, fn) => events.addEventListener(name, (e) => fn(JSON.parse(e.data)));
+  // The browser's own connection errors are `error` events too, without data: only the
+  // server's (a plain-words notice) carry JSON.
+  const on = (name, fn) =>
+    events.addEventListener(name, (e) => {
+      if (typeof e.data === "string") fn(JSON.parse(e.data));
+    });
   on("message.delta", (d) => {
     const li = bubble(d.message_id, "assistant");
     li.textContent += d.content;

@@ -125,7 +125,7 @@ pub fn transcript_cells(session_id: &str, t: &TranscriptRow) -> [Cell; 8] {
 }
 
 /// `decision_log`, keyed by `(session_id, seq)`.
-pub const DECISION_COLUMNS: [&str; 14] = [
+pub const DECISION_COLUMNS: [&str; 15] = [
     "session_id",
     "seq",
     "decision_id",
@@ -140,16 +140,17 @@ pub const DECISION_COLUMNS: [&str; 14] = [
     "token_usage",
     "input_summary",
     "created_at",
+    "study_prompt_version",
 ];
 
-pub const DECISION_KINDS: [Kind; 14] = {
+pub const DECISION_KINDS: [Kind; 15] = {
     use Kind::*;
     [
-        Text, Int, Text, Text, Text, Json, Json, Text, Text, Text, Int, Json, Text, Time,
+        Text, Int, Text, Text, Text, Json, Json, Text, Text, Text, Int, Json, Text, Time, Text,
     ]
 };
 
-pub fn decision_cells(session_id: &str, d: &DecisionRow) -> [Cell; 14] {
+pub fn decision_cells(session_id: &str, d: &DecisionRow) -> [Cell; 15] {
     [
         Cell::Text(Some(session_id.to_string())),
         Cell::Int(Some(d.seq as i64)),
@@ -165,6 +166,7 @@ pub fn decision_cells(session_id: &str, d: &DecisionRow) -> [Cell; 14] {
         Cell::Json(Some(d.token_usage.clone())),
         Cell::Text(Some(d.input_summary.clone())),
         Cell::Time(Some(d.created_at)),
+        Cell::Text(d.study_prompt_version.clone()),
     ]
 }
 
@@ -333,6 +335,7 @@ mod tests {
             token_usage: Value::Null,
             input_summary: "i".into(),
             created_at: Utc::now(),
+            study_prompt_version: Some("v1".into()),
         };
         assert_eq!(kinds(&decision_cells("s", &d)), DECISION_KINDS);
     }

@@ -180,7 +180,8 @@ pub async fn decisions(db: &Db, session_id: &str) -> Result<Vec<crate::DecisionR
     on_db!(read(db), |pool| {
         let rows = sqlx::query(
             "SELECT seq, decision_id, turn_id, phase, selected_action, proposed_action, rationale, model, \
-             prompt_version_id, latency_ms, token_usage, input_summary, created_at FROM decision_log \
+             prompt_version_id, latency_ms, token_usage, input_summary, created_at, study_prompt_version \
+             FROM decision_log \
              WHERE session_id = $1 ORDER BY seq",
         )
         .bind(session_id)
@@ -203,6 +204,7 @@ pub async fn decisions(db: &Db, session_id: &str) -> Result<Vec<crate::DecisionR
                     token_usage: r.try_get("token_usage")?,
                     input_summary: r.try_get("input_summary")?,
                     created_at: r.try_get("created_at")?,
+                    study_prompt_version: r.try_get("study_prompt_version")?,
                 })
             })
             .collect()

@@ -50,6 +50,8 @@ pub struct StreamFolder {
     redirect_template: Option<String>,
     participant_ref: Option<String>,
     end_reason: Option<interview_session::ConcludeReason>,
+    /// The study's locale, for the runtime's own words.
+    locale: String,
 }
 
 impl StreamFolder {
@@ -75,6 +77,7 @@ impl StreamFolder {
                 ..
             } => {
                 self.redirect_template = study.study_config.completion_redirect_url.clone();
+                self.locale.clone_from(&study.study_config.locale);
                 self.participant_ref = participant_ref.clone();
                 Some(self.status_event())
             }
@@ -154,9 +157,14 @@ impl StreamFolder {
             | EventBody::DecisionRecorded { .. }
             | EventBody::SummaryProposed { .. }
             | EventBody::SummaryConfirmed { .. }
-            | EventBody::ExtractionStarted { .. }
-            | EventBody::ErrorRecorded { .. }
-            | EventBody::EndRequested {} => None,
+            | EventBody::ExtractionStarted { .. } => None,
+            // The participant waited on a failed model call: a plain apology, never the cause
+            // (the interview goes on with the fallback's next step).
+            EventBody::ErrorRecorded { source, .. } if source == "model" => Some(StreamEvent::new(
+                "error",
+                json!({ "message": interview_session::phrases::delayed(&self.locale) }),
+            )),
+            EventBody::ErrorRecorded { .. } | EventBody::EndRequested {} => None,
         }
     }
 }

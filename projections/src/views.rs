@@ -106,6 +106,8 @@ pub struct DecisionRow {
     pub token_usage: Value,
     pub input_summary: String,
     pub created_at: DateTime<Utc>,
+    /// The study's `agent.prompt_version` the decision was made under (absent in older logs).
+    pub study_prompt_version: Option<String>,
 }
 
 /// One row of the `transcript` view.
@@ -296,8 +298,23 @@ impl SessionStateView {
             EventBody::PhaseChanged { to, .. } => self.current_phase = *to,
             EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(*accepted),
             EventBody::ScreeningEvaluated {
-                eligible, rationale, ..
-            } => self.screening = Some(serde_json::json!({ "eligible": eligible, "rationale": rationale })),
+                eligible,
+                rationale,
+                decided_by,
+                ..
+            } => {
+                let mut verdict = serde_json::json!({ "eligible": eligible, "rationale": rationale });
+                // A model call that judged is named with what it cost; without one the study's
+                // rules decided (and views of older logs stay as they were).
+                if let Some(p) = decided_by {
+                    verdict["model"] = p.model.clone().into();
+                    verdict["prompt_version_id"] = p.prompt_version_id.clone().into();
+                    verdict["latency_ms"] = p.latency_ms.into();
+                    verdict["token_usage"] =
+                        serde_json::to_value(p.token_usage).unwrap_or_default();
+                }
+                self.screening = Some(verdict);
+            }
             EventBody::DecisionRecorded {
                 decision_id,
                 turn_id,
@@ -310,6 +327,7 @@ impl SessionStateView {
                 prompt_version_id,
                 latency_ms,
                 token_usage,
+                study_prompt_version,
             } => rows.decisions.push(DecisionRow {
                 seq,
                 session_id: self.session_id.clone(),
@@ -325,6 +343,7 @@ impl SessionStateView {
                 token_usage: serde_json::to_value(token_usage).expect("usage serializes"),
                 input_summary: input_summary.clone(),
                 created_at: at,
+                study_prompt_version: study_prompt_version.clone(),
             }),
             EventBody::SummaryProposed { summary } => {
                 self.summary = Some(summary.clone());

@@ -472,7 +472,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             restore().await;
         }
     }
-    assert_eq!(caught, 14 + 8 + 14 + 9);
+    assert_eq!(caught, 14 + 8 + 15 + 9);
 
     // A results row deleted (what researchers export) is missing.
     f.exec_both(&format!(

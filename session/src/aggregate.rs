@@ -567,6 +567,7 @@ impl Aggregate for Session {
             SessionCommand::EvaluateScreening {
                 eligible,
                 rationale,
+                decided_by,
                 at,
             } => {
                 self.ensure_open()?;
@@ -586,6 +587,7 @@ impl Aggregate for Session {
                     eligible,
                     rationale,
                     answers,
+                    decided_by,
                 };
                 self.emit(sink, body, at).await;
             }

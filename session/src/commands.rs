@@ -92,6 +92,8 @@ pub enum SessionCommand {
     EvaluateScreening {
         eligible: bool,
         rationale: String,
+        /// The model call that judged, when a model did; `None` when the study's rules decided.
+        decided_by: Option<crate::decision::Provenance>,
         at: DateTime<Utc>,
     },
     /// The participant's reply to the proposed summary: a confirmation, or an addition.

@@ -82,6 +82,21 @@ impl AgentAction {
         }
     }
 
+    /// The action as a researcher reads it in a rationale: `ask_question(planning_habits)`,
+    /// `conclude(max_turns_reached)`.
+    pub fn label(&self) -> String {
+        let detail = match self {
+            Self::Conclude { reason } => serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from)),
+            other => other.objective_id().map(String::from),
+        };
+        match detail {
+            Some(d) => format!("{}({d})", self.name()),
+            None => self.name().to_string(),
+        }
+    }
+
     pub fn objective_id(&self) -> Option<&str> {
         match self {
             Self::AskQuestion { objective_id } | Self::Probe { objective_id, .. } => {

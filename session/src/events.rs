@@ -128,6 +128,10 @@ pub enum EventBody {
         eligible: bool,
         rationale: String,
         answers: std::collections::BTreeMap<String, Option<Value>>,
+        /// The model call that judged (model, prompt, latency, tokens); absent when the study's
+        /// rules decided, and in logs written before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<crate::decision::Provenance>,
     },
     /// One interviewer decision with its full log (BRIEF §3). `proposed_action` is set when a
     /// guard rewrote what the policy proposed.
@@ -145,6 +149,10 @@ pub enum EventBody {
         prompt_version_id: String,
         latency_ms: u64,
         token_usage: TokenUsage,
+        /// The study's `agent.prompt_version` (its instructions' label); absent in logs written
+        /// before it was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        study_prompt_version: Option<String>,
     },
     #[serde(rename = "summary.proposed")]
     SummaryProposed { summary: String },

@@ -62,3 +62,13 @@ pub fn yes_no(locale: &str, yes: bool) -> &'static str {
         (false, false) => "No",
     }
 }
+
+/// The `error` StreamEvent's text when the participant waited on a failure the runtime then
+/// worked around (a model that failed, stalled or broke off).
+pub fn delayed(locale: &str) -> &'static str {
+    if zh(locale) {
+        "抱歉，刚才稍有延误。我们继续。"
+    } else {
+        "Sorry for the wait. Let's carry on."
+    }
+}

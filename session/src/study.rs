@@ -93,6 +93,14 @@ pub struct ScreeningRule {
 }
 
 impl Screening {
+    /// Questions no rule judges: what a model may decide on (the rules decide the rest).
+    pub fn unruled_questions(&self) -> Vec<&ScreeningQuestion> {
+        self.questions
+            .iter()
+            .filter(|q| !self.rules.iter().any(|r| r.question_id == q.id))
+            .collect()
+    }
+
     /// The study's qualify/disqualify rules applied to the answers (`None` = skipped):
     /// eligibility and a rationale a researcher can read. A skipped answer never qualifies.
     pub fn evaluate(

@@ -24,6 +24,9 @@ pub struct Translator {
     done: HashSet<String>,
     /// Interactions announced in this run.
     announced: HashSet<String>,
+    /// The client's messages as its run input carried them, then this run's utterances: what a
+    /// MESSAGES_SNAPSHOT hands back when a shown utterance must be replaced.
+    history: Vec<Value>,
 }
 
 fn event(kind: &str, mut body: Value) -> Value {
@@ -32,6 +35,14 @@ fn event(kind: &str, mut body: Value) -> Value {
 }
 
 impl Translator {
+    /// A translator for a run whose client holds these messages.
+    pub fn new(history: Vec<Value>) -> Self {
+        Self {
+            history,
+            ..Self::default()
+        }
+    }
+
     /// A live piece of an utterance.
     pub fn delta(&mut self, message_id: &str, content: &str) -> Vec<Value> {
         if self.done.contains(message_id) || content.is_empty() {
@@ -73,15 +84,30 @@ impl Translator {
                             String::new()
                         }
                     };
-                    // Whatever the live deltas did not carry (a late subscriber, a lagged one).
-                    let rest = content.strip_prefix(sent.as_str()).unwrap_or_default();
-                    if !rest.is_empty() {
-                        out.push(event(
-                            "TEXT_MESSAGE_CONTENT",
-                            json!({ "messageId": id, "delta": rest }),
-                        ));
+                    self.history
+                        .push(json!({ "id": id, "role": "assistant", "content": content }));
+                    match content.strip_prefix(sent.as_str()) {
+                        // Whatever the live deltas did not carry (a late subscriber, a lagged one).
+                        Some(rest) => {
+                            if !rest.is_empty() {
+                                out.push(event(
+                                    "TEXT_MESSAGE_CONTENT",
+                                    json!({ "messageId": id, "delta": rest }),
+                                ));
+                            }
+                            out.push(event("TEXT_MESSAGE_END", json!({ "messageId": id })));
+                        }
+                        // The streamed words were replaced (a check refused them, or the model
+                        // broke off): deltas only append, so the client gets its messages
+                        // back whole, this one as committed.
+                        None => {
+                            out.push(event("TEXT_MESSAGE_END", json!({ "messageId": id })));
+                            out.push(event(
+                                "MESSAGES_SNAPSHOT",
+                                json!({ "messages": self.history }),
+                            ));
+                        }
                     }
-                    out.push(event("TEXT_MESSAGE_END", json!({ "messageId": id })));
                 }
                 out
             }

@@ -23,6 +23,23 @@ pub struct Message {
     pub role: String,
     #[serde(default)]
     pub content: Option<Value>,
+    /// Everything else the client sent (tool calls, names …), kept so a MESSAGES_SNAPSHOT can
+    /// hand the client's history back unchanged.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl Message {
+    /// The message as the client sent it.
+    pub fn to_value(&self) -> Value {
+        let mut m = self.rest.clone();
+        m.insert("id".into(), Value::String(self.id.clone()));
+        m.insert("role".into(), Value::String(self.role.clone()));
+        if let Some(content) = &self.content {
+            m.insert("content".into(), content.clone());
+        }
+        Value::Object(m)
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -172,7 +172,7 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
 ) {
     let (thread, run_id) = (input.thread_id.as_str(), input.run_id.as_str());
-    let mut t = Translator::default();
+    let mut t = Translator::new(input.messages.iter().map(|m| m.to_value()).collect());
     if send_all(&tx, vec![events::run_started(thread, run_id)])
         .await
         .is_err()

@@ -1,18 +1,19 @@
 //! One decision from the model: stream it, show its `message` as it arrives once the guards
-//! accept its action, and turn failures into a recorded error and a fallback that never
-//! contradicts what the participant already saw.
+//! accept its action and the text check lets it through, and turn failures into a recorded
+//! error and a replacement the participant can always make sense of.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use interview_session::decision::{AgentAction, Proposal, Provenance};
-use interview_session::events::{EventBody, SessionEvent};
+use interview_session::decision::{AgentAction, Proposal, Provenance, TokenUsage};
+use interview_session::events::SessionEvent;
 use interview_session::Session;
 use uuid::Uuid;
 
 use super::conversation::Conversation;
 use super::{rules, Harness};
-use crate::llm::{prompt, tools, ModelGateway};
+use crate::llm::visible::{Refused, Visible};
+use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
 use crate::stream_hub::Live;
 
 /// Identifies the decision being made.
@@ -23,38 +24,16 @@ pub(super) struct Step<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The conversation as the model reads it: role, id to cite, text.
-fn listing(events: &[SessionEvent]) -> Vec<(String, String, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ParticipantMessageCreated {
-                turn_id, content, ..
-            } => Some(("participant".into(), turn_id.to_string(), content.clone())),
-            EventBody::AgentMessageCompleted {
-                message_id,
-                content,
-            } => Some((
-                "interviewer".into(),
-                message_id.to_string(),
-                content.clone(),
-            )),
-            EventBody::InteractionSubmitted {
-                turn_id,
-                status,
-                value,
-                ..
-            } => Some((
-                "participant".into(),
-                turn_id.to_string(),
-                format!(
-                    "(answered the widget: {status:?} {})",
-                    value.as_ref().map(|v| v.to_string()).unwrap_or_default()
-                ),
-            )),
-            _ => None,
-        })
-        .collect()
+/// What the participant saw of a decision while it streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Shown {
+    /// Nothing: the harness streams the decision's text itself.
+    Nothing,
+    /// This text, which is the decision's whole message.
+    Streamed(String),
+    /// Part of a message that will not stand; the committed utterance (another text) replaces
+    /// it on the participant's screen (`message.completed` carries the full text).
+    Replaced,
 }
 
 /// Whether the guards would carry out `action` as is (so its text may be shown now).
@@ -77,31 +56,129 @@ fn accepted_as_is(session: &Session, action: AgentAction, now: DateTime<Utc>) ->
     matches!(session.judge(&stub, Some(Uuid::nil().to_string()), now), Ok(j) if j.proposed.is_none())
 }
 
+/// The streaming side of one call: what was shown, and what the check decided.
+struct Progress<'a> {
+    session: &'a Session,
+    visible: &'a Visible,
+    now: DateTime<Utc>,
+    /// The action the shown text was judged for: `None` until known; `Some(None)` when the
+    /// guards would rewrite it (nothing is shown).
+    verdict: Option<Option<AgentAction>>,
+    /// Set when the text was judged for the objective the session expected because the model
+    /// sent its words before naming one.
+    assumed: bool,
+    shown: String,
+    /// The message argument arrived whole and all of it was shown.
+    complete: bool,
+    refused: Option<Refused>,
+}
+
+impl Progress<'_> {
+    /// The part of the message that may be shown now, beyond what already was.
+    fn advance(&mut self, name: &str, args: &str) -> Option<String> {
+        if self.refused.is_some() {
+            return None;
+        }
+        let message = tools::partial_message(args);
+        if self.verdict.is_none() {
+            // The guard needs the tool and its target; a model that writes its words first gets
+            // them judged for the objective the session expects (docs/llm-contract.md).
+            let action = match tools::partial_action(name, args) {
+                Some(action) => Some(action),
+                None if message.is_some() => {
+                    self.assumed = true;
+                    tools::expected_action(name, self.session)
+                }
+                None => None,
+            };
+            if let Some(action) = action {
+                let ok = accepted_as_is(self.session, action.clone(), self.now);
+                self.verdict = Some(ok.then_some(action));
+            }
+        }
+        let Some(Some(_)) = &self.verdict else {
+            return None;
+        };
+        let (message, complete) = message?;
+        match self.visible.check(&message, complete) {
+            Err(refused) => {
+                self.refused = Some(refused);
+                None
+            }
+            Ok(ready) => {
+                let ready = &message[..ready];
+                self.complete = complete && ready.len() == message.len();
+                let delta = ready
+                    .strip_prefix(self.shown.as_str())
+                    .filter(|d| !d.is_empty())?
+                    .to_string();
+                self.shown = ready.to_string();
+                Some(delta)
+            }
+        }
+    }
+}
+
+/// Tokens as the endpoint counted them, or an estimate (four characters a token) when it
+/// reported none, so budgets hold against servers that do not count.
+fn usage_of(turn: &ModelTurn, prompt_chars: usize) -> TokenUsage {
+    if turn.usage_reported {
+        return turn.usage;
+    }
+    let prompt_tokens = (prompt_chars / 4) as u32;
+    let completion_tokens = (turn.arguments.len() / 4) as u32;
+    TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
+    }
+}
+
+/// The text of a complete proposal that a participant would read, checked whole.
+fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
+    let mut texts: Vec<&str> = p
+        .message
+        .iter()
+        .chain(p.summary.iter())
+        .map(String::as_str)
+        .collect();
+    if let Some(spec) = &p.interaction {
+        texts.push(&spec.prompt);
+    }
+    texts.into_iter().find_map(|t| visible.refuses(t))
+}
+
 impl Harness {
-    /// The model's screening verdict (`judge_screening`); on any failure, recorded, the study's
-    /// own rules decide.
+    /// The screening verdict in llm mode. The study's rules decide whatever they cover: a
+    /// rule that disqualifies is final, and when every question has a rule the model is not
+    /// asked. Otherwise the model (`judge_screening`) judges the questions no rule covers; on any
+    /// failure, recorded, the rules' verdict stands. The model call, when there is one, is
+    /// returned for the log.
     pub(super) async fn llm_judge_screening(
         &self,
         gateway: &ModelGateway,
         step: &Step<'_>,
         session: &Session,
-    ) -> (bool, String) {
+    ) -> (bool, String, Option<Provenance>) {
         let study = session.study().expect("a running session has its study");
-        let rules = || {
-            study
-                .study_config
-                .screening
-                .evaluate(session.screening_answers())
-        };
-        let Some(body) = prompt::screening_request(session) else {
-            return rules();
+        let screening = &study.study_config.screening;
+        let (eligible, rules_rationale) = screening.evaluate(session.screening_answers());
+        if !eligible || screening.unruled_questions().is_empty() {
+            return (
+                eligible,
+                format!("By the study's rules: {rules_rationale}"),
+                None,
+            );
+        }
+        let Some(request) = prompt::screening_request(session) else {
+            return (eligible, rules_rationale, None);
         };
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
-        let verdict = match gateway.stream(body, timeout, |_, _| {}).await {
+        let (verdict, turn) = match gateway.stream(request, timeout, |_, _| {}).await {
             Ok(turn) if turn.tool_name.as_deref() == Some("judge_screening") => {
                 let args: serde_json::Value =
                     serde_json::from_str(&turn.arguments).unwrap_or_default();
-                match (
+                let verdict = match (
                     args["eligible"].as_bool(),
                     args["rationale"].as_str().map(str::trim),
                 ) {
@@ -112,28 +189,42 @@ impl Harness {
                         "model_bad_arguments".to_string(),
                         format!("judge_screening arguments: {}", turn.arguments),
                     )),
-                }
+                };
+                (verdict, turn)
             }
-            Ok(turn) => Err((
-                "model_bad_arguments".to_string(),
-                format!("expected judge_screening, got {:?}", turn.tool_name),
-            )),
-            Err((error, _)) => Err((error.code().to_string(), error.to_string())),
+            Ok(turn) => (
+                Err((
+                    "model_bad_arguments".to_string(),
+                    format!("expected judge_screening, got {:?}", turn.tool_name),
+                )),
+                turn,
+            ),
+            Err((error, turn)) => (Err((error.code().to_string(), error.to_string())), turn),
+        };
+        let call = Provenance {
+            model: turn
+                .model
+                .clone()
+                .unwrap_or_else(|| study.model_config.model.clone()),
+            prompt_version_id: prompt::screening_version_id().to_string(),
+            latency_ms: turn.latency_ms,
+            token_usage: usage_of(&turn, 0),
         };
         match verdict {
-            Ok(verdict) => verdict,
+            Ok((eligible, rationale)) => (eligible, rationale, Some(call)),
             Err((code, message)) => {
                 self.record_error(step.session_id, step.run_id, "model", &code, &message)
                     .await;
-                let (eligible, rationale) = rules();
                 (
                     eligible,
-                    format!("Fallback after a model failure ({code}): {rationale}"),
+                    format!("Fallback after a model failure ({code}): {rules_rationale}"),
+                    None,
                 )
             }
         }
     }
 
+    /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
     pub(super) async fn llm_propose(
         &self,
         gateway: &ModelGateway,
@@ -141,14 +232,13 @@ impl Harness {
         session: &Session,
         conversation: &Conversation,
         events: &[SessionEvent],
-    ) -> (Proposal, String) {
+    ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
-        let body = prompt::request(
-            model,
-            prompt::system_prompt(session, step.now),
-            prompt::transcript(&listing(events), conversation),
-        );
+        let system = prompt::system_prompt(session, step.now);
+        let user = prompt::transcript(&prompt::listing(events), conversation);
+        let prompt_chars = system.len() + user.len();
+        let request = prompt::request(model, system, user);
         let input_summary = format!(
             "{} turns; last participant input: {}",
             session.turn_count(),
@@ -158,33 +248,31 @@ impl Harness {
                 .map(|(_, t)| t.chars().take(120).collect::<String>())
                 .unwrap_or_default()
         );
-        let mut shown = String::new();
-        let mut verdict: Option<bool> = None;
+        let visible = Visible::for_study(study);
+        let mut progress = Progress {
+            session,
+            visible: &visible,
+            now: step.now,
+            verdict: None,
+            assumed: false,
+            shown: String::new(),
+            complete: false,
+            refused: None,
+        };
         let message_id = step.message_id.to_string();
         let result = gateway
             .stream(
-                body,
+                request,
                 Duration::from_secs(u64::from(model.timeout_seconds)),
                 |name, args| {
-                    if verdict.is_none() {
-                        verdict = tools::partial_action(name, args)
-                            .map(|a| accepted_as_is(session, a, step.now));
-                    }
-                    if verdict != Some(true) {
-                        return;
-                    }
-                    if let Some(message) = tools::partial_message(args) {
-                        if message.len() > shown.len() && message.starts_with(shown.as_str()) {
-                            let delta = message[shown.len()..].to_string();
-                            self.hub.publish(
-                                step.session_id,
-                                Live::Delta {
-                                    message_id: message_id.clone(),
-                                    content: delta,
-                                },
-                            );
-                            shown = message;
-                        }
+                    if let Some(content) = progress.advance(name, args) {
+                        self.hub.publish(
+                            step.session_id,
+                            Live::Delta {
+                                message_id: message_id.clone(),
+                                content,
+                            },
+                        );
                     }
                 },
             )
@@ -194,10 +282,11 @@ impl Harness {
             Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
         };
         let provenance = Provenance {
-            model: model.model.clone(),
+            // The model that answered, as the endpoint names it; the configured one otherwise.
+            model: turn.model.clone().unwrap_or_else(|| model.model.clone()),
             prompt_version_id: prompt::prompt_version_id().to_string(),
             latency_ms: turn.latency_ms,
-            token_usage: turn.usage,
+            token_usage: usage_of(&turn, prompt_chars),
         };
         let parsed = match (&failure, &turn.tool_name) {
             (None, Some(name)) => tools::proposal_from_call(
@@ -210,21 +299,42 @@ impl Harness {
             (Some(f), _) => Err(f.clone()),
             (None, None) => Err(("model_no_tool".into(), "the model called no tool".into())),
         };
+        let shown = std::mem::take(&mut progress.shown);
+        let refused = progress
+            .refused
+            .clone()
+            .or_else(|| parsed.as_ref().ok().and_then(|p| refused_text(&visible, p)));
+        if let Some(Refused(term)) = refused {
+            self.record_error(
+                step.session_id,
+                step.run_id,
+                "guard",
+                "model_text_refused",
+                &format!("the model's text contained {term:?}; it was not shown"),
+            )
+            .await;
+            let why = format!("the model's text contained an internal term ({term:?})");
+            return self.replacement(session, conversation, step, &why, provenance, &shown);
+        }
         match parsed {
-            Ok(proposal) => (proposal, shown),
+            Ok(mut proposal) => {
+                if shown.is_empty() {
+                    return (proposal, Shown::Nothing);
+                }
+                if progress.assumed {
+                    self.keep_shown_target(session, step.now, &mut proposal, &progress.verdict);
+                }
+                (proposal, Shown::Streamed(shown))
+            }
             Err((code, message)) => {
                 self.record_error(step.session_id, step.run_id, "model", &code, &message)
                     .await;
-                let partial = turn
-                    .tool_name
-                    .as_deref()
-                    .and_then(|n| tools::partial_action(n, &turn.arguments));
-                match partial {
-                    // What the participant already read stands as the utterance.
-                    Some(action) if !shown.is_empty() => {
+                match &progress.verdict {
+                    // The whole message was shown before the call broke: it stands.
+                    Some(Some(action)) if progress.complete => {
                         let proposal = Proposal {
-                            action,
-                            rationale: format!("The model's answer broke off ({code}); the part already shown stands."),
+                            action: action.clone(),
+                            rationale: format!("The model's call broke off ({code}) after its whole message was shown; the message stands."),
                             message: Some(shown.clone()),
                             interaction: None,
                             fields: Vec::new(),
@@ -232,19 +342,84 @@ impl Harness {
                             input_summary,
                             provenance,
                         };
-                        (proposal, shown)
+                        (proposal, Shown::Streamed(shown))
                     }
                     _ => {
-                        let mut fallback = rules::propose(session, conversation, step.now);
-                        fallback.rationale = format!(
-                            "Fallback after a model failure ({code}): {}",
-                            fallback.rationale
-                        );
-                        fallback.provenance = provenance;
-                        (fallback, String::new())
+                        let why = format!("a model failure ({code})");
+                        self.replacement(session, conversation, step, &why, provenance, &shown)
                     }
                 }
             }
+        }
+    }
+
+    /// The rules interviewer's decision in place of the model's. Its text replaces whatever part
+    /// of the model's was shown; the model call's latency and tokens stay on the decision.
+    fn replacement(
+        &self,
+        session: &Session,
+        conversation: &Conversation,
+        step: &Step<'_>,
+        why: &str,
+        failed_call: Provenance,
+        shown: &str,
+    ) -> (Proposal, Shown) {
+        let mut fallback = rules::propose(session, conversation, step.now);
+        fallback.rationale = if shown.is_empty() {
+            format!("Fallback after {why}: {}", fallback.rationale)
+        } else {
+            format!(
+                "Fallback after {why}; the {} characters already shown were replaced: {}",
+                shown.chars().count(),
+                fallback.rationale
+            )
+        };
+        fallback.provenance.latency_ms = failed_call.latency_ms;
+        fallback.provenance.token_usage = failed_call.token_usage;
+        let shown = if shown.is_empty() {
+            Shown::Nothing
+        } else {
+            Shown::Replaced
+        };
+        (fallback, shown)
+    }
+
+    /// A model that named its objective only after its words were shown: when the objective it
+    /// named would be rewritten, the decision is recorded for the one the words were judged for.
+    fn keep_shown_target(
+        &self,
+        session: &Session,
+        now: DateTime<Utc>,
+        proposal: &mut Proposal,
+        verdict: &Option<Option<AgentAction>>,
+    ) {
+        let Some(Some(judged_for)) = verdict else {
+            return;
+        };
+        let rewritten = session
+            .judge(proposal, Some(Uuid::nil().to_string()), now)
+            .map_or(true, |j| j.proposed.is_some());
+        if rewritten && proposal.action != *judged_for {
+            proposal.rationale = format!(
+                "{} (the words were shown before the model named its objective; recorded as {:?}, what they were checked for, instead of {:?})",
+                proposal.rationale, judged_for, proposal.action
+            );
+            proposal.action = match (judged_for, &proposal.action) {
+                // Keep the model's own trigger and turn.
+                (
+                    AgentAction::Probe { objective_id, .. },
+                    AgentAction::Probe {
+                        based_on_turn_id,
+                        trigger,
+                        ..
+                    },
+                ) => AgentAction::Probe {
+                    objective_id: objective_id.clone(),
+                    based_on_turn_id: *based_on_turn_id,
+                    trigger: *trigger,
+                },
+                (judged_for, _) => judged_for.clone(),
+            };
         }
     }
 }

@@ -243,24 +243,29 @@ impl Harness {
             if session.screening_awaits_verdict() {
                 // The model judges in llm mode; the study's qualify/disqualify rules otherwise.
                 let study = session.study().expect("a running session has its study");
-                let (eligible, rationale) = match (&self.gateway, study.agent_config.mode) {
-                    (Some(gateway), AgentMode::Llm) => {
-                        let step = llm_step::Step {
-                            session_id,
-                            run_id,
-                            message_id: Uuid::nil(),
-                            now,
-                        };
-                        self.llm_judge_screening(gateway, &step, &session).await
-                    }
-                    _ => study
-                        .study_config
-                        .screening
-                        .evaluate(session.screening_answers()),
-                };
+                let (eligible, rationale, decided_by) =
+                    match (&self.gateway, study.agent_config.mode) {
+                        (Some(gateway), AgentMode::Llm) => {
+                            let step = llm_step::Step {
+                                session_id,
+                                run_id,
+                                message_id: Uuid::nil(),
+                                now,
+                            };
+                            self.llm_judge_screening(gateway, &step, &session).await
+                        }
+                        _ => {
+                            let (eligible, rationale) = study
+                                .study_config
+                                .screening
+                                .evaluate(session.screening_answers());
+                            (eligible, rationale, None)
+                        }
+                    };
                 let command = SessionCommand::EvaluateScreening {
                     eligible,
                     rationale,
+                    decided_by,
                     at: now,
                 };
                 match self.execute(session_id, command, run_id).await {
@@ -307,7 +312,10 @@ impl Harness {
                         self.llm_propose(gateway, &step, &session, &conversation, &events)
                             .await
                     }
-                    _ => (rules::propose(&session, &conversation, now), String::new()),
+                    _ => (
+                        rules::propose(&session, &conversation, now),
+                        llm_step::Shown::Nothing,
+                    ),
                 };
             let (proposal, judged) =
                 match session.judge(&proposal, Some(interaction_id.clone()), now) {
@@ -328,7 +336,9 @@ impl Harness {
                         (fallback, judged)
                     }
                 };
-            if shown.is_empty() {
+            // Text already streamed stands; text that replaces a shown part reaches the
+            // screen with `message.completed` (streaming it would append to the shown part).
+            if shown == llm_step::Shown::Nothing {
                 if let Some(text) = &judged.message {
                     self.stream(session_id, &message_id, text);
                 }

@@ -7,11 +7,14 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_openai::config::OpenAIConfig;
-use async_openai::types::chat::CreateChatCompletionRequest;
+use async_openai::error::OpenAIError;
 use async_openai::Client;
 use futures_util::StreamExt;
 use interview_session::decision::TokenUsage;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,14 +55,108 @@ pub struct ModelTurn {
     pub tool_name: Option<String>,
     pub arguments: String,
     pub usage: TokenUsage,
+    /// Whether the endpoint reported usage; when it did not, `usage` is zero and budgets count
+    /// an estimate instead.
+    pub usage_reported: bool,
+    /// The model that answered, as the endpoint names it (`model` in its chunks).
+    pub model: Option<String>,
     pub latency_ms: u64,
+    /// Milliseconds from the request to the first chunk.
+    pub first_chunk_ms: Option<u64>,
 }
+
+/// A request: the chat-completions body, and its tool schemas as JSON text. The schemas travel
+/// as written, so their properties reach the model in the contract's order (a `serde_json`
+/// map would sort them).
+pub struct ModelRequest {
+    pub body: Value,
+    pub tools: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct Wire<'a> {
+    #[serde(flatten)]
+    body: &'a Value,
+    tools: &'a RawValue,
+}
+
+/// One streamed chunk, read leniently: OpenAI-compatible servers differ in which fields they
+/// send (`created`, `object`, `index` …), and only these matter here.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct Chunk {
+    model: Option<String>,
+    choices: Vec<Choice>,
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct Choice {
+    delta: Delta,
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct Delta {
+    tool_calls: Option<Vec<ToolCallChunk>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct ToolCallChunk {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<FunctionChunk>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct FunctionChunk {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct Usage {
+    prompt_tokens: u32,
+    completion_tokens: u32,
+    total_tokens: u32,
+}
+
+/// The line added to the system message when the endpoint cannot be told to require a tool.
+const COMPAT_INSTRUCTION: &str =
+    "\n\nAlways answer by calling exactly one of the tools offered, never with plain text.";
 
 pub struct ModelGateway {
     client: Client<OpenAIConfig>,
     idle_timeout: Duration,
     /// Kept only to be cut out of error messages (a provider may echo it back).
     api_key: Option<String>,
+    /// Set once the endpoint refused a request with the full parameter set (HTTP 400/422):
+    /// from then on requests go in the compatible form (see [`compatible`]).
+    compat: AtomicBool,
+}
+
+/// The request in the form every OpenAI-compatible server takes: `tool_choice: "auto"` with
+/// an instruction instead of `"required"`, `max_tokens` instead of `max_completion_tokens`, and
+/// no `parallel_tool_calls` or `stream_options`.
+fn compatible(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(map) = body.as_object_mut() {
+        map.remove("parallel_tool_calls");
+        map.remove("stream_options");
+        if let Some(max) = map.remove("max_completion_tokens") {
+            map.insert("max_tokens".into(), max);
+        }
+        map.insert("tool_choice".into(), Value::String("auto".into()));
+    }
+    if let Some(system) = body["messages"][0]["content"].as_str() {
+        body["messages"][0]["content"] = Value::String(format!("{system}{COMPAT_INSTRUCTION}"));
+    }
+    body
 }
 
 impl ModelGateway {
@@ -74,6 +171,7 @@ impl ModelGateway {
             client: Client::with_config(config),
             idle_timeout,
             api_key: api_key.map(String::from),
+            compat: AtomicBool::new(false),
         }
     }
 
@@ -83,11 +181,51 @@ impl ModelGateway {
         crate::llm::redact::redact(&error.to_string(), self.api_key.as_deref())
     }
 
+    /// Whether requests now go in the compatible form.
+    pub fn compatible_mode(&self) -> bool {
+        self.compat.load(Ordering::Relaxed)
+    }
+
+    /// Opens the stream; an endpoint that refuses the request's parameters (400/422) is asked
+    /// once more in the compatible form, which is then used for every later request.
+    async fn open(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Chunk, OpenAIError>> + Send>>,
+        OpenAIError,
+    > {
+        let tools: &RawValue =
+            serde_json::from_str(request.tools).expect("the tool schemas are valid JSON");
+        let chat = self.client.chat();
+        if !self.compatible_mode() {
+            let wire = Wire {
+                body: &request.body,
+                tools,
+            };
+            match chat.create_stream_byot(wire).await {
+                Err(OpenAIError::ApiError(e)) if matches!(e.status_code.as_u16(), 400 | 422) => {
+                    tracing::warn!(
+                        status = e.status_code.as_u16(),
+                        "the model endpoint refused the full request; using tool_choice \"auto\" with an instruction from now on"
+                    );
+                    self.compat.store(true, Ordering::Relaxed);
+                }
+                other => return other,
+            }
+        }
+        let body = compatible(&request.body);
+        chat.create_stream_byot(Wire { body: &body, tools }).await
+    }
+
     /// Streams one decision. `on_progress(tool name, arguments so far)` runs after each chunk.
-    #[tracing::instrument(skip_all, fields(model = %body["model"]))]
+    /// A failure carries what arrived before it (the caller shows or records it); the turn is
+    /// returned by value once per model call, so its size does not matter.
+    #[allow(clippy::result_large_err)]
+    #[tracing::instrument(skip_all, fields(model = %request.body["model"]))]
     pub async fn stream(
         &self,
-        body: Value,
+        request: ModelRequest,
         timeout: Duration,
         mut on_progress: impl FnMut(&str, &str),
     ) -> Result<ModelTurn, (ModelError, ModelTurn)> {
@@ -101,18 +239,14 @@ impl ModelGateway {
                 Err(e) => Err((e, turn)),
             }
         };
-        let request: CreateChatCompletionRequest = match serde_json::from_value(body) {
-            Ok(r) => r,
-            Err(e) => return finish(turn, Err(ModelError::Garbage(format!("bad request: {e}")))),
-        };
-        let chat = self.client.chat();
-        let opened = tokio::time::timeout_at(deadline, chat.create_stream(request)).await;
+        let opened = tokio::time::timeout_at(deadline, self.open(&request)).await;
         let mut stream = match opened {
             Err(_) => return finish(turn, Err(ModelError::Timeout(timeout.as_secs()))),
             Ok(Err(e)) => return finish(turn, Err(ModelError::Http(self.upstream(e)))),
             Ok(Ok(stream)) => stream,
         };
         let mut finished = false;
+        let mut call_id: Option<String> = None;
         loop {
             let idle = tokio::time::Instant::now() + self.idle_timeout;
             let next = tokio::time::timeout_at(idle.min(deadline), stream.next()).await;
@@ -126,16 +260,20 @@ impl ModelGateway {
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
                     let error = match e {
-                        async_openai::error::OpenAIError::JSONDeserialize(e, _) => {
-                            ModelError::Garbage(self.upstream(e))
-                        }
+                        OpenAIError::JSONDeserialize(e, _) => ModelError::Garbage(self.upstream(e)),
                         other => ModelError::Http(self.upstream(other)),
                     };
                     return finish(turn, Err(error));
                 }
                 Ok(Some(Ok(chunk))) => chunk,
             };
+            turn.first_chunk_ms
+                .get_or_insert_with(|| started.elapsed().as_millis() as u64);
+            if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
+                turn.model = Some(model);
+            }
             if let Some(usage) = &chunk.usage {
+                turn.usage_reported = true;
                 turn.usage = TokenUsage {
                     prompt_tokens: usage.prompt_tokens,
                     completion_tokens: usage.completion_tokens,
@@ -147,15 +285,20 @@ impl ModelGateway {
                     finished = true;
                 }
                 for call in choice.delta.tool_calls.iter().flatten() {
-                    if call.index > 0 {
+                    // A second call shows as index 1, or (servers that send no index) as a new id.
+                    let another_id = matches!((&call_id, &call.id), (Some(a), Some(b)) if a != b);
+                    if call.index.unwrap_or(0) > 0 || another_id {
                         return finish(turn, Err(ModelError::SeveralTools));
                     }
+                    if call_id.is_none() {
+                        call_id.clone_from(&call.id);
+                    }
                     if let Some(function) = &call.function {
-                        if let Some(name) = &function.name {
-                            if turn.tool_name.as_ref().is_some_and(|n| n != name) {
+                        if let Some(name) = function.name.as_deref().filter(|n| !n.is_empty()) {
+                            if turn.tool_name.as_deref().is_some_and(|n| n != name) {
                                 return finish(turn, Err(ModelError::SeveralTools));
                             }
-                            turn.tool_name = Some(name.clone());
+                            turn.tool_name = Some(name.to_string());
                         }
                         if let Some(args) = &function.arguments {
                             turn.arguments.push_str(args);
@@ -177,5 +320,34 @@ impl ModelGateway {
             (Some(_), true) => Ok(()),
         };
         finish(turn, result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_wire_keeps_the_schemas_as_written() {
+        let body = json!({"model": "m", "stream": true});
+        let tools: &RawValue = serde_json::from_str(r#"[{"b": 1, "a": 2}]"#).unwrap();
+        let text = serde_json::to_string(&Wire { body: &body, tools }).unwrap();
+        assert!(text.contains(r#""tools":[{"b": 1, "a": 2}]"#), "{text}");
+    }
+
+    #[test]
+    fn the_compatible_form_asks_for_a_tool_in_words() {
+        let body = json!({"model": "m", "tool_choice": "required", "parallel_tool_calls": false,
+            "stream_options": {"include_usage": true}, "max_completion_tokens": 9,
+            "messages": [{"role": "system", "content": "S"}]});
+        let c = compatible(&body);
+        assert_eq!(c["tool_choice"], "auto");
+        assert_eq!(c["max_tokens"], 9);
+        assert!(c.get("parallel_tool_calls").is_none() && c.get("stream_options").is_none());
+        assert!(c["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("never with plain text."));
     }
 }

@@ -6,5 +6,6 @@ pub mod partial;
 pub mod prompt;
 pub mod redact;
 pub mod tools;
+pub mod visible;
 
-pub use gateway::{ModelError, ModelGateway, ModelTurn};
+pub use gateway::{ModelError, ModelGateway, ModelRequest, ModelTurn};

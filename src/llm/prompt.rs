@@ -4,12 +4,13 @@
 
 use std::sync::OnceLock;
 
-use interview_session::decision::ConcludeReason;
+use interview_session::events::{EventBody, SessionEvent};
 use interview_session::hash::sha256_hex;
 use interview_session::Session;
 use serde_json::{json, Value};
 
 use crate::harness::conversation::Conversation;
+use crate::llm::gateway::ModelRequest;
 
 const SYSTEM_TEMPLATE: &str = "\
 You are a warm, curious research interviewer running a one-to-one interview in natural conversation.
@@ -41,78 +42,20 @@ Output fields:
 
 Session: {turns} of {max_turns} turns, phase {phase}{stop}.";
 
-/// The tool schemas (JSON Schema), one per action.
+/// The tool schemas (JSON Schema), one per action, as sent: written by hand so each tool's
+/// properties reach the model in the contract's order (its target before its text).
+pub const TOOLS: &str = include_str!("tools.json");
+
+/// The tool schemas, parsed (for tests and readers; requests send [`TOOLS`] as written).
 pub fn tools() -> Value {
-    let reason: Vec<Value> = [
-        ConcludeReason::AllMustObjectivesCovered,
-        ConcludeReason::ConfidenceThresholdMet,
-        ConcludeReason::MaxTurnsReached,
-        ConcludeReason::MaxDurationReached,
-        ConcludeReason::ParticipantRequestedEnd,
-        ConcludeReason::ParticipantFatigue,
-        ConcludeReason::SafetyTriggered,
-    ]
-    .iter()
-    .map(|r| serde_json::to_value(r).expect("reasons serialize"))
-    .collect();
-    let tool = |name: &str, description: &str, properties: Value, required: &[&str]| {
-        json!({"type": "function", "function": {
-            "name": name, "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": false}
-        }})
-    };
-    json!([
-        tool(
-            "ask_question",
-            "Ask the opening (or next) question of an objective.",
-            json!({"objective_id": {"type": "string"}, "message": {"type": "string"}, "rationale": {"type": "string"}}),
-            &["objective_id", "message", "rationale"]
-        ),
-        tool(
-            "probe",
-            "Follow up on the participant's last answer.",
-            json!({"objective_id": {"type": "string"}, "based_on_turn_id": {"type": "string"},
-                   "trigger": {"type": "string", "enum": ["vague", "strong_emotion", "contradiction", "missing_field"]},
-                   "message": {"type": "string"}, "rationale": {"type": "string"}}),
-            &["objective_id", "trigger", "message", "rationale"]
-        ),
-        tool(
-            "render_interaction",
-            "Show the objective's structured question (a widget) inline.",
-            json!({"objective_id": {"type": "string"}, "interaction": {"type": "object"}, "research_intent": {"type": "string"},
-                   "message": {"type": "string"}, "rationale": {"type": "string"}}),
-            &["objective_id", "rationale"]
-        ),
-        tool(
-            "extract_fields",
-            "Record output field values learned so far, with evidence.",
-            json!({"fields": {"type": "array", "items": {"type": "object", "properties": {
-                    "field_id": {"type": "string"}, "value": {}, "confidence": {"type": "number"},
-                    "evidence_turn_ids": {"type": "array", "items": {"type": "string"}}, "quote": {"type": "string"}},
-                    "required": ["field_id", "value", "confidence"]}},
-                   "rationale": {"type": "string"}}),
-            &["fields", "rationale"]
-        ),
-        tool(
-            "summarize_and_confirm",
-            "Show a short summary of what was learned and ask the participant to confirm it.",
-            json!({"summary": {"type": "string"}, "message": {"type": "string"}, "rationale": {"type": "string"}}),
-            &["summary", "message", "rationale"]
-        ),
-        tool(
-            "conclude",
-            "End the interview with a short closing message.",
-            json!({"reason": {"type": "string", "enum": reason}, "message": {"type": "string"}, "rationale": {"type": "string"}}),
-            &["reason", "message", "rationale"]
-        ),
-    ])
+    serde_json::from_str(TOOLS).expect("tools.json is valid JSON")
 }
 
 /// `llm-` and the first 16 hex digits of SHA-256 over the template and the tools.
 pub fn prompt_version_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
-        let digest = sha256_hex(format!("{SYSTEM_TEMPLATE}\n{}", tools()).as_bytes());
+        let digest = sha256_hex(format!("{SYSTEM_TEMPLATE}\n{TOOLS}").as_bytes());
         format!("llm-{}", &digest[..16])
     })
 }
@@ -197,6 +140,40 @@ pub fn system_prompt(s: &Session, at: chrono::DateTime<chrono::Utc>) -> String {
         .replace("{stop}", &stop)
 }
 
+/// The conversation as the model reads it: role, id to cite, text.
+pub fn listing(events: &[SessionEvent]) -> Vec<(String, String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ParticipantMessageCreated {
+                turn_id, content, ..
+            } => Some(("participant".into(), turn_id.to_string(), content.clone())),
+            EventBody::AgentMessageCompleted {
+                message_id,
+                content,
+            } => Some((
+                "interviewer".into(),
+                message_id.to_string(),
+                content.clone(),
+            )),
+            EventBody::InteractionSubmitted {
+                turn_id,
+                status,
+                value,
+                ..
+            } => Some((
+                "participant".into(),
+                turn_id.to_string(),
+                format!(
+                    "(answered the widget: {status:?} {})",
+                    value.as_ref().map(|v| v.to_string()).unwrap_or_default()
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The conversation so far, with turn ids the model can cite.
 pub fn transcript(events_text: &[(String, String, String)], c: &Conversation) -> String {
     let mut out = String::from("Conversation so far (role, turn id, text):\n");
@@ -217,24 +194,25 @@ pub fn request(
     model: &interview_session::study::ModelConfig,
     system: String,
     user: String,
-) -> Value {
-    json!({
+) -> ModelRequest {
+    let body = json!({
         "model": model.model,
         "temperature": model.temperature,
         "max_completion_tokens": model.max_output_tokens,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        "tools": tools(),
         "tool_choice": "required",
         "parallel_tool_calls": false,
         "stream": true,
         "stream_options": {"include_usage": true},
-    })
+    });
+    ModelRequest { body, tools: TOOLS }
 }
 
 const SCREENING_TEMPLATE: &str = "\
 You decide whether a participant is eligible for a research study, from their answers to the
-screening questions and the study's criteria. Call judge_screening exactly once: `eligible`, and
-a short `rationale` a researcher can audit. Do not write anything else.
+screening questions the study's own rules do not cover. The answers the rules cover already meet
+them: do not judge those again. Call judge_screening exactly once: `eligible`, and a short
+`rationale` a researcher can audit. Do not write anything else.
 
 Study: {title}
 {description}
@@ -242,11 +220,22 @@ Study: {title}
 Screening questions and the participant's answers:
 {answers}
 
-The study's criteria:
-{rules}";
+Already met by the study's rules:
+{rules}
+
+Judge only: {open}";
+
+/// `screening-` and the first 16 hex digits of SHA-256 over the screening template and tool.
+pub fn screening_version_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let digest = sha256_hex(format!("{SCREENING_TEMPLATE}\n{SCREENING_TOOLS}").as_bytes());
+        format!("screening-{}", &digest[..16])
+    })
+}
 
 /// The request for a screening verdict (`judge_screening`).
-pub fn screening_request(s: &Session) -> Option<Value> {
+pub fn screening_request(s: &Session) -> Option<ModelRequest> {
     let study = s.study()?;
     let screening = &study.study_config.screening;
     let answers = screening
@@ -287,23 +276,112 @@ pub fn screening_request(s: &Session) -> Option<Value> {
         .replace("{title}", &study.study_config.title)
         .replace("{description}", &study.study_config.description)
         .replace("{answers}", &answers)
-        .replace("{rules}", &rules);
+        .replace("{rules}", if rules.is_empty() { "(none)" } else { &rules })
+        .replace(
+            "{open}",
+            &screening
+                .unruled_questions()
+                .iter()
+                .map(|q| q.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
     let model = &study.model_config;
-    Some(json!({
+    let body = json!({
         "model": model.model,
         "temperature": model.temperature,
         "max_completion_tokens": model.max_output_tokens,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Judge the screening now."}],
-        "tools": [{"type": "function", "function": {
-            "name": "judge_screening",
-            "description": "The screening verdict.",
-            "parameters": {"type": "object", "properties": {
-                "eligible": {"type": "boolean"}, "rationale": {"type": "string"}},
-                "required": ["eligible", "rationale"], "additionalProperties": false}
-        }}],
         "tool_choice": "required",
         "parallel_tool_calls": false,
         "stream": true,
         "stream_options": {"include_usage": true},
-    }))
+    });
+    Some(ModelRequest {
+        body,
+        tools: SCREENING_TOOLS,
+    })
+}
+
+/// The one tool of a screening request.
+const SCREENING_TOOLS: &str = r#"[{"type": "function", "function": {
+  "name": "judge_screening", "description": "The screening verdict.",
+  "parameters": {"type": "object", "properties": {"eligible": {"type": "boolean"}, "rationale": {"type": "string"}},
+    "required": ["eligible", "rationale"], "additionalProperties": false}}}]"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use interview_session::decision::ConcludeReason;
+
+    /// Each tool's properties in the order they are written (the order the model reads).
+    fn written_order(tool: &str) -> Vec<String> {
+        let at = TOOLS.find(&format!("\"name\": \"{tool}\"")).unwrap();
+        let props = at + TOOLS[at..].find("\"properties\": {").unwrap();
+        let block = &TOOLS[props..props + TOOLS[props..].find("\"required\": [\"").unwrap()];
+        let all = tools();
+        let parsed = &all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == tool)
+            .unwrap()["function"]["parameters"]["properties"];
+        let mut keys: Vec<(usize, String)> = parsed
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (block.find(&format!("\"{k}\": {{")).unwrap(), k.clone()))
+            .collect();
+        keys.sort();
+        keys.into_iter().map(|(_, k)| k).collect()
+    }
+
+    #[test]
+    fn targets_come_before_text_and_rationale_last() {
+        assert_eq!(
+            written_order("ask_question"),
+            ["objective_id", "message", "rationale"]
+        );
+        assert_eq!(
+            written_order("probe"),
+            [
+                "objective_id",
+                "trigger",
+                "based_on_turn_id",
+                "message",
+                "rationale"
+            ]
+        );
+        assert_eq!(
+            written_order("render_interaction"),
+            [
+                "objective_id",
+                "interaction",
+                "research_intent",
+                "message",
+                "rationale"
+            ]
+        );
+        assert_eq!(
+            written_order("summarize_and_confirm"),
+            ["summary", "message", "rationale"]
+        );
+        assert_eq!(
+            written_order("conclude"),
+            ["reason", "message", "rationale"]
+        );
+    }
+
+    #[test]
+    fn the_conclude_reasons_offered_are_the_aggregate_s() {
+        let offered = &tools()[5]["function"]["parameters"]["properties"]["reason"]["enum"];
+        for reason in offered.as_array().unwrap() {
+            let parsed: ConcludeReason = serde_json::from_value(reason.clone()).unwrap();
+            assert!(!matches!(
+                parsed,
+                ConcludeReason::ConsentDeclined | ConcludeReason::ScreeningFailed
+            ));
+        }
+        assert_eq!(offered.as_array().unwrap().len(), 7);
+    }
 }

@@ -153,9 +153,38 @@ pub fn partial_action(name: &str, arguments: &str) -> Option<AgentAction> {
     }
 }
 
-/// The `message` argument received so far.
-pub fn partial_message(arguments: &str) -> Option<String> {
-    string_field(arguments, "message").map(|(m, _)| m)
+/// The `message` argument received so far, and whether it is complete.
+pub fn partial_message(arguments: &str) -> Option<(String, bool)> {
+    string_field(arguments, "message")
+}
+
+/// The action a call is taken to be when its words arrive before its target: a question opens
+/// the first objective not asked yet (must before should before could, as the rules
+/// interviewer goes); a probe or a widget follows the objective under discussion. A closing
+/// message waits for its reason (`None`).
+pub fn expected_action(name: &str, session: &interview_session::Session) -> Option<AgentAction> {
+    let current = || session.current_objective().map(String::from);
+    match name {
+        "ask_question" => {
+            let next = session
+                .objectives_in_order()
+                .into_iter()
+                .find(|o| !session.objective(&o.id).asked)
+                .map(|o| o.id.clone())
+                .or_else(current)?;
+            Some(AgentAction::AskQuestion { objective_id: next })
+        }
+        "probe" => Some(AgentAction::Probe {
+            objective_id: current()?,
+            based_on_turn_id: None,
+            trigger: ProbeTrigger::Vague,
+        }),
+        "render_interaction" => Some(AgentAction::RenderInteraction {
+            objective_id: Some(current()?),
+        }),
+        "summarize_and_confirm" => Some(AgentAction::SummarizeAndConfirm),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -217,8 +246,8 @@ mod tests {
             })
         );
         assert_eq!(
-            partial_message(r#"{"objective_id": "o1", "message": "How do yo"#).as_deref(),
-            Some("How do yo")
+            partial_message(r#"{"objective_id": "o1", "message": "How do yo"#),
+            Some(("How do yo".to_string(), false))
         );
     }
 }

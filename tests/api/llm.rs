@@ -10,19 +10,19 @@ use crate::helpers::{json_of, last_assistant, Store, TestApp, RESEARCHER_TOKEN};
 use crate::scripted_model::{Reply, ScriptedModel};
 use crate::sse::SseClient;
 
-const OPENING: &str = "To start, could you walk me through how you usually decide what groceries to buy for the week?";
+pub(crate) const OPENING: &str = "To start, could you walk me through how you usually decide what groceries to buy for the week?";
 
-struct Llm {
-    app: TestApp,
-    model: ScriptedModel,
+pub(crate) struct Llm {
+    pub app: TestApp,
+    pub model: ScriptedModel,
 }
 
 impl Llm {
-    async fn start(store: Store) -> Self {
+    pub(crate) async fn start(store: Store) -> Self {
         Self::start_with_key(store, None).await
     }
 
-    async fn start_with_key(store: Store, key: Option<&str>) -> Self {
+    pub(crate) async fn start_with_key(store: Store, key: Option<&str>) -> Self {
         let model = ScriptedModel::start().await;
         let url = model.url.clone();
         let key = key.map(|k| interview_runtime::settings::Secret(k.to_string()));
@@ -43,14 +43,19 @@ impl Llm {
 
     /// A session past consent; the model's `replies` are queued before consent is given (the
     /// interviewer then asks at once) and the first question's turn is settled.
-    async fn consented(&self, replies: Vec<Reply>) -> (String, String, Value) {
+    pub(crate) async fn consented(&self, replies: Vec<Reply>) -> (String, String, Value) {
         let (session, token) = self.app.create_session("llm-demo").await;
         let s = self.give_consent(&session, &token, replies).await;
         (session, token, s)
     }
 
     /// Accepts the pending consent with the model's `replies` queued; the turn is settled.
-    async fn give_consent(&self, session: &str, token: &str, replies: Vec<Reply>) -> Value {
+    pub(crate) async fn give_consent(
+        &self,
+        session: &str,
+        token: &str,
+        replies: Vec<Reply>,
+    ) -> Value {
         let asked = self.model.requests().len();
         let s = self.run(session).await;
         let id = s["pending_interaction"]["interaction_id"]
@@ -78,12 +83,18 @@ impl Llm {
     }
 
     /// Waits for the interviewer's turn to end; the session as a researcher reads it.
-    async fn run(&self, session: &str) -> Value {
+    pub(crate) async fn run(&self, session: &str) -> Value {
         self.app.run(session).await
     }
 
     /// The participant says `text` with the model's `replies` queued; the turn is settled.
-    async fn say(&self, session: &str, token: &str, text: &str, replies: Vec<Reply>) -> Value {
+    pub(crate) async fn say(
+        &self,
+        session: &str,
+        token: &str,
+        text: &str,
+        replies: Vec<Reply>,
+    ) -> Value {
         for reply in replies {
             self.model.push(reply);
         }
@@ -95,7 +106,7 @@ impl Llm {
     }
 }
 
-fn last_decision(s: &Value) -> Value {
+pub(crate) fn last_decision(s: &Value) -> Value {
     s["decision_log"]
         .as_array()
         .unwrap()
@@ -128,7 +139,8 @@ async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
     );
     assert_eq!(d["proposed_action"], Value::Null);
     assert_eq!(d["rationale"], "Open the first must objective.");
-    assert_eq!(d["model"], "gpt-4o-mini");
+    // The model that answered, as the endpoint named it (not the configured name).
+    assert_eq!(d["model"], crate::scripted_model::ANSWERING_MODEL);
     assert!(d["prompt_version_id"].as_str().unwrap().starts_with("llm-"));
     assert_eq!(d["token_usage"]["total_tokens"], 150);
 
@@ -190,6 +202,13 @@ async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
         json!({"action": "ask_question", "objective_id": "pain_points"})
     );
     assert_eq!(d["proposed_action"]["action"], "render_interaction");
+    // The log says who decided: the runtime rewrote, the model's reason is kept as its own.
+    assert_eq!(
+        d["rationale"],
+        "The runtime's rules carried out ask_question(pain_points) instead of the proposed \
+         render_interaction(pain_points). The proposal's rationale: ask for satisfaction"
+    );
+    assert_eq!(d["study_prompt_version"], "demo-v1");
     assert_eq!(
         last_assistant(&s),
         "What is the most frustrating part of planning or buying groceries for you?"
@@ -241,7 +260,7 @@ async fn every_model_failure_falls_back_and_is_recorded() {
         (
             Reply::RawArgs(
                 "ask_question",
-                r#"{"objective_id": planning_habits, "message": "Hi"}"#,
+                r#"{"objective_id": planning_habits, "rationale": "r"}"#,
             ),
             "model_bad_arguments",
         ),
@@ -276,7 +295,8 @@ async fn every_model_failure_falls_back_and_is_recorded() {
                 .starts_with("Fallback after a model failure"),
             "{d}"
         );
-        assert_eq!(d["model"], "gpt-4o-mini");
+        // The rules interviewer decided; the log says so.
+        assert_eq!(d["model"], "rules", "{d}");
     }
 }
 
@@ -310,68 +330,137 @@ async fn an_echoed_key_never_reaches_the_event_log(store: Store) {
     }
 }
 
-crate::both_stores!(an_echoed_key_never_reaches_the_event_log);
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn text_already_shown_stands_when_the_stream_drops() {
-    let llm = Llm::start(Store::Sqlite).await;
-    let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries, from start to finish.", "rationale": "open"}"#;
+/// A call that drops after its whole message was shown: the message stands. One that drops
+/// mid-message: the broken-off words are replaced by a whole question.
+async fn a_dropped_call_never_leaves_a_broken_off_question(store: Store) {
+    let llm = Llm::start(store).await;
+    let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries.", "rationale": "open"}"#;
+    let whole = raw.find(", \"rationale\"").unwrap();
     let (_, _, s) = llm
-        .consented(vec![Reply::Drop("ask_question", raw, 90)])
+        .consented(vec![Reply::Drop("ask_question", raw, whole + 3)])
         .await;
-    let said = last_assistant(&s);
-    assert!(
-        said.starts_with("Welcome! Tell me about") && said.len() < 80,
-        "{said:?}"
+    assert_eq!(
+        last_assistant(&s),
+        "Welcome! Tell me about the last time you planned your groceries."
     );
     assert_eq!(s["errors"][0]["code"], "model_stream_dropped");
     assert!(last_decision(&s)["rationale"]
         .as_str()
         .unwrap()
-        .contains("already shown stands"));
+        .contains("the message stands"));
+
+    let (_, _, s) = llm
+        .consented(vec![Reply::Drop("ask_question", raw, 70)])
+        .await;
+    assert_eq!(last_assistant(&s), OPENING, "re-asked whole");
+    assert_eq!(s["errors"][0]["code"], "model_stream_dropped");
+    let d = last_decision(&s);
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .contains("already shown were replaced"),
+        "{d}"
+    );
+    assert_eq!(d["model"], "rules");
     assert_eq!(s["status"], "waiting_for_user");
 }
 
-/// Publishes an llm study with one screening question (`shops`, disqualified by `false`).
-async fn publish_screened(llm: &Llm) {
+/// Publishes an llm study screening on `shops` (yes/no, disqualified by `false`) and, when
+/// `open`, on `household` (free text no rule covers).
+async fn publish_screened(llm: &Llm, slug: &str, open: bool) {
     let mut study: Value =
         serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
-    study["public_slug"] = json!("llm-screened");
+    study["public_slug"] = json!(slug);
     study["agent"]["mode"] = json!("llm");
     study["model"]["timeout_seconds"] = json!(5);
+    let mut questions = vec![
+        json!({"id": "shops", "type": "yes_no", "prompt": "Do you buy the groceries at home?"}),
+    ];
+    if open {
+        questions.push(
+            json!({"id": "household", "type": "free_text", "prompt": "Who do you shop for?"}),
+        );
+    }
     study["screening"] = json!({
-        "questions": [{"id": "shops", "type": "yes_no", "prompt": "Do you buy the groceries at home?"}],
+        "questions": questions,
         "rules": [{"question_id": "shops", "disqualify_if": [false]}]
     });
     llm.app.publish_study(&study).await;
 }
 
-/// A session of that study with consent given and the screening question answered `true`, the
-/// model's `replies` queued before that answer; the verdict's turn is settled.
-async fn screened(llm: &Llm, replies: Vec<Reply>) -> Value {
-    let (session, token) = llm.app.create_session("llm-screened").await;
+/// A session of that study with consent given and the screening questions answered, the
+/// model's `replies` queued before the last answer; the verdict's turn is settled.
+async fn screened(llm: &Llm, slug: &str, answers: Vec<Value>, replies: Vec<Reply>) -> Value {
+    let (session, token) = llm.app.create_session(slug).await;
     let s = llm.run(&session).await;
     llm.app
         .answer(&session, &token, &s, json!({"accepted": true}))
         .await;
-    let s = llm.run(&session).await;
-    for reply in replies {
-        llm.model.push(reply);
+    let mut s = llm.run(&session).await;
+    let last = answers.len() - 1;
+    for (i, answer) in answers.into_iter().enumerate() {
+        if i == last {
+            for reply in replies.clone() {
+                llm.model.push(reply);
+            }
+        }
+        llm.app.answer(&session, &token, &s, answer).await;
+        s = llm.run(&session).await;
     }
-    llm.app.answer(&session, &token, &s, json!(true)).await;
-    llm.run(&session).await
+    s
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
-    let llm = Llm::start(Store::Sqlite).await;
-    publish_screened(&llm).await;
+fn asked_to_screen(llm: &Llm) -> usize {
+    llm.model
+        .requests()
+        .iter()
+        .filter(|r| r["tools"][0]["function"]["name"] == "judge_screening")
+        .count()
+}
+
+/// The study's rules decide what they cover; the model judges only what they leave open, and
+/// its call is logged with the verdict.
+async fn the_study_s_rules_decide_screening_and_the_model_only_what_they_leave_open(store: Store) {
+    let llm = Llm::start(store).await;
+    publish_screened(&llm, "llm-ruled", false).await;
+    publish_screened(&llm, "llm-open", true).await;
+
+    // Every question has a rule: the model is never asked.
+    let s = screened(&llm, "llm-ruled", vec![json!(true)], vec![]).await;
+    assert_eq!(s["screening"]["eligible"], true);
+    assert_eq!(
+        s["screening"]["rationale"],
+        "By the study's rules: All 1 screening rules are met."
+    );
+    assert!(s["screening"].get("model").is_none());
+    assert_eq!(asked_to_screen(&llm), 0);
+
+    // A rule disqualifies: final, whatever a model would say.
     let s = screened(
         &llm,
-        vec![Reply::Tool(
-            "judge_screening",
-            json!({"eligible": false, "rationale": "Buys groceries only for the office."}),
-        )],
+        "llm-open",
+        vec![json!(false), json!("my family")],
+        vec![],
+    )
+    .await;
+    assert_eq!(s["end_reason"], "screening_failed");
+    assert!(s["screening"]["rationale"]
+        .as_str()
+        .unwrap()
+        .contains("shops: false disqualifies"));
+    assert_eq!(asked_to_screen(&llm), 0);
+
+    // An open question: the model judges it.
+    let verdict = Reply::Tool(
+        "judge_screening",
+        json!({"eligible": false, "rationale": "Buys groceries only for the office."}),
+    );
+    let s = screened(
+        &llm,
+        "llm-open",
+        vec![json!(true), json!("the office")],
+        vec![verdict],
     )
     .await;
     assert_eq!(s["status"], "abandoned");
@@ -380,19 +469,26 @@ async fn the_model_judges_screening_and_its_failures_fall_back_to_the_rules() {
         s["screening"]["rationale"],
         "Buys groceries only for the office."
     );
-    let request = llm.model.requests().pop().unwrap();
-    assert!(request["messages"][0]["content"]
+    assert_eq!(
+        s["screening"]["model"],
+        crate::scripted_model::ANSWERING_MODEL
+    );
+    assert!(s["screening"]["prompt_version_id"]
         .as_str()
         .unwrap()
-        .contains("shops"));
+        .starts_with("screening-"));
+    assert_eq!(s["screening"]["token_usage"]["total_tokens"], 150);
+    let request = llm.model.requests().pop().unwrap();
+    let prompt = request["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.contains("Judge only: household"), "{prompt}");
 
+    // A failed call: the rules' verdict stands, the failure is recorded.
     let s = screened(
         &llm,
+        "llm-open",
+        vec![json!(true), json!("my family")],
         vec![
-            Reply::Tool(
-                "judge_screening",
-                json!({"eligible": "maybe", "rationale": ""}),
-            ),
+            Reply::Tool("judge_screening", json!({"eligible": "maybe", "rationale": ""})),
             Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"})),
         ],
     )
@@ -433,3 +529,9 @@ async fn an_unreachable_model_endpoint_falls_back_and_is_recorded() {
     assert_eq!(s["errors"][0]["source"], "model");
     assert_eq!(s["errors"][0]["code"], "model_http_error");
 }
+
+crate::both_stores!(
+    an_echoed_key_never_reaches_the_event_log,
+    a_dropped_call_never_leaves_a_broken_off_question,
+    the_study_s_rules_decide_screening_and_the_model_only_what_they_leave_open,
+);

@@ -2,6 +2,13 @@
 //! `POST /v1/chat/completions` — streamed (SSE chunks with tool-call argument deltas) or not —
 //! from a per-test script, recording every request. The `llm` policy talks to it through
 //! async-openai exactly as it would to a real endpoint.
+//!
+//! Its *realistic* side behaves like hosted models and the servers people run, not like our
+//! own assumptions: arguments written in the order of the tool schema it was sent (as read from
+//! the request's bytes) or in any order a test gives, cut into token-sized fragments of uneven
+//! length, a configurable time to the first token and between tokens, reasoning text before
+//! the call, whole arguments in one chunk, usage reported late or never, and endpoints that
+//! refuse `tool_choice: "required"` or parameters they do not know.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -13,6 +20,7 @@ use serde_json::{json, Value};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
+#[allow(dead_code)] // each binary that includes this file uses some
 pub enum Reply {
     /// A tool call whose arguments stream in small pieces.
     Tool(&'static str, Value),
@@ -34,16 +42,72 @@ pub enum Reply {
     Garbage,
     /// An error with this status whose message echoes the request's key, as some providers do.
     EchoKey(u16),
+    /// A tool call whose arguments come in the order the request's schema lists them (keys the
+    /// schema lacks last), in token-sized fragments, paced.
+    Realistic(&'static str, Value),
+    /// A tool call whose arguments come in exactly this order, in token-sized fragments.
+    Ordered(&'static str, Vec<(&'static str, Value)>),
+    /// A tool call whose whole arguments arrive in one chunk (llama.cpp, some vLLM versions).
+    Whole(&'static str, Value),
+    /// Reasoning text (`<think>…</think>` as content) before a schema-order tool call.
+    Thinking(&'static str, &'static str, Value),
+    /// Schema-order arguments cut after this many bytes, then silence (a stall mid-message).
+    StallAfter(&'static str, Value, usize),
+}
+
+/// How the endpoint reports token usage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(dead_code)] // each binary that includes this file uses some
+pub enum UsageReport {
+    /// In a final chunk without choices (OpenAI with `stream_options.include_usage`).
+    #[default]
+    FinalChunk,
+    /// In the last chunk that also carries the finish reason (some vLLM/Ollama versions).
+    WithFinish,
+    /// Never.
+    Never,
+}
+
+/// What an endpoint refuses with 400, as servers that do not implement all of OpenAI's API do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(dead_code)]
+pub enum Strictness {
+    #[default]
+    Lenient,
+    /// `tool_choice: "required"` is unsupported.
+    NoRequiredToolChoice,
+    /// Any parameter beyond the basic ones (`parallel_tool_calls`, `stream_options`,
+    /// `max_completion_tokens`) is an error.
+    UnknownParameters,
+}
+
+/// The pace of a streamed answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pace {
+    pub first_token: std::time::Duration,
+    pub between_tokens: std::time::Duration,
 }
 
 #[derive(Clone, Default)]
 struct Shared {
     script: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Value>>>,
+    /// The same requests as their bytes (key order intact).
+    raw_requests: Arc<Mutex<Vec<Bytes>>>,
     /// Answers when the script is empty (otherwise a 500).
     fallback: Arc<Mutex<Option<Reply>>>,
     /// Keep a copy of every request (tests); benchmarks turn it off.
     record: Arc<std::sync::atomic::AtomicBool>,
+    behaviour: Arc<Mutex<Behaviour>>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Behaviour {
+    pace: Pace,
+    usage: UsageReport,
+    strictness: Strictness,
+    /// Requests answered.
+    calls: u64,
 }
 
 pub struct ScriptedModel {
@@ -88,6 +152,31 @@ impl ScriptedModel {
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Time to the first token and between tokens, for every streamed answer from now on.
+    #[allow(dead_code)]
+    pub fn pace(&self, first_token: std::time::Duration, between_tokens: std::time::Duration) {
+        self.shared.behaviour.lock().unwrap().pace = Pace {
+            first_token,
+            between_tokens,
+        };
+    }
+
+    #[allow(dead_code)]
+    pub fn usage(&self, report: UsageReport) {
+        self.shared.behaviour.lock().unwrap().usage = report;
+    }
+
+    #[allow(dead_code)]
+    pub fn strictness(&self, strictness: Strictness) {
+        self.shared.behaviour.lock().unwrap().strictness = strictness;
+    }
+
+    /// How many requests were answered.
+    #[allow(dead_code)]
+    pub fn calls(&self) -> u64 {
+        self.shared.behaviour.lock().unwrap().calls
+    }
+
     pub fn push(&self, reply: Reply) {
         self.shared.script.lock().unwrap().push_back(reply);
     }
@@ -95,19 +184,177 @@ impl ScriptedModel {
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()
     }
+
+    #[allow(dead_code)]
+    pub fn raw_requests(&self) -> Vec<Bytes> {
+        self.shared.raw_requests.lock().unwrap().clone()
+    }
 }
+
+/// The model name every chunk carries (what a decision log should record).
+pub const ANSWERING_MODEL: &str = "scripted-2026-12";
 
 fn chunk(delta: Value, finish: Option<&str>) -> Bytes {
     let body = json!({
-        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": "scripted",
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": ANSWERING_MODEL,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
     });
     Bytes::from(format!("data: {body}\n\n"))
 }
 
+/// The finishing chunk with usage in it (the `WithFinish` report).
+fn finish_with_usage() -> Bytes {
+    let body = json!({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": ANSWERING_MODEL,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+    });
+    Bytes::from(format!("data: {body}\n\n"))
+}
+
+/// The end of a tool-call answer, usage as the endpoint reports it.
+fn ending(report: UsageReport) -> Vec<Bytes> {
+    let done = Bytes::from_static(b"data: [DONE]\n\n");
+    match report {
+        UsageReport::FinalChunk => vec![chunk(json!({}), Some("tool_calls")), usage(), done],
+        UsageReport::WithFinish => vec![finish_with_usage(), done],
+        UsageReport::Never => vec![chunk(json!({}), Some("tool_calls")), done],
+    }
+}
+
+/// A JSON value read with its objects' keys in document order (serde_json's map sorts them).
+enum Ordered {
+    Object(Vec<(String, Ordered)>),
+    Array(Vec<Ordered>),
+    Str(String),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Ordered>()? {
+                    out.push((k, v));
+                }
+                Ok(Ordered::Object(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = a.next_element::<Ordered>()? {
+                    out.push(v);
+                }
+                Ok(Ordered::Array(out))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Ordered, E> {
+                Ok(Ordered::Str(v.into()))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Ordered, E> {
+                Ok(Ordered::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Ordered {
+    fn get(&self, key: &str) -> Option<&Ordered> {
+        match self {
+            Ordered::Object(pairs) => pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
+
+/// The property order of `tool`'s schema in the request, as its bytes list them.
+pub fn schema_order(raw: &[u8], tool: &str) -> Vec<String> {
+    let Ok(request) = serde_json::from_slice::<Ordered>(raw) else {
+        return Vec::new();
+    };
+    let Some(Ordered::Array(tools)) = request.get("tools") else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter_map(|t| t.get("function"))
+        .find(|f| matches!(f.get("name"), Some(Ordered::Str(n)) if n == tool))
+        .and_then(|f| f.get("parameters")?.get("properties"))
+        .map(|p| match p {
+            Ordered::Object(pairs) => pairs.iter().map(|(k, _)| k.clone()).collect(),
+            _ => Vec::new(),
+        })
+        .unwrap_or_default()
+}
+
+/// `args` as JSON text with its keys in `order` (the rest after, as they come).
+fn in_order(args: &Value, order: &[String]) -> String {
+    let Some(map) = args.as_object() else {
+        return args.to_string();
+    };
+    let mut keys: Vec<&String> = order.iter().filter(|k| map.contains_key(*k)).collect();
+    keys.extend(map.keys().filter(|k| !order.contains(k)));
+    let body: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}: {}", Value::String((*k).clone()), map[*k]))
+        .collect();
+    format!("{{{}}}", body.join(", "))
+}
+
+/// Token-sized pieces of uneven length (1 to 6 characters), the same for the same text.
+fn token_pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut state: u32 = 0x9e37_79b9 ^ chars.len() as u32;
+    while i < chars.len() {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let len = 1 + (state >> 16) as usize % 6;
+        let end = (i + len).min(chars.len());
+        out.push(chars[i..end].iter().collect());
+        i = end;
+    }
+    out
+}
+
+fn arg_chunks(pieces: Vec<String>) -> Vec<Bytes> {
+    pieces
+        .into_iter()
+        .map(|p| {
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
+                None,
+            )
+        })
+        .collect()
+}
+
 fn usage() -> Bytes {
     let body = json!({
-        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": "scripted",
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": ANSWERING_MODEL,
         "choices": [], "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
     });
     Bytes::from(format!("data: {body}\n\n"))
@@ -129,9 +376,19 @@ fn args_pieces(args: &str) -> Vec<Bytes> {
         .collect()
 }
 
-/// An SSE response of `frames`; with `stall`, the connection then stays open and silent.
-fn sse(frames: Vec<Bytes>, stall: bool) -> HttpResponse {
-    let body = stream::iter(frames.into_iter().map(Ok::<_, actix_web::Error>));
+/// An SSE response of `frames`, paced; with `stall`, the connection then stays open and silent.
+fn sse(frames: Vec<Bytes>, stall: bool, pace: Pace) -> HttpResponse {
+    let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| async move {
+        let wait = if i == 0 {
+            pace.first_token
+        } else {
+            pace.between_tokens
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        Ok::<_, actix_web::Error>(frame)
+    });
     let mut response = HttpResponse::Ok();
     response.content_type("text/event-stream");
     if stall {
@@ -141,14 +398,57 @@ fn sse(frames: Vec<Bytes>, stall: bool) -> HttpResponse {
     }
 }
 
+/// The 400 a strict endpoint answers, if this request asks for what it does not support.
+fn refused(strictness: Strictness, request: &Value) -> Option<HttpResponse> {
+    let (param, message) = match strictness {
+        Strictness::Lenient => return None,
+        Strictness::NoRequiredToolChoice if request["tool_choice"] == "required" => {
+            ("tool_choice", "\"required\" tool_choice is not supported")
+        }
+        Strictness::UnknownParameters => {
+            let unknown = [
+                "parallel_tool_calls",
+                "stream_options",
+                "max_completion_tokens",
+            ]
+            .into_iter()
+            .find(|p| request.get(*p).is_some())?;
+            (unknown, "Unrecognized request argument supplied")
+        }
+        Strictness::NoRequiredToolChoice => return None,
+    };
+    Some(HttpResponse::BadRequest().json(json!({"error": {"message": format!("{message}: {param}"), "type": "invalid_request_error", "param": param, "code": null}})))
+}
+
 async fn answer(
     shared: web::Data<Shared>,
     req: actix_web::HttpRequest,
-    body: web::Json<Value>,
+    raw: Bytes,
 ) -> HttpResponse {
-    if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
-        shared.requests.lock().unwrap().push(body.into_inner());
+    let Ok(body) = serde_json::from_slice::<Value>(&raw) else {
+        return HttpResponse::BadRequest().json(
+            json!({"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}),
+        );
+    };
+    let behaviour = {
+        let mut b = shared.behaviour.lock().unwrap();
+        b.calls += 1;
+        *b
+    };
+    if let Some(refusal) = refused(behaviour.strictness, &body) {
+        return refusal;
     }
+    if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
+        shared.requests.lock().unwrap().push(body);
+        shared.raw_requests.lock().unwrap().push(raw.clone());
+    }
+    let pace = behaviour.pace;
+    let tool_call = |name: &str, pieces: Vec<String>| {
+        let mut frames = vec![tool_start(0, name)];
+        frames.extend(arg_chunks(pieces));
+        frames.extend(ending(behaviour.usage));
+        frames
+    };
     let reply = shared
         .script
         .lock()
@@ -162,37 +462,69 @@ async fn answer(
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(&args.to_string()));
             frames.extend([chunk(json!({}), Some("tool_calls")), usage(), done]);
-            sse(frames, false)
+            sse(frames, false, pace)
         }
         Some(Reply::RawArgs(name, raw)) => {
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(raw));
             frames.extend([chunk(json!({}), Some("tool_calls")), usage(), done]);
-            sse(frames, false)
+            sse(frames, false, pace)
         }
         Some(Reply::TwoTools) => {
             let mut frames = vec![tool_start(0, "ask_question")];
             frames.extend(args_pieces(r#"{"objective_id": "habits", "message": "Hi?", "rationale": "r"}"#));
             frames.push(tool_start(1, "conclude"));
             frames.extend([chunk(json!({}), Some("tool_calls")), done]);
-            sse(frames, false)
+            sse(frames, false, pace)
         }
         Some(Reply::NoTool(text)) => sse(
             vec![chunk(json!({"role": "assistant", "content": text}), None), chunk(json!({}), Some("stop")), done],
             false,
+            pace,
         ),
         Some(Reply::Status(code)) => HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap())
             .json(json!({"error": {"message": "scripted failure", "type": "server_error", "param": null, "code": null}})),
         Some(Reply::RateLimited) => HttpResponse::TooManyRequests()
             .insert_header(("retry-after", "1"))
             .json(json!({"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
-        Some(Reply::Stall) => sse(vec![tool_start(0, "ask_question")], true),
+        Some(Reply::Stall) => sse(vec![tool_start(0, "ask_question")], true, pace),
         Some(Reply::Drop(name, raw, cut)) => {
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(&raw[..cut.min(raw.len())]));
-            sse(frames, false)
+            sse(frames, false, pace)
         }
-        Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false),
+        Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false, pace),
+        Some(Reply::Realistic(name, args)) => {
+            let text = in_order(&args, &schema_order(&raw, name));
+            sse(tool_call(name, token_pieces(&text)), false, pace)
+        }
+        Some(Reply::Ordered(name, pairs)) => {
+            let order: Vec<String> = pairs.iter().map(|(k, _)| k.to_string()).collect();
+            let args: serde_json::Map<String, Value> =
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let text = in_order(&Value::Object(args), &order);
+            sse(tool_call(name, token_pieces(&text)), false, pace)
+        }
+        Some(Reply::Whole(name, args)) => sse(tool_call(name, vec![args.to_string()]), false, pace),
+        Some(Reply::Thinking(thought, name, args)) => {
+            let mut frames: Vec<Bytes> = token_pieces(&format!("<think>{thought}</think>"))
+                .into_iter()
+                .map(|p| chunk(json!({"role": "assistant", "content": p}), None))
+                .collect();
+            let text = in_order(&args, &schema_order(&raw, name));
+            frames.extend(tool_call(name, token_pieces(&text)));
+            sse(frames, false, pace)
+        }
+        Some(Reply::StallAfter(name, args, cut)) => {
+            let text = in_order(&args, &schema_order(&raw, name));
+            let mut cut = cut.min(text.len());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let mut frames = vec![tool_start(0, name)];
+            frames.extend(arg_chunks(token_pieces(&text[..cut])));
+            sse(frames, true, pace)
+        }
         Some(Reply::EchoKey(code)) => {
             let auth = req
                 .headers()

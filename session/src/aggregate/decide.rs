@@ -624,6 +624,21 @@ impl Session {
             node
         };
         self.change_phase(sink, phase, at).await;
+        // A rewritten decision is the runtime's, not the policy's: its rationale says so first
+        // and keeps the policy's reason for what it proposed.
+        let rationale = match &judged.proposed {
+            Some(proposed) => format!(
+                "The runtime's rules carried out {} instead of the proposed {}. The proposal's rationale: {}",
+                judged.action.label(),
+                proposed.label(),
+                proposal.rationale
+            ),
+            None => proposal.rationale,
+        };
+        let study_prompt_version = self
+            .study
+            .as_deref()
+            .map(|s| s.agent_config.prompt_version.clone());
         let decision = EventBody::DecisionRecorded {
             decision_id: Uuid::new_v5(&message_id, b"decision"),
             turn_id: self.last_turn_id,
@@ -631,11 +646,12 @@ impl Session {
             input_summary: proposal.input_summary,
             selected_action: judged.action.clone(),
             proposed_action: judged.proposed,
-            rationale: proposal.rationale,
+            rationale,
             model: proposal.provenance.model,
             prompt_version_id: proposal.provenance.prompt_version_id,
             latency_ms: proposal.provenance.latency_ms,
             token_usage: proposal.provenance.token_usage,
+            study_prompt_version,
         };
         self.emit(sink, decision, at).await;
         if routing {

@@ -775,6 +775,7 @@ async fn a_screening_verdict_needs_every_answer_and_a_failed_one_abandons() {
     let verdict = |eligible| C::EvaluateScreening {
         eligible,
         rationale: "drinks: false disqualifies".into(),
+        decided_by: None,
         at: at(),
     };
     expect_error(
@@ -832,6 +833,7 @@ async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
     given.push(C::EvaluateScreening {
         eligible: true,
         rationale: "ok".into(),
+        decided_by: None,
         at: at(),
     });
     given.extend(step(3, ask("o1"), None));

@@ -1,0 +1,322 @@
+//! The `llm` policy against the scripted model's realistic side: arguments in the schema's order
+//! and in odd orders, token-sized fragments with a time to first token, internal talk, stalls
+//! mid-message, and the quirks of the OpenAI-compatible servers people run. On both stores.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::helpers::{last_assistant, Store};
+use crate::llm::{last_decision, Llm, OPENING};
+use crate::scripted_model::{schema_order, Reply, Strictness, UsageReport, ANSWERING_MODEL};
+use crate::sse::{Frame, SseClient};
+
+const QUESTION: &str = "Thanks for joining! How do you usually work out what to buy each week?";
+
+fn ask(message: &str) -> Value {
+    json!({"objective_id": "planning_habits", "message": message, "rationale": "Open the first must objective."})
+}
+
+/// A session with its stream open, up to the pending consent.
+async fn opened(llm: &Llm) -> (String, String, SseClient) {
+    let (session, token) = llm.app.create_session("llm-demo").await;
+    let url = llm
+        .app
+        .url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let sse = SseClient::new(llm.app.client.get(url).send().await.unwrap());
+    (session, token, sse)
+}
+
+/// The frames up to the assistant's completed utterance.
+async fn until_said(sse: &mut SseClient) -> Vec<Frame> {
+    sse.until(Duration::from_secs(10), |f| {
+        f.event == "message.completed" && f.data["role"] == "assistant"
+    })
+    .await
+}
+
+fn deltas(frames: &[Frame]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f.event == "message.delta")
+        .map(|f| f.data["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Schema-order fragments at a hosted model's pace: the schemas list each tool's target before
+/// its text, and the words reach the participant piece by piece as they are generated.
+async fn words_stream_in_the_schema_s_order(store: Store) {
+    let llm = Llm::start(store).await;
+    llm.model
+        .pace(Duration::from_millis(150), Duration::from_millis(15));
+    let (session, token, mut sse) = opened(&llm).await;
+    let s = llm
+        .give_consent(
+            &session,
+            &token,
+            vec![Reply::Realistic("ask_question", ask(QUESTION))],
+        )
+        .await;
+    assert_eq!(last_assistant(&s), QUESTION);
+    let raw = llm.model.raw_requests().pop().unwrap();
+    assert_eq!(
+        schema_order(&raw, "ask_question"),
+        ["objective_id", "message", "rationale"]
+    );
+    assert_eq!(
+        schema_order(&raw, "probe"),
+        [
+            "objective_id",
+            "trigger",
+            "based_on_turn_id",
+            "message",
+            "rationale"
+        ]
+    );
+    assert_eq!(
+        schema_order(&raw, "conclude"),
+        ["reason", "message", "rationale"]
+    );
+    let frames = until_said(&mut sse).await;
+    let pieces = deltas(&frames);
+    // Token-sized pieces (1 to 6 characters, a few held back at most), not one late block.
+    assert!(pieces.len() >= QUESTION.len() / 8, "{pieces:?}");
+    assert_eq!(pieces.concat(), QUESTION);
+    let d = last_decision(&s);
+    assert_eq!(d["model"], ANSWERING_MODEL);
+    assert_eq!(d["token_usage"]["total_tokens"], 150);
+}
+
+/// Words first, target after: they still stream, judged for the objective the session expects;
+/// an objective named afterwards that the guard would refuse does not change what was said.
+async fn words_stream_whatever_the_argument_order(store: Store) {
+    let llm = Llm::start(store).await;
+    let (session, token, mut sse) = opened(&llm).await;
+    let s = llm
+        .give_consent(
+            &session,
+            &token,
+            vec![Reply::Ordered(
+                "ask_question",
+                vec![
+                    ("rationale", json!("open")),
+                    ("message", json!(QUESTION)),
+                    ("objective_id", json!("planning_habits")),
+                ],
+            )],
+        )
+        .await;
+    let pieces = deltas(&until_said(&mut sse).await);
+    assert!(pieces.len() > 3, "{pieces:?}");
+    assert_eq!(pieces.concat(), QUESTION);
+    assert_eq!(
+        last_decision(&s)["selected_action"],
+        json!({"action": "ask_question", "objective_id": "planning_habits"})
+    );
+
+    // A probe whose words come before it names an objective never asked (which the guard would
+    // turn into that objective's opening question): the words shown stand, recorded as a probe
+    // of the objective under discussion.
+    let probe = "What do you mean by winging it?";
+    let s = llm
+        .say(
+            &session,
+            &token,
+            "I kind of wing it.",
+            vec![Reply::Ordered(
+                "probe",
+                vec![
+                    ("message", json!(probe)),
+                    ("trigger", json!("vague")),
+                    ("objective_id", json!("pain_points")),
+                    ("rationale", json!("vague answer")),
+                ],
+            )],
+        )
+        .await;
+    assert_eq!(last_assistant(&s), probe);
+    let d = last_decision(&s);
+    assert_eq!(d["selected_action"]["action"], "probe", "{d}");
+    assert_eq!(
+        d["selected_action"]["objective_id"], "planning_habits",
+        "{d}"
+    );
+    assert!(d["rationale"]
+        .as_str()
+        .unwrap()
+        .contains("before the model named its objective"));
+    let pieces = deltas(&until_said(&mut sse).await);
+    assert_eq!(pieces.concat(), probe);
+}
+
+/// "As an AI agent I will now call the ask_question tool: {…}" never shows; a bad turn later
+/// in a message replaces the part shown; either way the participant reads a whole question.
+async fn internal_talk_never_reaches_the_participant(store: Store) {
+    let llm = Llm::start(store).await;
+    let (session, token, mut sse) = opened(&llm).await;
+    let bad = r#"As an AI agent I will now call the ask_question tool: {"objective_id": "planning_habits"}"#;
+    let s = llm
+        .give_consent(
+            &session,
+            &token,
+            vec![Reply::Realistic("ask_question", ask(bad))],
+        )
+        .await;
+    let frames = until_said(&mut sse).await;
+    assert_eq!(
+        deltas(&frames).concat(),
+        OPENING,
+        "nothing of it was shown, the fallback was"
+    );
+    assert_eq!(last_assistant(&s), OPENING);
+    let error = &s["errors"][0];
+    assert_eq!(
+        (error["source"].as_str(), error["code"].as_str()),
+        (Some("guard"), Some("model_text_refused"))
+    );
+    assert_eq!(last_decision(&s)["model"], "rules");
+
+    let late = "Thanks, that helps. Next I will call extract_fields and then ask more.";
+    let s = llm
+        .say(&session, &token, "I use a list on my phone.", vec![Reply::Realistic(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "vague", "message": late, "rationale": "r"}),
+        )])
+        .await;
+    let frames = until_said(&mut sse).await;
+    let shown = deltas(&frames).concat();
+    assert!(
+        late.starts_with(&shown) && !shown.contains("extract"),
+        "{shown:?}"
+    );
+    let said = frames.last().unwrap().data["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(said, last_assistant(&s));
+    assert!(
+        !said.contains("extract_fields") && !said.is_empty(),
+        "{said}"
+    );
+
+    // Reasoning text before the call is never shown.
+    let s = llm
+        .say(&session, &token, "Mostly me.", vec![Reply::Thinking(
+            "the participant is terse; probe",
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "vague", "message": "Could you give me an example?", "rationale": "terse"}),
+        )])
+        .await;
+    assert_eq!(last_assistant(&s), "Could you give me an example?");
+    let frames = until_said(&mut sse).await;
+    assert!(!deltas(&frames).concat().contains("think"));
+}
+
+/// A stall mid-message: the participant is told in plain words, and the broken-off words are
+/// replaced by a whole question; nothing truncated stays in the transcript.
+async fn a_stall_mid_message_is_repaired_and_explained(store: Store) {
+    let llm = Llm::start(store).await;
+    let (session, token, mut sse) = opened(&llm).await;
+    let message = "What is the most frustrating part of planning your groceries?";
+    let args = ask(message);
+    let cut =
+        r#"{"objective_id": "planning_habits", "message": "What is the most frustrating part o"#
+            .len();
+    let s = llm
+        .give_consent(
+            &session,
+            &token,
+            vec![Reply::StallAfter("ask_question", args, cut)],
+        )
+        .await;
+    let frames = until_said(&mut sse).await;
+    let shown = deltas(&frames).concat();
+    assert!(
+        shown.starts_with("What is the most") && shown.len() < message.len(),
+        "{shown:?}"
+    );
+    let error = frames
+        .iter()
+        .find(|f| f.event == "error")
+        .expect("an error event");
+    assert_eq!(
+        error.data,
+        json!({"type": "error", "message": "Sorry for the wait. Let's carry on."})
+    );
+    assert_eq!(frames.last().unwrap().data["content"], OPENING);
+    assert_eq!(last_assistant(&s), OPENING);
+    assert_eq!(s["errors"][0]["code"], "model_stalled");
+    let transcript = s["transcript"].to_string();
+    assert!(!transcript.contains("frustrating part o\""), "{transcript}");
+}
+
+/// vLLM, Ollama, LiteLLM and llama.cpp differ from OpenAI: each difference still gives a
+/// decision, logged as it happened.
+async fn the_quirks_of_real_endpoints_are_absorbed(store: Store) {
+    // Whole arguments in one chunk; usage with the finish reason.
+    let llm = Llm::start(store).await;
+    llm.model.usage(UsageReport::WithFinish);
+    let (_, _, s) = llm
+        .consented(vec![Reply::Whole("ask_question", ask(QUESTION))])
+        .await;
+    assert_eq!(last_assistant(&s), QUESTION);
+    assert_eq!(last_decision(&s)["token_usage"]["total_tokens"], 150);
+
+    // No usage at all: tokens are estimated (four characters a token), never zero.
+    llm.model.usage(UsageReport::Never);
+    let (_, _, s) = llm
+        .consented(vec![Reply::Realistic("ask_question", ask(QUESTION))])
+        .await;
+    let usage = &last_decision(&s)["token_usage"];
+    assert!(usage["prompt_tokens"].as_u64().unwrap() > 100, "{usage}");
+    assert!(usage["completion_tokens"].as_u64().unwrap() > 10, "{usage}");
+
+    for strictness in [
+        Strictness::NoRequiredToolChoice,
+        Strictness::UnknownParameters,
+    ] {
+        let llm = Llm::start(store).await;
+        llm.model.strictness(strictness);
+        let (_, _, s) = llm
+            .consented(vec![Reply::Realistic("ask_question", ask(QUESTION))])
+            .await;
+        assert_eq!(last_assistant(&s), QUESTION, "{strictness:?}");
+        assert_eq!(s["errors"], json!([]), "{strictness:?}");
+        let (_, _, _) = llm
+            .consented(vec![Reply::Realistic("ask_question", ask(QUESTION))])
+            .await;
+        // Every request the endpoint took is in the compatible form, with the instruction.
+        let requests = llm.model.requests();
+        assert_eq!(requests.len(), 2, "{strictness:?}");
+        for r in requests {
+            assert_eq!(r["tool_choice"], "auto");
+            assert!(r.get("parallel_tool_calls").is_none() && r.get("stream_options").is_none());
+            assert!(r["max_tokens"].is_u64());
+            assert!(r["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .contains("calling exactly one of the tools"));
+        }
+        assert_eq!(llm.model.calls(), 3, "refused once, then compatible");
+    }
+}
+
+/// A model that wants to call two tools although asked not to.
+async fn parallel_calls_fall_back(store: Store) {
+    let llm = Llm::start(store).await;
+    let (_, _, s) = llm.consented(vec![Reply::TwoTools]).await;
+    assert_eq!(last_assistant(&s), OPENING);
+    assert_eq!(s["errors"][0]["code"], "model_several_tools");
+    let res = llm.app.get("/healthz", None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
+crate::both_stores!(
+    words_stream_in_the_schema_s_order,
+    words_stream_whatever_the_argument_order,
+    internal_talk_never_reaches_the_participant,
+    a_stall_mid_message_is_repaired_and_explained,
+    the_quirks_of_real_endpoints_are_absorbed,
+    parallel_calls_fall_back,
+);
