@@ -98,6 +98,10 @@ pub struct Overrides {
     /// Seconds a model stream may stay silent before it counts as stalled [default: 15].
     #[arg(long, env = "MODEL_IDLE_TIMEOUT_SECS")]
     pub model_idle_timeout_secs: Option<u64>,
+    /// Model tokens (prompt and completion) this process may spend per UTC day, over all
+    /// sessions; past it the rules interviewer decides. 0 = no cap [default: 0].
+    #[arg(long, env = "MODEL_TOKENS_PER_DAY")]
+    pub model_tokens_per_day: Option<u64>,
     /// Log format [default: text].
     #[arg(long, env = "LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -163,6 +167,7 @@ pub struct Settings {
     pub shutdown_timeout_secs: u64,
     pub sse_keepalive_secs: u64,
     pub model_idle_timeout_secs: u64,
+    pub model_tokens_per_day: u64,
     pub sweep_interval_secs: u64,
     pub log_format: LogFormat,
     pub public_base_url: Option<String>,
@@ -196,6 +201,7 @@ impl Default for Settings {
             shutdown_timeout_secs: 30,
             sse_keepalive_secs: 15,
             model_idle_timeout_secs: 15,
+            model_tokens_per_day: 0,
             sweep_interval_secs: 60,
             log_format: LogFormat::Text,
             public_base_url: None,
@@ -263,6 +269,7 @@ impl Settings {
             shutdown_timeout_secs,
             sse_keepalive_secs,
             model_idle_timeout_secs,
+            model_tokens_per_day,
             sweep_interval_secs,
             log_format,
             create_rate_per_address,

@@ -108,12 +108,10 @@ impl Application {
                 Duration::from_secs(settings.model_idle_timeout_secs.max(1)),
             ))
         });
-        let harness = Arc::new(Harness::new(
-            db.clone(),
-            store.clone(),
-            hub.clone(),
-            gateway,
-        ));
+        let harness = Arc::new(
+            Harness::new(db.clone(), store.clone(), hub.clone(), gateway)
+                .with_daily_model_cap(settings.model_tokens_per_day),
+        );
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
             source,

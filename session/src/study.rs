@@ -301,6 +301,11 @@ pub struct ModelConfig {
     pub temperature: f64,
     pub max_output_tokens: u32,
     pub timeout_seconds: u32,
+    /// Tokens (prompt and completion) the model may spend on one session; past it the rules
+    /// interviewer decides. `None`: no per-session budget. Serialized only when set, so
+    /// configs published before it existed keep their version id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_session: Option<u64>,
 }
 
 impl Default for ModelConfig {
@@ -310,6 +315,7 @@ impl Default for ModelConfig {
             temperature: 0.3,
             max_output_tokens: 600,
             timeout_seconds: 30,
+            max_tokens_per_session: None,
         }
     }
 }
@@ -438,6 +444,12 @@ impl StudyDefinition {
             ));
         }
         non_empty("model.model", &m.model)?;
+        if m.max_tokens_per_session == Some(0) {
+            return Err(invalid(
+                "model.max_tokens_per_session",
+                "must be at least 1 (leave it out for no budget)",
+            ));
+        }
         if let Some(url) = &self.completion_redirect_url {
             if !(url.starts_with("https://") || url.starts_with("http://")) {
                 return Err(invalid("completion_redirect_url", "must be an http(s) URL"));

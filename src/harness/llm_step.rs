@@ -159,6 +159,7 @@ impl Harness {
         gateway: &ModelGateway,
         step: &Step<'_>,
         session: &Session,
+        events: &[SessionEvent],
     ) -> (bool, String, Option<Provenance>) {
         let study = session.study().expect("a running session has its study");
         let screening = &study.study_config.screening;
@@ -169,6 +170,15 @@ impl Harness {
                 format!("By the study's rules: {rules_rationale}"),
                 None,
             );
+        }
+        if let Some(spent) =
+            super::budget::check(events, &study.model_config, &self.daily, step.now, false)
+        {
+            let rationale = format!(
+                "{}: by the study's rules, {rules_rationale}",
+                spent.reason()
+            );
+            return (eligible, rationale, None);
         }
         let Some(request) = prompt::screening_request(session) else {
             return (eligible, rules_rationale, None);
@@ -210,6 +220,8 @@ impl Harness {
             latency_ms: turn.latency_ms,
             token_usage: usage_of(&turn, 0),
         };
+        self.daily
+            .spend(u64::from(call.token_usage.total_tokens), step.now);
         match verdict {
             Ok((eligible, rationale)) => (eligible, rationale, Some(call)),
             Err((code, message)) => {
@@ -288,6 +300,8 @@ impl Harness {
             latency_ms: turn.latency_ms,
             token_usage: usage_of(&turn, prompt_chars),
         };
+        self.daily
+            .spend(u64::from(provenance.token_usage.total_tokens), step.now);
         let parsed = match (&failure, &turn.tool_name) {
             (None, Some(name)) => tools::proposal_from_call(
                 name,

@@ -9,6 +9,7 @@
 //! has ended. A refused decision is recorded as `error.recorded` and replaced by the fallback,
 //! so a session is never left without a next step.
 
+pub mod budget;
 pub mod conversation;
 pub mod probing;
 pub mod rules;
@@ -65,6 +66,8 @@ pub struct Harness {
     hub: Arc<StreamHub>,
     /// The model endpoint, when one is configured; studies in `llm` mode use it.
     gateway: Option<Arc<ModelGateway>>,
+    /// This process's model spend today, against `MODEL_TOKENS_PER_DAY`.
+    daily: budget::DailyCap,
     /// This process, as named in its claims and heartbeats.
     process_id: Uuid,
     running: schedule::Running,
@@ -102,10 +105,17 @@ impl Harness {
             store,
             hub,
             gateway,
+            daily: budget::DailyCap::default(),
             process_id: Uuid::new_v4(),
             running: schedule::Running::default(),
             kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
         }
+    }
+
+    /// Caps this process's model spend per UTC day (0 = no cap).
+    pub fn with_daily_model_cap(mut self, tokens: u64) -> Self {
+        self.daily = budget::DailyCap::new(tokens);
+        self
     }
 
     /// [`load`], starting from what the last load of this session kept.
@@ -252,7 +262,8 @@ impl Harness {
                                 message_id: Uuid::nil(),
                                 now,
                             };
-                            self.llm_judge_screening(gateway, &step, &session).await
+                            self.llm_judge_screening(gateway, &step, &session, &events)
+                                .await
                         }
                         _ => {
                             let (eligible, rationale) = study
@@ -309,8 +320,19 @@ impl Harness {
                     // Consent, screening and safety stops are the runtime's own: the model is asked
                     // only during the interview proper.
                     (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
-                        self.llm_propose(gateway, &step, &session, &conversation, &events)
-                            .await
+                        let model = &session.study().expect("interviewing").model_config;
+                        match budget::check(&events, model, &self.daily, now, true) {
+                            None => {
+                                self.llm_propose(gateway, &step, &session, &conversation, &events)
+                                    .await
+                            }
+                            // Past a limit the rules interviewer decides, and says why.
+                            Some(spent) => {
+                                let mut p = rules::propose(&session, &conversation, now);
+                                p.rationale = format!("{}: {}", spent.reason(), p.rationale);
+                                (p, llm_step::Shown::Nothing)
+                            }
+                        }
                     }
                     _ => (
                         rules::propose(&session, &conversation, now),

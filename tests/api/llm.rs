@@ -23,13 +23,22 @@ impl Llm {
     }
 
     pub(crate) async fn start_with_key(store: Store, key: Option<&str>) -> Self {
+        let key = key.map(|k| interview_runtime::settings::Secret(k.to_string()));
+        Self::start_custom(store, move |s| s.openai_api_key = key, |_| {}).await
+    }
+
+    /// The demo study in llm mode as `llm-demo`, with these changes to the settings and study.
+    pub(crate) async fn start_custom(
+        store: Store,
+        settings: impl FnOnce(&mut interview_runtime::settings::Settings) + Send + 'static,
+        edit_study: impl FnOnce(&mut Value),
+    ) -> Self {
         let model = ScriptedModel::start().await;
         let url = model.url.clone();
-        let key = key.map(|k| interview_runtime::settings::Secret(k.to_string()));
         let app = TestApp::spawn_with(store, move |s| {
             s.openai_base_url = Some(url);
-            s.openai_api_key = key;
             s.model_idle_timeout_secs = 1;
+            settings(s);
         })
         .await;
         let mut study: Value =
@@ -37,6 +46,7 @@ impl Llm {
         study["public_slug"] = json!("llm-demo");
         study["agent"]["mode"] = json!("llm");
         study["model"]["timeout_seconds"] = json!(5);
+        edit_study(&mut study);
         app.publish_study(&study).await;
         Self { app, model }
     }

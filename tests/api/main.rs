@@ -7,6 +7,7 @@ mod helpers;
 mod journey;
 mod limits;
 mod llm;
+mod llm_budget;
 mod llm_realistic;
 mod operations;
 mod participant;

@@ -1,0 +1,120 @@
+//! What the model may spend: calls per turn, tokens per session (the study's
+//! `model.max_tokens_per_session`), tokens per day per process (`MODEL_TOKENS_PER_DAY`). Past a
+//! limit the rules interviewer decides and its rationale names the limit. On both stores.
+
+use serde_json::json;
+
+use crate::helpers::{last_assistant, Store};
+use crate::llm::{last_decision, Llm};
+use crate::scripted_model::Reply;
+
+fn probe(message: &str) -> Reply {
+    Reply::Realistic(
+        "probe",
+        json!({"objective_id": "planning_habits", "trigger": "vague", "message": message, "rationale": "vague"}),
+    )
+}
+
+fn ask() -> Reply {
+    Reply::Realistic(
+        "ask_question",
+        json!({"objective_id": "planning_habits", "message": "How do you plan your shopping?", "rationale": "open"}),
+    )
+}
+
+/// A model that only ever extracts: three calls for the participant's turn, then the rules
+/// interviewer asks, and the session waits for the participant again.
+async fn a_model_that_never_lets_go_is_stopped_within_the_turn(store: Store) {
+    let llm = Llm::start(store).await;
+    let (session, token, _) = llm.consented(vec![ask()]).await;
+    llm.model.always(Reply::Tool(
+        "extract_fields",
+        json!({"fields": [{"field_id": "planning_method", "value": "a list", "confidence": 0.8,
+                "evidence_turn_ids": [], "quote": "a list"}], "rationale": "extract again"}),
+    ));
+    let before = llm.model.calls();
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge.", vec![])
+        .await;
+    assert_eq!(
+        llm.model.calls() - before,
+        3,
+        "three model calls, then the rules"
+    );
+    assert_eq!(s["status"], "waiting_for_user");
+    let d = last_decision(&s);
+    assert_eq!(d["model"], "rules");
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The model was called 3 times since the participant's last input"),
+        "{d}"
+    );
+}
+
+/// The study's per-session budget: once spent, every decision is the rules interviewer's.
+async fn the_study_s_token_budget_holds_for_the_session(store: Store) {
+    let llm = Llm::start_custom(
+        store,
+        |_| {},
+        |study| {
+            study["model"]["max_tokens_per_session"] = json!(200);
+        },
+    )
+    .await;
+    // Each call reports 150 tokens: the second call is still within 200, the third is not.
+    let (session, token, _) = llm.consented(vec![ask()]).await;
+    let s = llm
+        .say(
+            &session,
+            &token,
+            "Not sure.",
+            vec![probe("What do you mean by not sure?")],
+        )
+        .await;
+    assert_eq!(last_assistant(&s), "What do you mean by not sure?");
+    let before = llm.model.calls();
+    let s = llm
+        .say(&session, &token, "I just buy things.", vec![])
+        .await;
+    assert_eq!(llm.model.calls(), before, "no call past the budget");
+    let d = last_decision(&s);
+    assert_eq!(d["model"], "rules");
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The session's model budget (200 tokens) is spent"),
+        "{d}"
+    );
+    assert_eq!(s["status"], "waiting_for_user");
+}
+
+/// The operator's daily cap, over every session of the process.
+async fn the_server_s_daily_cap_holds_across_sessions(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_tokens_per_day = 150, |_| {}).await;
+    let (_, _, s) = llm.consented(vec![ask()]).await;
+    assert_eq!(
+        last_decision(&s)["model"],
+        crate::scripted_model::ANSWERING_MODEL
+    );
+    let before = llm.model.calls();
+    let (_, _, s) = llm.consented(vec![]).await;
+    assert_eq!(llm.model.calls(), before);
+    let d = last_decision(&s);
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The server's daily model cap (150 tokens) is spent"),
+        "{d}"
+    );
+    assert_eq!(s["status"], "waiting_for_user");
+}
+
+crate::both_stores!(
+    a_model_that_never_lets_go_is_stopped_within_the_turn,
+    the_study_s_token_budget_holds_for_the_session,
+    the_server_s_daily_cap_holds_across_sessions,
+);
