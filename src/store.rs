@@ -174,6 +174,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::RenderInteraction { .. } => "render_interaction",
         SessionCommand::SubmitInteraction { .. } => "submit_interaction",
         SessionCommand::Decide { .. } => "decide",
+        SessionCommand::RecordExtraction { .. } => "record_extraction",
         SessionCommand::EvaluateScreening { .. } => "evaluate_screening",
         SessionCommand::ConfirmSummary { .. } => "confirm_summary",
         SessionCommand::RecordError { .. } => "record_error",

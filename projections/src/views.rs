@@ -328,6 +328,7 @@ impl SessionStateView {
                 latency_ms,
                 token_usage,
                 study_prompt_version,
+                ..
             } => rows.decisions.push(DecisionRow {
                 seq,
                 session_id: self.session_id.clone(),

@@ -516,6 +516,21 @@ impl Aggregate for Session {
                 self.carry_out(sink, message_id, *proposal, judged, at)
                     .await?;
             }
+            SessionCommand::RecordExtraction {
+                message_id,
+                proposal,
+                at,
+            } => {
+                self.ensure_open()?;
+                self.ensure_status(&[Active])?;
+                if self.open_message.map(|c| c.message_id) != Some(message_id) {
+                    return Err(SessionError::InvalidState {
+                        status: self.status,
+                    });
+                }
+                self.record_extraction(sink, message_id, *proposal, at)
+                    .await?;
+            }
             SessionCommand::SubmitInteraction {
                 interaction_id,
                 turn_id,
@@ -846,13 +861,19 @@ impl Aggregate for Session {
                 })
             }
             EventBody::AgentMessageCompleted { .. } | EventBody::DecisionRecorded { .. } => {
+                let mut keeps_claim = false;
                 if let EventBody::DecisionRecorded {
-                    selected_action, ..
+                    selected_action,
+                    alongside,
+                    ..
                 } = &event.body
                 {
                     self.record_action(selected_action);
+                    keeps_claim = alongside.is_some();
                 }
-                self.open_message = None;
+                if !keeps_claim {
+                    self.open_message = None;
+                }
             }
             EventBody::InteractionRendered { interaction } => self.pending = Some(interaction),
             EventBody::InteractionSubmitted {

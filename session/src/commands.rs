@@ -87,6 +87,14 @@ pub enum SessionCommand {
         proposal: Box<Proposal>,
         at: DateTime<Utc>,
     },
+    /// An extraction decided alongside the utterance the open claim `message_id` is for (the
+    /// `llm` policy asks for both at once, so the participant waits on one model call): it is
+    /// logged as its own decision, and the claim stays open for the utterance's `Decide`.
+    RecordExtraction {
+        message_id: Uuid,
+        proposal: Box<Proposal>,
+        at: DateTime<Utc>,
+    },
     /// The screening verdict (the study's rules, or the model's judgement), once every
     /// screening question is answered.
     EvaluateScreening {

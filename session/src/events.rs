@@ -153,6 +153,10 @@ pub enum EventBody {
         /// before it was recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         study_prompt_version: Option<String>,
+        /// For an extraction decided alongside an utterance: that utterance's message id (its
+        /// claim stays open). Absent for every other decision.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        alongside: Option<Uuid>,
     },
     #[serde(rename = "summary.proposed")]
     SummaryProposed { summary: String },

@@ -56,7 +56,7 @@ pub fn calls_this_turn(events: &[SessionEvent]) -> usize {
         .filter(|e| match &e.body {
             EventBody::DecisionRecorded { model, .. } => model != "rules",
             EventBody::ErrorRecorded { source, code, .. } => {
-                source == "model" || code == "model_text_refused"
+                source == "model" || source == "extraction" || code == "model_text_refused"
             }
             EventBody::ScreeningEvaluated { decided_by, .. } => decided_by.is_some(),
             _ => false,

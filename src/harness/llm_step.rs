@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use interview_session::decision::{AgentAction, Proposal, Provenance, TokenUsage};
-use interview_session::events::SessionEvent;
+use interview_session::events::{EventBody, SessionEvent};
 use interview_session::Session;
 use uuid::Uuid;
 
@@ -236,6 +236,65 @@ impl Harness {
         }
     }
 
+    /// The extraction of the participant's last input, asked for alongside the next step (one
+    /// round trip for the participant). A failure is recorded (source `extraction`: the
+    /// participant did not wait on it) and the turn goes on without it.
+    pub(super) async fn llm_extract(
+        &self,
+        gateway: &ModelGateway,
+        step: &Step<'_>,
+        session: &Session,
+        conversation: &Conversation,
+        events: &[SessionEvent],
+    ) -> Option<Proposal> {
+        let study = session.study()?;
+        let transcript = prompt::transcript(&prompt::listing(events), conversation);
+        let prompt_chars = transcript.len();
+        let request = prompt::extraction_request(session, transcript)?;
+        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
+        let result = gateway.stream(request, timeout, |_, _| {}).await;
+        let (turn, failure) = match result {
+            Ok(turn) => (turn, None),
+            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
+        };
+        let provenance = Provenance {
+            model: turn
+                .model
+                .clone()
+                .unwrap_or_else(|| study.model_config.model.clone()),
+            prompt_version_id: prompt::prompt_version_id().to_string(),
+            latency_ms: turn.latency_ms,
+            token_usage: usage_of(&turn, prompt_chars),
+        };
+        self.daily
+            .spend(u64::from(provenance.token_usage.total_tokens), step.now);
+        let parsed = match (failure, turn.tool_name.as_deref()) {
+            (Some(f), _) => Err(f),
+            (None, Some("extract_fields")) => tools::proposal_from_call(
+                "extract_fields",
+                &turn.arguments,
+                provenance,
+                format!(
+                    "{} turns; extraction alongside the next step",
+                    session.turn_count()
+                ),
+            )
+            .map_err(|e| ("model_bad_arguments".to_string(), e)),
+            (None, other) => Err((
+                "model_bad_arguments".to_string(),
+                format!("expected extract_fields, got {other:?}"),
+            )),
+        };
+        match parsed {
+            Ok(proposal) => Some(proposal),
+            Err((code, message)) => {
+                self.record_error(step.session_id, step.run_id, "extraction", &code, &message)
+                    .await;
+                None
+            }
+        }
+    }
+
     /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
     pub(super) async fn llm_propose(
         &self,
@@ -244,13 +303,20 @@ impl Harness {
         session: &Session,
         conversation: &Conversation,
         events: &[SessionEvent],
+        alongside: bool,
     ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
         let system = prompt::system_prompt(session, step.now);
-        let user = prompt::transcript(&prompt::listing(events), conversation);
+        let mut user = prompt::transcript(&prompt::listing(events), conversation);
+        let tools = if alongside {
+            user.push_str(prompt::ALONGSIDE_NOTE);
+            prompt::tools_without_extraction()
+        } else {
+            prompt::TOOLS
+        };
         let prompt_chars = system.len() + user.len();
-        let request = prompt::request(model, system, user);
+        let request = prompt::request(model, system, user, tools);
         let input_summary = format!(
             "{} turns; last participant input: {}",
             session.turn_count(),
@@ -436,4 +502,38 @@ impl Harness {
             };
         }
     }
+}
+
+/// Whether the participant's last input (a message, or a widget answered during the interview)
+/// has not been extracted yet: then the extraction runs alongside the next step.
+pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool {
+    let has_fields = session
+        .study()
+        .is_some_and(|s| !s.output_schema.fields.is_empty());
+    if !has_fields || !session.interviewing() {
+        return false;
+    }
+    // Widgets shown for an objective (consent and screening widgets have none).
+    let objective_widgets: std::collections::HashSet<&str> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::InteractionRendered { interaction }
+                if interaction.objective_id.is_some() =>
+            {
+                Some(interaction.interaction_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    for e in events.iter().rev() {
+        match &e.body {
+            EventBody::ExtractionCompleted { .. } => return false,
+            EventBody::ParticipantMessageCreated { .. } => return true,
+            EventBody::InteractionSubmitted { interaction_id, .. } => {
+                return objective_widgets.contains(interaction_id.as_str())
+            }
+            _ => {}
+        }
+    }
+    false
 }

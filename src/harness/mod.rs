@@ -309,6 +309,7 @@ impl Harness {
                 Err(e) => return Err(e.into()),
             }
             let interaction_id = Uuid::new_v4().to_string();
+            let mut reload = false;
             let step = llm_step::Step {
                 session_id,
                 run_id,
@@ -322,9 +323,45 @@ impl Harness {
                     (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
                         let model = &session.study().expect("interviewing").model_config;
                         match budget::check(&events, model, &self.daily, now, true) {
+                            // The input not extracted yet: its extraction and the next step are
+                            // asked for at once, so the participant waits on one round trip.
+                            None if llm_step::extraction_due(&session, &events) => {
+                                let (next, extraction) = tokio::join!(
+                                    self.llm_propose(
+                                        gateway,
+                                        &step,
+                                        &session,
+                                        &conversation,
+                                        &events,
+                                        true
+                                    ),
+                                    self.llm_extract(
+                                        gateway,
+                                        &step,
+                                        &session,
+                                        &conversation,
+                                        &events
+                                    ),
+                                );
+                                if let Some(extraction) = extraction {
+                                    self.record_extraction(
+                                        session_id, message_id, extraction, run_id,
+                                    )
+                                    .await?;
+                                    reload = true;
+                                }
+                                next
+                            }
                             None => {
-                                self.llm_propose(gateway, &step, &session, &conversation, &events)
-                                    .await
+                                self.llm_propose(
+                                    gateway,
+                                    &step,
+                                    &session,
+                                    &conversation,
+                                    &events,
+                                    false,
+                                )
+                                .await
                             }
                             // Past a limit the rules interviewer decides, and says why.
                             Some(spent) => {
@@ -339,6 +376,17 @@ impl Harness {
                         llm_step::Shown::Nothing,
                     ),
                 };
+            // An extraction committed alongside changed the state the decision is judged on.
+            let (session, conversation) = if reload {
+                let Loaded {
+                    session,
+                    conversation,
+                    ..
+                } = self.load(session_id).await?;
+                (session, conversation)
+            } else {
+                (session, conversation)
+            };
             let (proposal, judged) =
                 match session.judge(&proposal, Some(interaction_id.clone()), now) {
                     Ok(judged) => (proposal, judged),
@@ -379,6 +427,37 @@ impl Harness {
             "the interviewer took {MAX_STEPS} decisions without waiting; yielding"
         );
         Ok(outcome)
+    }
+
+    /// Commits an extraction decided alongside the utterance of claim `message_id`; one the
+    /// aggregate refuses is recorded and the turn goes on without it.
+    async fn record_extraction(
+        &self,
+        session_id: &str,
+        message_id: Uuid,
+        proposal: Proposal,
+        run_id: Uuid,
+    ) -> Result<(), HarnessError> {
+        let command = SessionCommand::RecordExtraction {
+            message_id,
+            proposal: Box::new(proposal),
+            at: Utc::now(),
+        };
+        match self.execute(session_id, command, run_id).await {
+            Ok(()) => Ok(()),
+            Err(AggregateError::UserError(refusal)) => {
+                self.record_error(
+                    session_id,
+                    run_id,
+                    "guard",
+                    refusal.code(),
+                    &refusal.to_string(),
+                )
+                .await;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Streams an utterance to live subscribers, a few words at a time.

@@ -46,6 +46,37 @@ Session: {turns} of {max_turns} turns, phase {phase}{stop}.";
 /// properties reach the model in the contract's order (its target before its text).
 pub const TOOLS: &str = include_str!("tools.json");
 
+/// The tools without `extract_fields`: offered for the next step when the extraction of the
+/// participant's input runs alongside it (as written, like [`TOOLS`]).
+pub fn tools_without_extraction() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let all: Vec<&serde_json::value::RawValue> =
+            serde_json::from_str(TOOLS).expect("tools.json is a list");
+        let kept: Vec<&str> = all
+            .iter()
+            .map(|t| t.get())
+            .filter(|t| !t.contains("\"name\": \"extract_fields\""))
+            .collect();
+        format!("[{}]", kept.join(",\n"))
+    })
+}
+
+/// `extract_fields` alone, for the extraction request.
+pub fn extraction_tool() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let all: Vec<&serde_json::value::RawValue> =
+            serde_json::from_str(TOOLS).expect("tools.json is a list");
+        let extract = all
+            .iter()
+            .map(|t| t.get())
+            .find(|t| t.contains("\"name\": \"extract_fields\""))
+            .expect("tools.json has extract_fields");
+        format!("[{extract}]")
+    })
+}
+
 /// The tool schemas, parsed (for tests and readers; requests send [`TOOLS`] as written).
 pub fn tools() -> Value {
     serde_json::from_str(TOOLS).expect("tools.json is valid JSON")
@@ -55,9 +86,40 @@ pub fn tools() -> Value {
 pub fn prompt_version_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
-        let digest = sha256_hex(format!("{SYSTEM_TEMPLATE}\n{TOOLS}").as_bytes());
+        let digest = sha256_hex(
+            format!("{SYSTEM_TEMPLATE}\n{TOOLS}\n{EXTRACTION_TEMPLATE}\n{ALONGSIDE_NOTE}")
+                .as_bytes(),
+        );
         format!("llm-{}", &digest[..16])
     })
+}
+
+/// The output fields, with what is known so far.
+fn fields_block(s: &Session) -> String {
+    let Some(study) = s.study() else {
+        return String::new();
+    };
+    study
+        .output_schema
+        .fields
+        .iter()
+        .map(|f| {
+            let have = s
+                .fields()
+                .get(&f.id)
+                .map(|x| format!(" — have {} ({:.2})", x.value, x.confidence))
+                .unwrap_or_default();
+            format!(
+                "- {} ({:?}, objective {}{}): {}{have}",
+                f.id,
+                f.field_type,
+                f.objective_id,
+                if f.required { ", required" } else { "" },
+                f.description
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The system prompt for this session's next decision.
@@ -92,27 +154,7 @@ pub fn system_prompt(s: &Session, at: chrono::DateTime<chrono::Utc>) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let fields = study
-        .output_schema
-        .fields
-        .iter()
-        .map(|f| {
-            let have = s
-                .fields()
-                .get(&f.id)
-                .map(|x| format!(" — have {} ({:.2})", x.value, x.confidence))
-                .unwrap_or_default();
-            format!(
-                "- {} ({:?}, objective {}{}): {}{have}",
-                f.id,
-                f.field_type,
-                f.objective_id,
-                if f.required { ", required" } else { "" },
-                f.description
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let fields = fields_block(s);
     let stop = s
         .stop_reason(at)
         .map(|r| {
@@ -189,11 +231,53 @@ pub fn transcript(events_text: &[(String, String, String)], c: &Conversation) ->
     out
 }
 
+/// Added to the conversation when the participant's input is being extracted alongside.
+pub const ALONGSIDE_NOTE: &str = "\n(What the participant just said is being recorded into the output fields separately; choose the next conversational step.)";
+
+const EXTRACTION_TEMPLATE: &str = "\
+You record what a participant said in a research interview into the study's output fields.
+Call extract_fields exactly once. For each field the participant's words support, give its value,
+a confidence in [0, 1], the turn ids that support it and a short quote in their own words. Leave
+out fields nothing supports; keep values already known unless the participant changed them.
+`rationale` says briefly what you recorded and why.
+
+Study: {title}
+
+Output fields (internal: never shown to the participant):
+{fields}";
+
+/// The request for the extraction that runs alongside the next step.
+pub fn extraction_request(s: &Session, transcript: String) -> Option<ModelRequest> {
+    let study = s.study()?;
+    if study.output_schema.fields.is_empty() {
+        return None;
+    }
+    let system = EXTRACTION_TEMPLATE
+        .replace("{title}", &study.study_config.title)
+        .replace("{fields}", &fields_block(s));
+    let model = &study.model_config;
+    let body = json!({
+        "model": model.model,
+        "temperature": model.temperature,
+        "max_completion_tokens": model.max_output_tokens,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": transcript}],
+        "tool_choice": {"type": "function", "function": {"name": "extract_fields"}},
+        "parallel_tool_calls": false,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    Some(ModelRequest {
+        body,
+        tools: extraction_tool(),
+    })
+}
+
 /// The full request body (OpenAI chat-completions), streamed, one tool required.
 pub fn request(
     model: &interview_session::study::ModelConfig,
     system: String,
     user: String,
+    tools: &'static str,
 ) -> ModelRequest {
     let body = json!({
         "model": model.model,
@@ -205,7 +289,7 @@ pub fn request(
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    ModelRequest { body, tools: TOOLS }
+    ModelRequest { body, tools }
 }
 
 const SCREENING_TEMPLATE: &str = "\

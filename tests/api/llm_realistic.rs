@@ -312,7 +312,60 @@ async fn parallel_calls_fall_back(store: Store) {
     assert_eq!(res.status(), StatusCode::OK);
 }
 
+/// After a participant's answer, its extraction and the next step are asked for at once: the two
+/// requests overlap, so the participant waits on one model round trip; the extraction is still
+/// its own decision, logged before the step it went alongside.
+async fn one_model_round_trip_between_an_answer_and_the_next_question(store: Store) {
+    let llm = Llm::start(store).await;
+    llm.model
+        .pace(Duration::from_millis(300), Duration::from_millis(5));
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic("ask_question", ask(QUESTION))])
+        .await;
+    llm.model.push_extraction(Reply::Realistic(
+        "extract_fields",
+        json!({"fields": [{"field_id": "planning_method", "value": "a list on the fridge",
+                "confidence": 0.8, "evidence_turn_ids": [], "quote": "a list on the fridge"}],
+               "rationale": "They named their method."}),
+    ));
+    let probe = "Who else adds things to that list?";
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge.", vec![Reply::Realistic(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "missing_field", "message": probe, "rationale": "household"}),
+        )])
+        .await;
+    assert_eq!(last_assistant(&s), probe);
+    let calls = llm.model.timeline();
+    let (a, b) = (calls[calls.len() - 2], calls[calls.len() - 1]);
+    assert_ne!(a.extraction, b.extraction, "{calls:?}");
+    let overlap = a.arrived < b.ended.unwrap() && b.arrived < a.ended.unwrap();
+    assert!(
+        overlap,
+        "the two requests ran one after the other: {calls:?}"
+    );
+    let log = s["decision_log"].as_array().unwrap();
+    let extraction = &log[log.len() - 2];
+    assert_eq!(extraction["selected_action"]["action"], "extract_fields");
+    assert_eq!(extraction["model"], ANSWERING_MODEL);
+    assert_eq!(extraction["phase"], "EXTRACT");
+    assert_eq!(log[log.len() - 1]["selected_action"]["action"], "probe");
+    assert_eq!(log[log.len() - 1]["phase"], "NEXT_TOPIC_OR_PROBE");
+    let fields = s["extracted_fields"].to_string();
+    assert!(fields.contains("a list on the fridge"), "{fields}");
+    // The step's request offered no extraction tool (it runs alongside).
+    let step = llm
+        .model
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["tools"].as_array().unwrap().len() > 1)
+        .unwrap();
+    assert!(!step["tools"].to_string().contains("extract_fields"));
+}
+
 crate::both_stores!(
+    one_model_round_trip_between_an_answer_and_the_next_question,
     words_stream_in_the_schema_s_order,
     words_stream_whatever_the_argument_order,
     internal_talk_never_reaches_the_participant,

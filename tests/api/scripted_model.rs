@@ -91,6 +91,9 @@ pub struct Pace {
 #[derive(Clone, Default)]
 struct Shared {
     script: Arc<Mutex<VecDeque<Reply>>>,
+    /// Answers to extraction requests (those offering `extract_fields` alone), which run
+    /// alongside the next step; when empty, an extraction that records nothing.
+    extractions: Arc<Mutex<VecDeque<Reply>>>,
     requests: Arc<Mutex<Vec<Value>>>,
     /// The same requests as their bytes (key order intact).
     raw_requests: Arc<Mutex<Vec<Bytes>>>,
@@ -99,6 +102,38 @@ struct Shared {
     /// Keep a copy of every request (tests); benchmarks turn it off.
     record: Arc<std::sync::atomic::AtomicBool>,
     behaviour: Arc<Mutex<Behaviour>>,
+    /// When each answered request arrived and when its response ended, in arrival order, with
+    /// whether it was an extraction request.
+    timeline: Timeline,
+}
+
+type Timeline = Arc<Mutex<Vec<Call>>>;
+
+/// One answered request's span.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)]
+pub struct Call {
+    pub extraction: bool,
+    pub arrived: std::time::Instant,
+    pub ended: Option<std::time::Instant>,
+}
+
+/// Which timeline entry a response ends.
+#[derive(Clone)]
+struct End {
+    timeline: Timeline,
+    slot: usize,
+}
+
+/// Marks the response's end when its body is dropped (sent, or the client went away).
+struct EndGuard(End);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        if let Some(call) = self.0.timeline.lock().unwrap().get_mut(self.0.slot) {
+            call.ended = Some(std::time::Instant::now());
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -171,10 +206,22 @@ impl ScriptedModel {
         self.shared.behaviour.lock().unwrap().strictness = strictness;
     }
 
+    /// The answered requests' spans, in arrival order.
+    #[allow(dead_code)]
+    pub fn timeline(&self) -> Vec<Call> {
+        self.shared.timeline.lock().unwrap().clone()
+    }
+
     /// How many requests were answered.
     #[allow(dead_code)]
     pub fn calls(&self) -> u64 {
         self.shared.behaviour.lock().unwrap().calls
+    }
+
+    /// Queues the answer to the next extraction request.
+    #[allow(dead_code)]
+    pub fn push_extraction(&self, reply: Reply) {
+        self.shared.extractions.lock().unwrap().push_back(reply);
     }
 
     pub fn push(&self, reply: Reply) {
@@ -377,17 +424,22 @@ fn args_pieces(args: &str) -> Vec<Bytes> {
 }
 
 /// An SSE response of `frames`, paced; with `stall`, the connection then stays open and silent.
-fn sse(frames: Vec<Bytes>, stall: bool, pace: Pace) -> HttpResponse {
-    let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| async move {
-        let wait = if i == 0 {
-            pace.first_token
-        } else {
-            pace.between_tokens
-        };
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+fn sse(frames: Vec<Bytes>, stall: bool, pace: Pace, end: End) -> HttpResponse {
+    let guard = Arc::new(EndGuard(end));
+    let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| {
+        let _held = guard.clone();
+        async move {
+            let wait = if i == 0 {
+                pace.first_token
+            } else {
+                pace.between_tokens
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            drop(_held);
+            Ok::<_, actix_web::Error>(frame)
         }
-        Ok::<_, actix_web::Error>(frame)
     });
     let mut response = HttpResponse::Ok();
     response.content_type("text/event-stream");
@@ -438,6 +490,38 @@ async fn answer(
     if let Some(refusal) = refused(behaviour.strictness, &body) {
         return refusal;
     }
+    let extraction = body["tool_choice"]["function"]["name"] == "extract_fields"
+        || body["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() == 1 && t[0]["function"]["name"] == "extract_fields");
+    let reply = if extraction {
+        let queued = shared.extractions.lock().unwrap().pop_front();
+        Some(queued.unwrap_or_else(|| {
+            Reply::Tool(
+                "extract_fields",
+                json!({"fields": [], "rationale": "Nothing new to record."}),
+            )
+        }))
+    } else {
+        shared
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .or_else(|| shared.fallback.lock().unwrap().clone())
+    };
+    let end = {
+        let mut timeline = shared.timeline.lock().unwrap();
+        timeline.push(Call {
+            extraction,
+            arrived: std::time::Instant::now(),
+            ended: None,
+        });
+        End {
+            timeline: shared.timeline.clone(),
+            slot: timeline.len() - 1,
+        }
+    };
     if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
         shared.requests.lock().unwrap().push(body);
         shared.raw_requests.lock().unwrap().push(raw.clone());
@@ -449,12 +533,6 @@ async fn answer(
         frames.extend(ending(behaviour.usage));
         frames
     };
-    let reply = shared
-        .script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .or_else(|| shared.fallback.lock().unwrap().clone());
     let done = Bytes::from_static(b"data: [DONE]\n\n");
     match reply {
         None => HttpResponse::InternalServerError().json(json!({"error": {"message": "script exhausted", "type": "server_error"}})),
@@ -462,50 +540,51 @@ async fn answer(
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(&args.to_string()));
             frames.extend([chunk(json!({}), Some("tool_calls")), usage(), done]);
-            sse(frames, false, pace)
+            sse(frames, false, pace, end.clone())
         }
         Some(Reply::RawArgs(name, raw)) => {
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(raw));
             frames.extend([chunk(json!({}), Some("tool_calls")), usage(), done]);
-            sse(frames, false, pace)
+            sse(frames, false, pace, end.clone())
         }
         Some(Reply::TwoTools) => {
             let mut frames = vec![tool_start(0, "ask_question")];
             frames.extend(args_pieces(r#"{"objective_id": "habits", "message": "Hi?", "rationale": "r"}"#));
             frames.push(tool_start(1, "conclude"));
             frames.extend([chunk(json!({}), Some("tool_calls")), done]);
-            sse(frames, false, pace)
+            sse(frames, false, pace, end.clone())
         }
         Some(Reply::NoTool(text)) => sse(
             vec![chunk(json!({"role": "assistant", "content": text}), None), chunk(json!({}), Some("stop")), done],
             false,
             pace,
+            end.clone(),
         ),
         Some(Reply::Status(code)) => HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap())
             .json(json!({"error": {"message": "scripted failure", "type": "server_error", "param": null, "code": null}})),
         Some(Reply::RateLimited) => HttpResponse::TooManyRequests()
             .insert_header(("retry-after", "1"))
             .json(json!({"error": {"message": "Rate limit reached", "type": "requests", "param": null, "code": "rate_limit_exceeded"}})),
-        Some(Reply::Stall) => sse(vec![tool_start(0, "ask_question")], true, pace),
+        Some(Reply::Stall) => sse(vec![tool_start(0, "ask_question")], true, pace, end.clone()),
         Some(Reply::Drop(name, raw, cut)) => {
             let mut frames = vec![tool_start(0, name)];
             frames.extend(args_pieces(&raw[..cut.min(raw.len())]));
-            sse(frames, false, pace)
+            sse(frames, false, pace, end.clone())
         }
-        Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false, pace),
+        Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false, pace, end.clone()),
         Some(Reply::Realistic(name, args)) => {
             let text = in_order(&args, &schema_order(&raw, name));
-            sse(tool_call(name, token_pieces(&text)), false, pace)
+            sse(tool_call(name, token_pieces(&text)), false, pace, end.clone())
         }
         Some(Reply::Ordered(name, pairs)) => {
             let order: Vec<String> = pairs.iter().map(|(k, _)| k.to_string()).collect();
             let args: serde_json::Map<String, Value> =
                 pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             let text = in_order(&Value::Object(args), &order);
-            sse(tool_call(name, token_pieces(&text)), false, pace)
+            sse(tool_call(name, token_pieces(&text)), false, pace, end.clone())
         }
-        Some(Reply::Whole(name, args)) => sse(tool_call(name, vec![args.to_string()]), false, pace),
+        Some(Reply::Whole(name, args)) => sse(tool_call(name, vec![args.to_string()]), false, pace, end.clone()),
         Some(Reply::Thinking(thought, name, args)) => {
             let mut frames: Vec<Bytes> = token_pieces(&format!("<think>{thought}</think>"))
                 .into_iter()
@@ -513,7 +592,7 @@ async fn answer(
                 .collect();
             let text = in_order(&args, &schema_order(&raw, name));
             frames.extend(tool_call(name, token_pieces(&text)));
-            sse(frames, false, pace)
+            sse(frames, false, pace, end.clone())
         }
         Some(Reply::StallAfter(name, args, cut)) => {
             let text = in_order(&args, &schema_order(&raw, name));
@@ -523,7 +602,7 @@ async fn answer(
             }
             let mut frames = vec![tool_start(0, name)];
             frames.extend(arg_chunks(token_pieces(&text[..cut])));
-            sse(frames, true, pace)
+            sse(frames, true, pace, end.clone())
         }
         Some(Reply::EchoKey(code)) => {
             let auth = req

@@ -603,6 +603,85 @@ impl Session {
         Ok(judged)
     }
 
+    /// An extraction decided alongside the utterance of the open claim: judged like any
+    /// decision, but carried out only as the extraction it proposes (a guard that would turn it
+    /// into something else refuses it), and the claim stays open.
+    pub(super) async fn record_extraction(
+        &mut self,
+        sink: &EventSink<Self>,
+        message_id: Uuid,
+        proposal: Proposal,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        if proposal.action != AgentAction::ExtractFields {
+            return Err(invalid(
+                "action",
+                "only an extraction goes alongside an utterance",
+            ));
+        }
+        let judged = self.judge(&proposal, None, at)?;
+        if judged.action != AgentAction::ExtractFields {
+            return Err(invalid("action", "no extraction is allowed here now"));
+        }
+        self.change_phase(sink, Phase::Extract, at).await;
+        let decision = self.decision_event(
+            Uuid::new_v5(&message_id, b"extraction-decision"),
+            Phase::Extract,
+            proposal,
+            &judged,
+            Some(message_id),
+        );
+        self.emit(sink, decision, at).await;
+        let body = EventBody::ExtractionCompleted {
+            extraction_id: Uuid::new_v5(&message_id, b"extraction-alongside"),
+            fields: judged.fields,
+            is_final: false,
+        };
+        self.emit(sink, body, at).await;
+        self.change_phase(sink, Phase::EvaluateCoverage, at).await;
+        Ok(())
+    }
+
+    /// The decision-log event for a judged proposal.
+    fn decision_event(
+        &self,
+        decision_id: Uuid,
+        phase: Phase,
+        proposal: Proposal,
+        judged: &Judged,
+        alongside: Option<Uuid>,
+    ) -> EventBody {
+        // A rewritten decision is the runtime's, not the policy's: its rationale says so first
+        // and keeps the policy's reason for what it proposed.
+        let rationale = match &judged.proposed {
+            Some(proposed) => format!(
+                "The runtime's rules carried out {} instead of the proposed {}. The proposal's rationale: {}",
+                judged.action.label(),
+                proposed.label(),
+                proposal.rationale
+            ),
+            None => proposal.rationale,
+        };
+        EventBody::DecisionRecorded {
+            decision_id,
+            turn_id: self.last_turn_id,
+            phase,
+            input_summary: proposal.input_summary,
+            selected_action: judged.action.clone(),
+            proposed_action: judged.proposed.clone(),
+            rationale,
+            model: proposal.provenance.model,
+            prompt_version_id: proposal.provenance.prompt_version_id,
+            latency_ms: proposal.provenance.latency_ms,
+            token_usage: proposal.provenance.token_usage,
+            study_prompt_version: self
+                .study
+                .as_deref()
+                .map(|s| s.agent_config.prompt_version.clone()),
+            alongside,
+        }
+    }
+
     /// Writes a judged decision's events.
     pub(super) async fn carry_out(
         &mut self,
@@ -624,35 +703,13 @@ impl Session {
             node
         };
         self.change_phase(sink, phase, at).await;
-        // A rewritten decision is the runtime's, not the policy's: its rationale says so first
-        // and keeps the policy's reason for what it proposed.
-        let rationale = match &judged.proposed {
-            Some(proposed) => format!(
-                "The runtime's rules carried out {} instead of the proposed {}. The proposal's rationale: {}",
-                judged.action.label(),
-                proposed.label(),
-                proposal.rationale
-            ),
-            None => proposal.rationale,
-        };
-        let study_prompt_version = self
-            .study
-            .as_deref()
-            .map(|s| s.agent_config.prompt_version.clone());
-        let decision = EventBody::DecisionRecorded {
-            decision_id: Uuid::new_v5(&message_id, b"decision"),
-            turn_id: self.last_turn_id,
+        let decision = self.decision_event(
+            Uuid::new_v5(&message_id, b"decision"),
             phase,
-            input_summary: proposal.input_summary,
-            selected_action: judged.action.clone(),
-            proposed_action: judged.proposed,
-            rationale,
-            model: proposal.provenance.model,
-            prompt_version_id: proposal.provenance.prompt_version_id,
-            latency_ms: proposal.provenance.latency_ms,
-            token_usage: proposal.provenance.token_usage,
-            study_prompt_version,
-        };
+            proposal,
+            &judged,
+            None,
+        );
         self.emit(sink, decision, at).await;
         if routing {
             self.change_phase(sink, node, at).await;
