@@ -18,7 +18,7 @@ use interview_session::{SessionCommand, SessionError};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::harness::{self, rules};
+use crate::harness;
 use crate::state::AppState;
 use crate::store::Actor;
 
@@ -47,10 +47,13 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, Api
         }
         let result = match harness::load(&state.db, &id).await {
             Ok(loaded) => {
-                let fields = rules::extract_all(&loaded.session, &loaded.conversation);
+                // In llm mode one model call over the whole transcript; the rules copier
+                // otherwise, and as the recorded fallback.
+                let (fields, decided_by) = state.harness.final_fields(&id, &loaded, now).await;
                 let complete = SessionCommand::CompleteFinalExtraction {
                     extraction_id,
                     fields,
+                    decided_by,
                     at: Utc::now().max(now),
                 };
                 state

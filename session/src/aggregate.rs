@@ -665,6 +665,7 @@ impl Aggregate for Session {
             SessionCommand::CompleteFinalExtraction {
                 extraction_id,
                 fields,
+                decided_by,
                 at,
             } => {
                 match self.final_extraction {
@@ -696,6 +697,7 @@ impl Aggregate for Session {
                     extraction_id,
                     fields,
                     is_final: true,
+                    decided_by,
                 };
                 self.emit(sink, body, at).await;
                 self.change_phase(sink, Phase::End, at).await;

@@ -119,6 +119,8 @@ pub enum SessionCommand {
     CompleteFinalExtraction {
         extraction_id: Uuid,
         fields: Vec<crate::decision::ExtractedField>,
+        /// The model call that made it; `None` for the rules copier.
+        decided_by: Option<crate::decision::Provenance>,
         at: DateTime<Utc>,
     },
     /// A handled failure, kept for auditors.

@@ -178,6 +178,11 @@ pub enum EventBody {
         fields: Vec<ExtractedField>,
         #[serde(rename = "final")]
         is_final: bool,
+        /// For the final extraction: the model call that made it (absent when the rules copier
+        /// did, and in logs written before it was recorded). In-interview extractions have
+        /// their decision for this.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decided_by: Option<crate::decision::Provenance>,
     },
     /// Something went wrong and was handled (a refused decision, a model failure): kept for
     /// auditors, never shown to participants.

@@ -74,6 +74,10 @@ pub fn session_tokens(events: &[SessionEvent]) -> u64 {
             EventBody::ScreeningEvaluated {
                 decided_by: Some(p),
                 ..
+            }
+            | EventBody::ExtractionCompleted {
+                decided_by: Some(p),
+                ..
             } => u64::from(p.token_usage.total_tokens),
             _ => 0,
         })

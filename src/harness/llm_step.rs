@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use interview_session::decision::{AgentAction, Proposal, Provenance, TokenUsage};
-use interview_session::events::{EventBody, SessionEvent};
+use interview_session::events::SessionEvent;
 use interview_session::Session;
 use uuid::Uuid;
 
@@ -37,7 +37,7 @@ pub(super) enum Shown {
 }
 
 /// Whether the guards would carry out `action` as is (so its text may be shown now).
-fn accepted_as_is(session: &Session, action: AgentAction, now: DateTime<Utc>) -> bool {
+pub(super) fn accepted_as_is(session: &Session, action: AgentAction, now: DateTime<Utc>) -> bool {
     let stub = Proposal {
         action,
         rationale: "pre-check".into(),
@@ -119,21 +119,6 @@ impl Progress<'_> {
     }
 }
 
-/// Tokens as the endpoint counted them, or an estimate (four characters a token) when it
-/// reported none, so budgets hold against servers that do not count.
-fn usage_of(turn: &ModelTurn, prompt_chars: usize) -> TokenUsage {
-    if turn.usage_reported {
-        return turn.usage;
-    }
-    let prompt_tokens = (prompt_chars / 4) as u32;
-    let completion_tokens = (turn.arguments.len() / 4) as u32;
-    TokenUsage {
-        prompt_tokens,
-        completion_tokens,
-        total_tokens: prompt_tokens + completion_tokens,
-    }
-}
-
 /// The text of a complete proposal that a participant would read, checked whole.
 fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
     let mut texts: Vec<&str> = p
@@ -149,150 +134,28 @@ fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
 }
 
 impl Harness {
-    /// The screening verdict in llm mode. The study's rules decide whatever they cover: a
-    /// rule that disqualifies is final, and when every question has a rule the model is not
-    /// asked. Otherwise the model (`judge_screening`) judges the questions no rule covers; on any
-    /// failure, recorded, the rules' verdict stands. The model call, when there is one, is
-    /// returned for the log.
-    pub(super) async fn llm_judge_screening(
+    /// A model call's provenance — the model that answered, as the endpoint names it (the
+    /// configured one otherwise), and its tokens — counted against the daily cap.
+    pub(super) fn charge(
         &self,
-        gateway: &ModelGateway,
-        step: &Step<'_>,
-        session: &Session,
-        events: &[SessionEvent],
-    ) -> (bool, String, Option<Provenance>) {
-        let study = session.study().expect("a running session has its study");
-        let screening = &study.study_config.screening;
-        let (eligible, rules_rationale) = screening.evaluate(session.screening_answers());
-        if !eligible || screening.unruled_questions().is_empty() {
-            return (
-                eligible,
-                format!("By the study's rules: {rules_rationale}"),
-                None,
-            );
-        }
-        if let Some(spent) =
-            super::budget::check(events, &study.model_config, &self.daily, step.now, false)
-        {
-            let rationale = format!(
-                "{}: by the study's rules, {rules_rationale}",
-                spent.reason()
-            );
-            return (eligible, rationale, None);
-        }
-        let Some(request) = prompt::screening_request(session) else {
-            return (eligible, rules_rationale, None);
-        };
-        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
-        let (verdict, turn) = match gateway.stream(request, timeout, |_, _| {}).await {
-            Ok(turn) if turn.tool_name.as_deref() == Some("judge_screening") => {
-                let args: serde_json::Value =
-                    serde_json::from_str(&turn.arguments).unwrap_or_default();
-                let verdict = match (
-                    args["eligible"].as_bool(),
-                    args["rationale"].as_str().map(str::trim),
-                ) {
-                    (Some(eligible), Some(rationale)) if !rationale.is_empty() => {
-                        Ok((eligible, rationale.to_string()))
-                    }
-                    _ => Err((
-                        "model_bad_arguments".to_string(),
-                        format!("judge_screening arguments: {}", turn.arguments),
-                    )),
-                };
-                (verdict, turn)
-            }
-            Ok(turn) => (
-                Err((
-                    "model_bad_arguments".to_string(),
-                    format!("expected judge_screening, got {:?}", turn.tool_name),
-                )),
-                turn,
-            ),
-            Err((error, turn)) => (Err((error.code().to_string(), error.to_string())), turn),
-        };
-        let call = Provenance {
-            model: turn
-                .model
-                .clone()
-                .unwrap_or_else(|| study.model_config.model.clone()),
-            prompt_version_id: prompt::screening_version_id().to_string(),
-            latency_ms: turn.latency_ms,
-            token_usage: usage_of(&turn, 0),
-        };
-        self.daily
-            .spend(u64::from(call.token_usage.total_tokens), step.now);
-        match verdict {
-            Ok((eligible, rationale)) => (eligible, rationale, Some(call)),
-            Err((code, message)) => {
-                self.record_error(step.session_id, step.run_id, "model", &code, &message)
-                    .await;
-                (
-                    eligible,
-                    format!("Fallback after a model failure ({code}): {rules_rationale}"),
-                    None,
-                )
-            }
-        }
-    }
-
-    /// The extraction of the participant's last input, asked for alongside the next step (one
-    /// round trip for the participant). A failure is recorded (source `extraction`: the
-    /// participant did not wait on it) and the turn goes on without it.
-    pub(super) async fn llm_extract(
-        &self,
-        gateway: &ModelGateway,
-        step: &Step<'_>,
-        session: &Session,
-        conversation: &Conversation,
-        events: &[SessionEvent],
-    ) -> Option<Proposal> {
-        let study = session.study()?;
-        let transcript = prompt::transcript(&prompt::listing(events), conversation);
-        let prompt_chars = transcript.len();
-        let request = prompt::extraction_request(session, transcript)?;
-        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
-        let result = gateway.stream(request, timeout, |_, _| {}).await;
-        let (turn, failure) = match result {
-            Ok(turn) => (turn, None),
-            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
-        };
+        turn: &ModelTurn,
+        study: &interview_session::study::PinnedStudy,
+        prompt_version_id: &str,
+        prompt_chars: usize,
+        now: DateTime<Utc>,
+    ) -> Provenance {
         let provenance = Provenance {
             model: turn
                 .model
                 .clone()
                 .unwrap_or_else(|| study.model_config.model.clone()),
-            prompt_version_id: prompt::prompt_version_id().to_string(),
+            prompt_version_id: prompt_version_id.to_string(),
             latency_ms: turn.latency_ms,
-            token_usage: usage_of(&turn, prompt_chars),
+            token_usage: usage_of(turn, prompt_chars),
         };
         self.daily
-            .spend(u64::from(provenance.token_usage.total_tokens), step.now);
-        let parsed = match (failure, turn.tool_name.as_deref()) {
-            (Some(f), _) => Err(f),
-            (None, Some("extract_fields")) => tools::proposal_from_call(
-                "extract_fields",
-                &turn.arguments,
-                provenance,
-                format!(
-                    "{} turns; extraction alongside the next step",
-                    session.turn_count()
-                ),
-            )
-            .map_err(|e| ("model_bad_arguments".to_string(), e)),
-            (None, other) => Err((
-                "model_bad_arguments".to_string(),
-                format!("expected extract_fields, got {other:?}"),
-            )),
-        };
-        match parsed {
-            Ok(proposal) => Some(proposal),
-            Err((code, message)) => {
-                self.record_error(step.session_id, step.run_id, "extraction", &code, &message)
-                    .await;
-                None
-            }
-        }
+            .spend(u64::from(provenance.token_usage.total_tokens), now);
+        provenance
     }
 
     /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
@@ -307,8 +170,9 @@ impl Harness {
     ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
-        let system = prompt::system_prompt(session, step.now);
-        let mut user = prompt::transcript(&prompt::listing(events), conversation);
+        let system = prompt::system_prompt(session, events, step.now);
+        let listing = prompt::Listing::from_events(events, conversation);
+        let mut user = prompt::transcript(&listing, conversation);
         let tools = if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
             prompt::tools_without_extraction()
@@ -359,21 +223,20 @@ impl Harness {
             Ok(turn) => (turn, None),
             Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
         };
-        let provenance = Provenance {
-            // The model that answered, as the endpoint names it; the configured one otherwise.
-            model: turn.model.clone().unwrap_or_else(|| model.model.clone()),
-            prompt_version_id: prompt::prompt_version_id().to_string(),
-            latency_ms: turn.latency_ms,
-            token_usage: usage_of(&turn, prompt_chars),
-        };
-        self.daily
-            .spend(u64::from(provenance.token_usage.total_tokens), step.now);
+        let provenance = self.charge(
+            &turn,
+            study,
+            prompt::prompt_version_id(),
+            prompt_chars,
+            step.now,
+        );
         let parsed = match (&failure, &turn.tool_name) {
             (None, Some(name)) => tools::proposal_from_call(
                 name,
                 &turn.arguments,
                 provenance.clone(),
                 input_summary.clone(),
+                &|t| listing.resolve(t),
             )
             .map_err(|e| ("model_bad_arguments".to_string(), e)),
             (Some(f), _) => Err(f.clone()),
@@ -504,36 +367,17 @@ impl Harness {
     }
 }
 
-/// Whether the participant's last input (a message, or a widget answered during the interview)
-/// has not been extracted yet: then the extraction runs alongside the next step.
-pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool {
-    let has_fields = session
-        .study()
-        .is_some_and(|s| !s.output_schema.fields.is_empty());
-    if !has_fields || !session.interviewing() {
-        return false;
+/// Tokens as the endpoint counted them, or an estimate (four characters a token) when it
+/// reported none, so budgets hold against servers that do not count.
+pub(super) fn usage_of(turn: &ModelTurn, prompt_chars: usize) -> TokenUsage {
+    if turn.usage_reported {
+        return turn.usage;
     }
-    // Widgets shown for an objective (consent and screening widgets have none).
-    let objective_widgets: std::collections::HashSet<&str> = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::InteractionRendered { interaction }
-                if interaction.objective_id.is_some() =>
-            {
-                Some(interaction.interaction_id.as_str())
-            }
-            _ => None,
-        })
-        .collect();
-    for e in events.iter().rev() {
-        match &e.body {
-            EventBody::ExtractionCompleted { .. } => return false,
-            EventBody::ParticipantMessageCreated { .. } => return true,
-            EventBody::InteractionSubmitted { interaction_id, .. } => {
-                return objective_widgets.contains(interaction_id.as_str())
-            }
-            _ => {}
-        }
+    let prompt_tokens = (prompt_chars / 4) as u32;
+    let completion_tokens = (turn.arguments.len() / 4) as u32;
+    TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
     }
-    false
 }

@@ -15,6 +15,7 @@ pub mod probing;
 pub mod rules;
 pub mod schedule;
 
+mod llm_records;
 mod llm_step;
 
 use hashlink::LruCache;
@@ -325,7 +326,7 @@ impl Harness {
                         match budget::check(&events, model, &self.daily, now, true) {
                             // The input not extracted yet: its extraction and the next step are
                             // asked for at once, so the participant waits on one round trip.
-                            None if llm_step::extraction_due(&session, &events) => {
+                            None if llm_records::extraction_due(&session, &events) => {
                                 let (next, extraction) = tokio::join!(
                                     self.llm_propose(
                                         gateway,
@@ -391,14 +392,7 @@ impl Harness {
                 match session.judge(&proposal, Some(interaction_id.clone()), now) {
                     Ok(judged) => (proposal, judged),
                     Err(refusal) => {
-                        self.record_error(
-                            session_id,
-                            run_id,
-                            "guard",
-                            refusal.code(),
-                            &refusal.to_string(),
-                        )
-                        .await;
+                        self.record_refusal(session_id, run_id, &refusal).await;
                         let fallback = fallback(&session, &conversation, now);
                         let judged = session
                             .judge(&fallback, Some(interaction_id.clone()), now)
@@ -446,14 +440,7 @@ impl Harness {
         match self.execute(session_id, command, run_id).await {
             Ok(()) => Ok(()),
             Err(AggregateError::UserError(refusal)) => {
-                self.record_error(
-                    session_id,
-                    run_id,
-                    "guard",
-                    refusal.code(),
-                    &refusal.to_string(),
-                )
-                .await;
+                self.record_refusal(session_id, run_id, &refusal).await;
                 Ok(())
             }
             Err(e) => Err(e.into()),
@@ -472,6 +459,13 @@ impl Harness {
                 },
             );
         }
+    }
+
+    /// Records a proposal the guards refused (source `guard`).
+    async fn record_refusal(&self, session_id: &str, run_id: Uuid, refusal: &SessionError) {
+        let message = refusal.to_string();
+        self.record_error(session_id, run_id, "guard", refusal.code(), &message)
+            .await;
     }
 
     /// Records a handled failure (`error.recorded`), for auditors; the run goes on.

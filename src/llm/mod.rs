@@ -4,7 +4,9 @@
 pub mod gateway;
 pub mod partial;
 pub mod prompt;
+pub mod prompt_records;
 pub mod redact;
+pub mod schemas;
 pub mod tools;
 pub mod visible;
 

@@ -1,22 +1,43 @@
 //! The `llm` contract: the tools offered to the model and the prompt that frames a decision.
 //! Documented for humans in `docs/llm-contract.md`; `prompt_version_id` is a hash of the
-//! template and the tool schemas, so every decision names exactly what the model was shown.
+//! templates and the tool schemas, so every decision names exactly what the model was shown.
+//!
+//! The system message puts what never changes during a session first (role, craft, rules, the
+//! study, its objectives and fields) and what changes with every turn last (progress, known
+//! values, the last decision, time and turns left), so providers can cache the fixed part.
+//! Turns are cited by short aliases (`t1`, `t2`, …) that [`Listing::resolve`] maps back, and the
+//! conversation is windowed on long interviews.
 
 use std::sync::OnceLock;
 
-use interview_session::events::{EventBody, SessionEvent};
+use chrono::{DateTime, Utc};
+use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
+use interview_session::interaction::InteractionKind;
 use interview_session::Session;
-use serde_json::{json, Value};
+use serde_json::json;
+use uuid::Uuid;
 
 use crate::harness::conversation::Conversation;
 use crate::llm::gateway::ModelRequest;
+pub use crate::llm::schemas::{extraction_tool, tools, tools_without_extraction, TOOLS};
 
 const SYSTEM_TEMPLATE: &str = "\
 You are a warm, curious research interviewer running a one-to-one interview in natural conversation.
 Every reply you give is exactly one call of one of the tools offered; `message` is what the
 participant reads. Write it in the study's language ({locale}), plainly, one question at a time,
-never mentioning tools, agents, rationales, JSON or any internal term.
+in one or two short sentences, never mentioning tools, agents, rationales, field or objective
+ids, JSON or any internal term, and never talking about yourself as an AI.
+
+How to interview well:
+- ask open, neutral questions; never lead (\"don't you think…\") and never offer an either/or
+  unless a widget does;
+- use the participant's own words when you follow up;
+- ask for concrete, recent examples (\"the last time you…\");
+- if an answer stays vague, ask once more from a different angle rather than repeating yourself;
+- steer off-topic talk gently back to the current objective;
+- if the participant seems upset or reluctant, acknowledge it and offer to skip the question or
+  to stop; never press.
 
 Rules the runtime enforces (a call that breaks them is rewritten or refused):
 - consent is handled by the runtime before you are asked;
@@ -24,10 +45,11 @@ Rules the runtime enforces (a call that breaks them is rewritten or refused):
 - probe an answer that is vague, emotional, contradictory or missing a required field, at most
   max_probe_count times per objective, saying why in `rationale`;
 - show an objective's configured widget with render_interaction after its open answer;
-- record what you learned with extract_fields: each value with a confidence in [0, 1], the turn
-  ids that support it and a short quote;
-- when the objectives are covered, or the participant wants to stop, or seems tired, or limits are
-  reached: summarize_and_confirm, then conclude with the matching reason;
+- record what you learned with extract_fields when it is offered: each value with a confidence in
+  [0, 1], the turn ids (t1, t2, …) that support it and a short quote;
+- a field counts as known at confidence {threshold} or more; when every must objective is
+  covered, or the participant wants to stop, or seems tired, or limits are reached:
+  summarize_and_confirm, then conclude with the matching reason;
 - `rationale` is always a short, honest reason a researcher can audit.
 
 Study: {title}
@@ -37,64 +59,82 @@ Researcher's instructions: {instructions}
 Objectives (in priority order):
 {objectives}
 
-Output fields:
+Output fields (internal: never name them to the participant):
 {fields}
 
-Session: {turns} of {max_turns} turns, phase {phase}{stop}.";
+Now:
+{progress}";
 
-/// The tool schemas (JSON Schema), one per action, as sent: written by hand so each tool's
-/// properties reach the model in the contract's order (its target before its text).
-pub const TOOLS: &str = include_str!("tools.json");
+/// Conversation lines the model sees verbatim; earlier ones are summarised by the fields and
+/// progress above them.
+const WINDOW: usize = 30;
 
-/// The tools without `extract_fields`: offered for the next step when the extraction of the
-/// participant's input runs alongside it (as written, like [`TOOLS`]).
-pub fn tools_without_extraction() -> &'static str {
-    static TEXT: OnceLock<String> = OnceLock::new();
-    TEXT.get_or_init(|| {
-        let all: Vec<&serde_json::value::RawValue> =
-            serde_json::from_str(TOOLS).expect("tools.json is a list");
-        let kept: Vec<&str> = all
-            .iter()
-            .map(|t| t.get())
-            .filter(|t| !t.contains("\"name\": \"extract_fields\""))
-            .collect();
-        format!("[{}]", kept.join(",\n"))
-    })
-}
-
-/// `extract_fields` alone, for the extraction request.
-pub fn extraction_tool() -> &'static str {
-    static TEXT: OnceLock<String> = OnceLock::new();
-    TEXT.get_or_init(|| {
-        let all: Vec<&serde_json::value::RawValue> =
-            serde_json::from_str(TOOLS).expect("tools.json is a list");
-        let extract = all
-            .iter()
-            .map(|t| t.get())
-            .find(|t| t.contains("\"name\": \"extract_fields\""))
-            .expect("tools.json has extract_fields");
-        format!("[{extract}]")
-    })
-}
-
-/// The tool schemas, parsed (for tests and readers; requests send [`TOOLS`] as written).
-pub fn tools() -> Value {
-    serde_json::from_str(TOOLS).expect("tools.json is valid JSON")
-}
+/// The longest a single line is quoted (a participant message may be several kilobytes).
+const LINE_CHARS: usize = 1_000;
 
 /// `llm-` and the first 16 hex digits of SHA-256 over the template and the tools.
 pub fn prompt_version_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
         let digest = sha256_hex(
-            format!("{SYSTEM_TEMPLATE}\n{TOOLS}\n{EXTRACTION_TEMPLATE}\n{ALONGSIDE_NOTE}")
-                .as_bytes(),
+            format!(
+                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{ALONGSIDE_NOTE}",
+                super::prompt_records::EXTRACTION_TEMPLATE
+            )
+            .as_bytes(),
         );
         format!("llm-{}", &digest[..16])
     })
 }
 
-/// The output fields, with what is known so far.
+/// The objectives as the study defines them (the part that never changes).
+fn objectives_block(s: &Session) -> String {
+    s.objectives_in_order()
+        .iter()
+        .map(|o| {
+            let widget = o
+                .interaction
+                .as_ref()
+                .map(|i| format!(" Widget: {} \"{}\"{}.", i.kind.type_name(), i.prompt, options(&i.kind)))
+                .unwrap_or_default();
+            format!(
+                "- {} [{:?}] \"{}\": {} Opening question: \"{}\". Probe hints: {}. max_probe_count {}.{widget}",
+                o.id,
+                o.priority,
+                o.title,
+                o.description,
+                o.opening_question,
+                o.probe_hints.join("; "),
+                o.max_probe_count,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A widget's choices as the participant sees them.
+fn options(kind: &InteractionKind) -> String {
+    match kind {
+        InteractionKind::SingleChoice { options }
+        | InteractionKind::MultipleChoice { options, .. }
+        | InteractionKind::Ranking { options } => format!(
+            " with options {}",
+            options
+                .iter()
+                .map(|c| format!("\"{}\"", c.label))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        InteractionKind::Likert { scale, labels } if !labels.is_empty() => {
+            format!(" on a 1–{scale} scale ({})", labels.join(" / "))
+        }
+        InteractionKind::Likert { scale, .. } => format!(" on a 1–{scale} scale"),
+        InteractionKind::Rating { min, max, .. } => format!(" from {min} to {max}"),
+        _ => String::new(),
+    }
+}
+
+/// The output fields (what they are; what is known goes in the progress block).
 fn fields_block(s: &Session) -> String {
     let Some(study) = s.study() else {
         return String::new();
@@ -104,13 +144,8 @@ fn fields_block(s: &Session) -> String {
         .fields
         .iter()
         .map(|f| {
-            let have = s
-                .fields()
-                .get(&f.id)
-                .map(|x| format!(" — have {} ({:.2})", x.value, x.confidence))
-                .unwrap_or_default();
             format!(
-                "- {} ({:?}, objective {}{}): {}{have}",
+                "- {} ({:?}, objective {}{}): {}",
                 f.id,
                 f.field_type,
                 f.objective_id,
@@ -122,39 +157,64 @@ fn fields_block(s: &Session) -> String {
         .join("\n")
 }
 
-/// The system prompt for this session's next decision.
-pub fn system_prompt(s: &Session, at: chrono::DateTime<chrono::Utc>) -> String {
+/// The output fields with what is known so far (for the extraction requests).
+pub(crate) fn fields_known(s: &Session) -> String {
     let Some(study) = s.study() else {
         return String::new();
     };
-    let config = &study.study_config;
-    let objectives = s
+    let known = |id: &str| {
+        s.fields()
+            .get(id)
+            .map(|x| format!(" — have {} ({:.2})", x.value, x.confidence))
+            .unwrap_or_default()
+    };
+    fields_block(s)
+        .lines()
+        .zip(&study.output_schema.fields)
+        .map(|(line, f)| format!("{line}{}", known(&f.id)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What changes turn by turn: progress, known values, the last decision, time and turns left.
+fn progress_block(s: &Session, last: Option<(String, String)>, at: DateTime<Utc>) -> String {
+    let Some(study) = s.study() else {
+        return String::new();
+    };
+    let mut out: Vec<String> = s
         .objectives_in_order()
         .iter()
         .map(|o| {
             let p = s.objective(&o.id);
             format!(
-                "- {} [{:?}] \"{}\": {} Opening question: \"{}\". Probe hints: {}. max_probe_count {}; asked {}, answered {}, probes {}, covered {}{}",
+                "- {}: asked {}, answered {}, probes {}/{}, covered {}{}",
                 o.id,
-                o.priority,
-                o.title,
-                o.description,
-                o.opening_question,
-                o.probe_hints.join("; "),
-                o.max_probe_count,
                 p.asked,
                 p.answered,
                 p.probes,
+                o.max_probe_count,
                 s.objective_covered(&o.id),
-                o.interaction
-                    .as_ref()
-                    .map(|i| format!("; widget {} (shown {})", i.kind.type_name(), p.interaction_rendered))
-                    .unwrap_or_default()
+                if o.interaction.is_some() {
+                    format!(", widget shown {}", p.interaction_rendered)
+                } else {
+                    String::new()
+                }
             )
         })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let fields = fields_block(s);
+        .collect();
+    for f in &study.output_schema.fields {
+        if let Some(x) = s.fields().get(&f.id) {
+            out.push(format!(
+                "- known: {} = {} ({:.2})",
+                f.id, x.value, x.confidence
+            ));
+        }
+    }
+    if let Some((action, rationale)) = last {
+        out.push(format!("- your last decision: {action} — {rationale}"));
+    }
+    let limits = &study.study_config.limits;
+    let minutes = s.created_at().map_or(0, |c| (at - c).num_minutes().max(0));
     let stop = s
         .stop_reason(at)
         .map(|r| {
@@ -164,64 +224,169 @@ pub fn system_prompt(s: &Session, at: chrono::DateTime<chrono::Utc>) -> String {
             )
         })
         .unwrap_or_default();
+    out.push(format!(
+        "- session: turn {} of {}, {} of {} minutes used, phase {}{stop}",
+        s.turn_count(),
+        limits.max_turn_count,
+        minutes,
+        limits.max_duration_minutes,
+        serde_json::to_value(s.phase()).unwrap_or_default()
+    ));
+    out.join("\n")
+}
+
+/// The system prompt for this session's next decision.
+pub fn system_prompt(s: &Session, events: &[SessionEvent], at: DateTime<Utc>) -> String {
+    let Some(study) = s.study() else {
+        return String::new();
+    };
+    let config = &study.study_config;
+    // The interviewer's own last decision, so it neither repeats nor forgets it.
+    let last = events.iter().rev().find_map(|e| match &e.body {
+        EventBody::DecisionRecorded {
+            selected_action,
+            rationale,
+            ..
+        } => Some((
+            selected_action.label(),
+            rationale.chars().take(200).collect(),
+        )),
+        _ => None,
+    });
     SYSTEM_TEMPLATE
         .replace("{locale}", &config.locale)
+        .replace(
+            "{threshold}",
+            &format!("{:.2}", config.limits.confidence_threshold),
+        )
         .replace("{title}", &config.title)
         .replace("{description}", &config.description)
         .replace("{instructions}", &study.agent_config.instructions)
-        .replace("{objectives}", &objectives)
-        .replace("{fields}", &fields)
-        .replace("{turns}", &s.turn_count().to_string())
-        .replace("{max_turns}", &config.limits.max_turn_count.to_string())
-        .replace(
-            "{phase}",
-            &serde_json::to_value(s.phase())
-                .unwrap_or_default()
-                .to_string(),
-        )
-        .replace("{stop}", &stop)
+        .replace("{objectives}", &objectives_block(s))
+        .replace("{fields}", &fields_block(s))
+        .replace("{progress}", &progress_block(s, last, at))
 }
 
-/// The conversation as the model reads it: role, id to cite, text.
-pub fn listing(events: &[SessionEvent]) -> Vec<(String, String, String)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::ParticipantMessageCreated {
-                turn_id, content, ..
-            } => Some(("participant".into(), turn_id.to_string(), content.clone())),
-            EventBody::AgentMessageCompleted {
-                message_id,
-                content,
-            } => Some((
-                "interviewer".into(),
-                message_id.to_string(),
-                content.clone(),
-            )),
-            EventBody::InteractionSubmitted {
-                turn_id,
-                status,
-                value,
-                ..
-            } => Some((
-                "participant".into(),
-                turn_id.to_string(),
-                format!(
-                    "(answered the widget: {status:?} {})",
-                    value.as_ref().map(|v| v.to_string()).unwrap_or_default()
-                ),
-            )),
-            _ => None,
-        })
-        .collect()
+/// One line of the conversation as the model reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub role: &'static str,
+    pub id: Uuid,
+    pub text: String,
 }
 
-/// The conversation so far, with turn ids the model can cite.
-pub fn transcript(events_text: &[(String, String, String)], c: &Conversation) -> String {
-    let mut out = String::from("Conversation so far (role, turn id, text):\n");
-    for (role, id, text) in events_text {
-        out.push_str(&format!("{role} [{id}]: {text}\n"));
+/// The conversation with short turn aliases: line `i` (from 0) is cited as `t{i+1}`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    pub lines: Vec<Line>,
+}
+
+impl Listing {
+    /// The participant's messages and widget answers (the widget's question and the answer in
+    /// words) and the interviewer's utterances, in order.
+    pub fn from_events(events: &[SessionEvent], conversation: &Conversation) -> Self {
+        let mut prompts = std::collections::HashMap::new();
+        let mut lines = Vec::new();
+        for e in events {
+            match &e.body {
+                EventBody::InteractionRendered { interaction } => {
+                    prompts.insert(
+                        interaction.interaction_id.clone(),
+                        interaction.prompt.clone(),
+                    );
+                }
+                EventBody::ParticipantMessageCreated {
+                    turn_id, content, ..
+                } => lines.push(Line {
+                    role: "participant",
+                    id: *turn_id,
+                    text: content.clone(),
+                }),
+                EventBody::AgentMessageCompleted {
+                    message_id,
+                    content,
+                } => lines.push(Line {
+                    role: "interviewer",
+                    id: *message_id,
+                    text: content.clone(),
+                }),
+                EventBody::InteractionSubmitted {
+                    interaction_id,
+                    turn_id,
+                    status,
+                    value,
+                    ..
+                } => {
+                    let question = prompts.get(interaction_id).cloned().unwrap_or_default();
+                    let answer = match status {
+                        SubmitStatus::Skipped => "(skipped)".to_string(),
+                        SubmitStatus::Submitted => conversation
+                            .answers
+                            .iter()
+                            .find(|a| a.turn_id == *turn_id)
+                            .map(|a| a.content.clone())
+                            .or_else(|| value.as_ref().map(|v| v.to_string()))
+                            .unwrap_or_default(),
+                    };
+                    lines.push(Line {
+                        role: "participant",
+                        id: *turn_id,
+                        text: format!("(widget \"{question}\") {answer}"),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Self { lines }
     }
+
+    /// The turn an alias (`t3`) — or a full id — names.
+    pub fn resolve(&self, cited: &str) -> Option<Uuid> {
+        let cited = cited.trim();
+        if let Some(n) = cited
+            .strip_prefix('t')
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            return self.lines.get(n.checked_sub(1)?).map(|l| l.id);
+        }
+        Uuid::try_parse(cited)
+            .ok()
+            .filter(|id| self.lines.iter().any(|l| l.id == *id))
+    }
+
+    /// The last [`WINDOW`] lines, each at most [`LINE_CHARS`] characters.
+    pub fn render(&self) -> String {
+        self.render_from(self.lines.len().saturating_sub(WINDOW))
+    }
+
+    /// Every line (the final extraction reads the whole interview).
+    pub fn render_all(&self) -> String {
+        self.render_from(0)
+    }
+
+    fn render_from(&self, skip: usize) -> String {
+        let mut out = String::from("Conversation so far (turn, role, text):\n");
+        if skip > 0 {
+            out.push_str(&format!(
+                "(t1–t{skip} are left out; what they established is in the progress and known values)\n"
+            ));
+        }
+        for (i, line) in self.lines.iter().enumerate().skip(skip) {
+            let text: String = line.text.chars().take(LINE_CHARS).collect();
+            let cut = if text.len() < line.text.len() {
+                " …"
+            } else {
+                ""
+            };
+            out.push_str(&format!("t{} {}: {text}{cut}\n", i + 1, line.role));
+        }
+        out
+    }
+}
+
+/// The user message: the conversation so far, and what to do.
+pub fn transcript(listing: &Listing, c: &Conversation) -> String {
+    let mut out = listing.render();
     if let Some(reply) = &c.unclassified_summary_reply {
         out.push_str(&format!(
             "(The participant's reply to the summary: {reply})\n"
@@ -233,44 +398,6 @@ pub fn transcript(events_text: &[(String, String, String)], c: &Conversation) ->
 
 /// Added to the conversation when the participant's input is being extracted alongside.
 pub const ALONGSIDE_NOTE: &str = "\n(What the participant just said is being recorded into the output fields separately; choose the next conversational step.)";
-
-const EXTRACTION_TEMPLATE: &str = "\
-You record what a participant said in a research interview into the study's output fields.
-Call extract_fields exactly once. For each field the participant's words support, give its value,
-a confidence in [0, 1], the turn ids that support it and a short quote in their own words. Leave
-out fields nothing supports; keep values already known unless the participant changed them.
-`rationale` says briefly what you recorded and why.
-
-Study: {title}
-
-Output fields (internal: never shown to the participant):
-{fields}";
-
-/// The request for the extraction that runs alongside the next step.
-pub fn extraction_request(s: &Session, transcript: String) -> Option<ModelRequest> {
-    let study = s.study()?;
-    if study.output_schema.fields.is_empty() {
-        return None;
-    }
-    let system = EXTRACTION_TEMPLATE
-        .replace("{title}", &study.study_config.title)
-        .replace("{fields}", &fields_block(s));
-    let model = &study.model_config;
-    let body = json!({
-        "model": model.model,
-        "temperature": model.temperature,
-        "max_completion_tokens": model.max_output_tokens,
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": transcript}],
-        "tool_choice": {"type": "function", "function": {"name": "extract_fields"}},
-        "parallel_tool_calls": false,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    Some(ModelRequest {
-        body,
-        tools: extraction_tool(),
-    })
-}
 
 /// The full request body (OpenAI chat-completions), streamed, one tool required.
 pub fn request(
@@ -292,180 +419,89 @@ pub fn request(
     ModelRequest { body, tools }
 }
 
-const SCREENING_TEMPLATE: &str = "\
-You decide whether a participant is eligible for a research study, from their answers to the
-screening questions the study's own rules do not cover. The answers the rules cover already meet
-them: do not judge those again. Call judge_screening exactly once: `eligible`, and a short
-`rationale` a researcher can audit. Do not write anything else.
-
-Study: {title}
-{description}
-
-Screening questions and the participant's answers:
-{answers}
-
-Already met by the study's rules:
-{rules}
-
-Judge only: {open}";
-
-/// `screening-` and the first 16 hex digits of SHA-256 over the screening template and tool.
-pub fn screening_version_id() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(|| {
-        let digest = sha256_hex(format!("{SCREENING_TEMPLATE}\n{SCREENING_TOOLS}").as_bytes());
-        format!("screening-{}", &digest[..16])
-    })
-}
-
-/// The request for a screening verdict (`judge_screening`).
-pub fn screening_request(s: &Session) -> Option<ModelRequest> {
-    let study = s.study()?;
-    let screening = &study.study_config.screening;
-    let answers = screening
-        .questions
-        .iter()
-        .map(|q| {
-            let answer = s.screening_answers().get(&q.id).cloned().flatten();
-            format!(
-                "- {} \"{}\": {}",
-                q.id,
-                q.spec.prompt,
-                answer.map_or("(skipped)".to_string(), |a| a.to_string())
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let rules = screening
-        .rules
-        .iter()
-        .map(|r| {
-            if r.qualify_if.is_empty() {
-                format!(
-                    "- {}: not eligible if the answer is one of {}",
-                    r.question_id,
-                    json!(r.disqualify_if)
-                )
-            } else {
-                format!(
-                    "- {}: eligible only if the answer is one of {}",
-                    r.question_id,
-                    json!(r.qualify_if)
-                )
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let system = SCREENING_TEMPLATE
-        .replace("{title}", &study.study_config.title)
-        .replace("{description}", &study.study_config.description)
-        .replace("{answers}", &answers)
-        .replace("{rules}", if rules.is_empty() { "(none)" } else { &rules })
-        .replace(
-            "{open}",
-            &screening
-                .unruled_questions()
-                .iter()
-                .map(|q| q.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-    let model = &study.model_config;
-    let body = json!({
-        "model": model.model,
-        "temperature": model.temperature,
-        "max_completion_tokens": model.max_output_tokens,
-        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Judge the screening now."}],
-        "tool_choice": "required",
-        "parallel_tool_calls": false,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    Some(ModelRequest {
-        body,
-        tools: SCREENING_TOOLS,
-    })
-}
-
-/// The one tool of a screening request.
-const SCREENING_TOOLS: &str = r#"[{"type": "function", "function": {
-  "name": "judge_screening", "description": "The screening verdict.",
-  "parameters": {"type": "object", "properties": {"eligible": {"type": "boolean"}, "rationale": {"type": "string"}},
-    "required": ["eligible", "rationale"], "additionalProperties": false}}}]"#;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use interview_session::decision::ConcludeReason;
+    use interview_session::hash::GENESIS_HASH;
 
-    /// Each tool's properties in the order they are written (the order the model reads).
-    fn written_order(tool: &str) -> Vec<String> {
-        let at = TOOLS.find(&format!("\"name\": \"{tool}\"")).unwrap();
-        let props = at + TOOLS[at..].find("\"properties\": {").unwrap();
-        let block = &TOOLS[props..props + TOOLS[props..].find("\"required\": [\"").unwrap()];
-        let all = tools();
-        let parsed = &all
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["function"]["name"] == tool)
-            .unwrap()["function"]["parameters"]["properties"];
-        let mut keys: Vec<(usize, String)> = parsed
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| (block.find(&format!("\"{k}\": {{")).unwrap(), k.clone()))
-            .collect();
-        keys.sort();
-        keys.into_iter().map(|(_, k)| k).collect()
+    fn event(body: EventBody) -> SessionEvent {
+        SessionEvent::seal(body, Utc::now(), GENESIS_HASH)
+    }
+
+    fn said(n: u128, by_participant: bool) -> SessionEvent {
+        event(if by_participant {
+            EventBody::ParticipantMessageCreated {
+                turn_id: Uuid::from_u128(n),
+                client_message_id: None,
+                content: format!("answer {n}"),
+            }
+        } else {
+            EventBody::AgentMessageCompleted {
+                message_id: Uuid::from_u128(n),
+                content: format!("question {n}"),
+            }
+        })
     }
 
     #[test]
-    fn targets_come_before_text_and_rationale_last() {
-        assert_eq!(
-            written_order("ask_question"),
-            ["objective_id", "message", "rationale"]
+    fn turns_are_cited_by_short_aliases_that_resolve_back() {
+        let events: Vec<_> = (1..=4).map(|n| said(n, n % 2 == 0)).collect();
+        let listing = Listing::from_events(&events, &Conversation::from_events(&events));
+        let text = listing.render();
+        assert!(
+            text.contains("t1 interviewer: question 1\nt2 participant: answer 2\n"),
+            "{text}"
         );
-        assert_eq!(
-            written_order("probe"),
-            [
-                "objective_id",
-                "trigger",
-                "based_on_turn_id",
-                "message",
-                "rationale"
-            ]
+        assert!(
+            !text.contains(&Uuid::from_u128(2).to_string()),
+            "no full ids: {text}"
         );
+        assert_eq!(listing.resolve("t2"), Some(Uuid::from_u128(2)));
         assert_eq!(
-            written_order("render_interaction"),
-            [
-                "objective_id",
-                "interaction",
-                "research_intent",
-                "message",
-                "rationale"
-            ]
+            listing.resolve(&Uuid::from_u128(3).to_string()),
+            Some(Uuid::from_u128(3))
         );
+        assert_eq!(listing.resolve("t9"), None);
+        assert_eq!(listing.resolve("t0"), None);
         assert_eq!(
-            written_order("summarize_and_confirm"),
-            ["summary", "message", "rationale"]
-        );
-        assert_eq!(
-            written_order("conclude"),
-            ["reason", "message", "rationale"]
+            listing.resolve(&Uuid::from_u128(77).to_string()),
+            None,
+            "not a turn of this session"
         );
     }
 
     #[test]
-    fn the_conclude_reasons_offered_are_the_aggregate_s() {
-        let offered = &tools()[5]["function"]["parameters"]["properties"]["reason"]["enum"];
-        for reason in offered.as_array().unwrap() {
-            let parsed: ConcludeReason = serde_json::from_value(reason.clone()).unwrap();
-            assert!(!matches!(
-                parsed,
-                ConcludeReason::ConsentDeclined | ConcludeReason::ScreeningFailed
-            ));
+    fn a_long_interview_is_windowed_and_long_lines_cut() {
+        let mut events: Vec<_> = (1..=80).map(|n| said(n, n % 2 == 0)).collect();
+        events.push(event(EventBody::ParticipantMessageCreated {
+            turn_id: Uuid::from_u128(99),
+            client_message_id: None,
+            content: "x".repeat(5_000),
+        }));
+        let listing = Listing::from_events(&events, &Conversation::from_events(&events));
+        let text = listing.render();
+        assert!(text.contains("(t1–t51 are left out"), "{text}");
+        assert!(!text.contains("\nt51 "), "{text}");
+        assert!(text.contains("t52 participant: answer 52"), "{text}");
+        assert!(text.len() < 3_000, "{}", text.len());
+        // Aliases stay those of the whole conversation.
+        assert_eq!(listing.resolve("t81"), Some(Uuid::from_u128(99)));
+    }
+
+    #[test]
+    fn the_fixed_part_of_the_prompt_comes_before_what_changes() {
+        let template_progress = SYSTEM_TEMPLATE.find("{progress}").unwrap();
+        for fixed in [
+            "{title}",
+            "{objectives}",
+            "{fields}",
+            "How to interview well",
+        ] {
+            assert!(
+                SYSTEM_TEMPLATE.find(fixed).unwrap() < template_progress,
+                "{fixed}"
+            );
         }
-        assert_eq!(offered.as_array().unwrap().len(), 7);
+        assert!(SYSTEM_TEMPLATE.trim_end().ends_with("{progress}"));
     }
 }

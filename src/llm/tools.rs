@@ -36,6 +36,7 @@ pub fn proposal_from_call(
     arguments: &str,
     provenance: Provenance,
     input_summary: String,
+    resolve: &dyn Fn(&str) -> Option<Uuid>,
 ) -> Result<Proposal, String> {
     let args: Value =
         serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?;
@@ -59,8 +60,7 @@ pub fn proposal_from_call(
         },
         "probe" => AgentAction::Probe {
             objective_id: objective()?,
-            based_on_turn_id: text(&args, "based_on_turn_id")
-                .and_then(|t| Uuid::try_parse(&t).ok()),
+            based_on_turn_id: text(&args, "based_on_turn_id").and_then(|t| resolve(&t)),
             trigger: parse_enum::<ProbeTrigger>(&args, "trigger")?,
         },
         "render_interaction" => {
@@ -100,9 +100,7 @@ pub fn proposal_from_call(
                             .and_then(Value::as_array)
                             .map(|ids| {
                                 ids.iter()
-                                    .filter_map(|i| {
-                                        i.as_str().and_then(|s| Uuid::try_parse(s).ok())
-                                    })
+                                    .filter_map(|i| i.as_str().and_then(resolve))
                                     .collect()
                             })
                             .unwrap_or_default(),
@@ -207,6 +205,7 @@ mod tests {
             r#"{"objective_id": "o1", "trigger": "strong_emotion", "message": "Why?", "rationale": "angry answer"}"#,
             provenance(),
             String::new(),
+            &|t| Uuid::try_parse(t).ok(),
         )
         .unwrap();
         assert_eq!(
@@ -227,7 +226,7 @@ mod tests {
             ("dance", r#"{"rationale": "r"}"#),
         ] {
             assert!(
-                proposal_from_call(name, args, provenance(), String::new()).is_err(),
+                proposal_from_call(name, args, provenance(), String::new(), &|_| None).is_err(),
                 "{name} {args}"
             );
         }

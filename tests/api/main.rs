@@ -8,6 +8,7 @@ mod journey;
 mod limits;
 mod llm;
 mod llm_budget;
+mod llm_final;
 mod llm_realistic;
 mod operations;
 mod participant;

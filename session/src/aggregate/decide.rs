@@ -636,6 +636,7 @@ impl Session {
             extraction_id: Uuid::new_v5(&message_id, b"extraction-alongside"),
             fields: judged.fields,
             is_final: false,
+            decided_by: None,
         };
         self.emit(sink, body, at).await;
         self.change_phase(sink, Phase::EvaluateCoverage, at).await;
@@ -740,6 +741,7 @@ impl Session {
                     extraction_id,
                     fields: judged.fields,
                     is_final: false,
+                    decided_by: None,
                 };
                 self.emit(sink, body, at).await;
                 self.change_phase(sink, Phase::EvaluateCoverage, at).await;

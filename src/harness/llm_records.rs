@@ -1,0 +1,290 @@
+//! The model calls whose output the participant does not read as it streams: the screening
+//! verdict on what the study's rules leave open, and the extraction of a participant's input
+//! that runs alongside the next step (`docs/llm-contract.md`).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use interview_session::decision::{ExtractedField, Proposal, Provenance};
+use interview_session::events::{EventBody, SessionEvent};
+use interview_session::study::AgentMode;
+use interview_session::Session;
+
+use super::conversation::Conversation;
+use super::llm_step::Step;
+use super::Harness;
+use crate::llm::prompt::{self, Listing};
+use crate::llm::{prompt_records, tools, ModelGateway};
+
+impl Harness {
+    /// The final extraction's fields over the whole transcript, and the model call that made
+    /// them: in `llm` mode one model call (value, confidence, evidence, quote per field); in
+    /// `rules` mode, or when the call fails (recorded, source `final_extraction`) or a budget
+    /// is spent, the rules copier.
+    pub(crate) async fn final_fields(
+        &self,
+        session_id: &str,
+        loaded: &super::Loaded,
+        now: DateTime<Utc>,
+    ) -> (Vec<ExtractedField>, Option<Provenance>) {
+        let (session, conversation) = (&loaded.session, &loaded.conversation);
+        let copier = || super::rules::extract_all(session, conversation);
+        let (Some(gateway), Some(study)) = (&self.gateway, session.study()) else {
+            return (copier(), None);
+        };
+        if study.agent_config.mode != AgentMode::Llm {
+            return (copier(), None);
+        }
+        let failed = |code: &str, message: String| (code.to_string(), message);
+        let listing = Listing::from_events(&loaded.events, conversation);
+        let transcript = listing.render_all();
+        let prompt_chars = transcript.len();
+        let outcome = match (
+            super::budget::check(&loaded.events, &study.model_config, &self.daily, now, false),
+            prompt_records::final_extraction_request(session, transcript),
+        ) {
+            (Some(spent), _) => Err(failed("model_budget_spent", spent.reason())),
+            (None, None) => return (copier(), None),
+            (None, Some(request)) => {
+                let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
+                match gateway.stream(request, timeout, |_, _| {}).await {
+                    Ok(turn) => {
+                        let call = self.charge(
+                            &turn,
+                            study,
+                            prompt_records::final_version_id(),
+                            prompt_chars,
+                            now,
+                        );
+                        tools::proposal_from_call(
+                            "extract_fields",
+                            &turn.arguments,
+                            call.clone(),
+                            String::new(),
+                            &|t| listing.resolve(t),
+                        )
+                        .map(|p| (p.fields, call))
+                        .map_err(|e| failed("model_bad_arguments", e))
+                    }
+                    Err((error, turn)) => {
+                        self.charge(
+                            &turn,
+                            study,
+                            prompt_records::final_version_id(),
+                            prompt_chars,
+                            now,
+                        );
+                        Err(failed(error.code(), error.to_string()))
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok((fields, call)) => (fields, Some(call)),
+            Err((code, message)) => {
+                let message = crate::llm::redact::redact(&message, None);
+                let command = interview_session::SessionCommand::RecordError {
+                    source: "final_extraction".into(),
+                    code,
+                    message: format!("{message}; the rules copier made the final extraction"),
+                    at: Utc::now().max(now),
+                };
+                if let Err(e) = self
+                    .store
+                    .execute(
+                        session_id,
+                        command,
+                        crate::store::Actor::System,
+                        "final-extraction",
+                    )
+                    .await
+                {
+                    tracing::warn!(session_id, error = %e, "cannot record a final extraction failure");
+                }
+                (copier(), None)
+            }
+        }
+    }
+
+    /// The screening verdict in llm mode. The study's rules decide whatever they cover: a
+    /// rule that disqualifies is final, and when every question has a rule the model is not
+    /// asked. Otherwise the model (`judge_screening`) judges the questions no rule covers; on any
+    /// failure, recorded, the rules' verdict stands. The model call, when there is one, is
+    /// returned for the log.
+    pub(super) async fn llm_judge_screening(
+        &self,
+        gateway: &ModelGateway,
+        step: &Step<'_>,
+        session: &Session,
+        events: &[SessionEvent],
+    ) -> (bool, String, Option<Provenance>) {
+        let study = session.study().expect("a running session has its study");
+        let screening = &study.study_config.screening;
+        let (eligible, rules_rationale) = screening.evaluate(session.screening_answers());
+        if !eligible || screening.unruled_questions().is_empty() {
+            return (
+                eligible,
+                format!("By the study's rules: {rules_rationale}"),
+                None,
+            );
+        }
+        if let Some(spent) =
+            super::budget::check(events, &study.model_config, &self.daily, step.now, false)
+        {
+            let rationale = format!(
+                "{}: by the study's rules, {rules_rationale}",
+                spent.reason()
+            );
+            return (eligible, rationale, None);
+        }
+        let Some(request) = prompt_records::screening_request(session) else {
+            return (eligible, rules_rationale, None);
+        };
+        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
+        let (verdict, turn) = match gateway.stream(request, timeout, |_, _| {}).await {
+            Ok(turn) if turn.tool_name.as_deref() == Some("judge_screening") => {
+                let args: serde_json::Value =
+                    serde_json::from_str(&turn.arguments).unwrap_or_default();
+                let verdict = match (
+                    args["eligible"].as_bool(),
+                    args["rationale"].as_str().map(str::trim),
+                ) {
+                    (Some(eligible), Some(rationale)) if !rationale.is_empty() => {
+                        Ok((eligible, rationale.to_string()))
+                    }
+                    _ => Err((
+                        "model_bad_arguments".to_string(),
+                        format!("judge_screening arguments: {}", turn.arguments),
+                    )),
+                };
+                (verdict, turn)
+            }
+            Ok(turn) => (
+                Err((
+                    "model_bad_arguments".to_string(),
+                    format!("expected judge_screening, got {:?}", turn.tool_name),
+                )),
+                turn,
+            ),
+            Err((error, turn)) => (Err((error.code().to_string(), error.to_string())), turn),
+        };
+        let call = self.charge(
+            &turn,
+            study,
+            prompt_records::screening_version_id(),
+            0,
+            step.now,
+        );
+        match verdict {
+            Ok((eligible, rationale)) => (eligible, rationale, Some(call)),
+            Err((code, message)) => {
+                self.record_error(step.session_id, step.run_id, "model", &code, &message)
+                    .await;
+                (
+                    eligible,
+                    format!("Fallback after a model failure ({code}): {rules_rationale}"),
+                    None,
+                )
+            }
+        }
+    }
+
+    /// The extraction of the participant's last input, asked for alongside the next step (one
+    /// round trip for the participant). A failure is recorded (source `extraction`: the
+    /// participant did not wait on it) and the turn goes on without it.
+    pub(super) async fn llm_extract(
+        &self,
+        gateway: &ModelGateway,
+        step: &Step<'_>,
+        session: &Session,
+        conversation: &Conversation,
+        events: &[SessionEvent],
+    ) -> Option<Proposal> {
+        let study = session.study()?;
+        let listing = Listing::from_events(events, conversation);
+        let transcript = prompt::transcript(&listing, conversation);
+        let prompt_chars = transcript.len();
+        let request = prompt_records::extraction_request(session, transcript)?;
+        let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
+        let result = gateway.stream(request, timeout, |_, _| {}).await;
+        let (turn, failure) = match result {
+            Ok(turn) => (turn, None),
+            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
+        };
+        let provenance = self.charge(
+            &turn,
+            study,
+            prompt::prompt_version_id(),
+            prompt_chars,
+            step.now,
+        );
+        let parsed = match (failure, turn.tool_name.as_deref()) {
+            (Some(f), _) => Err(f),
+            (None, Some("extract_fields")) => tools::proposal_from_call(
+                "extract_fields",
+                &turn.arguments,
+                provenance,
+                format!(
+                    "{} turns; extraction alongside the next step",
+                    session.turn_count()
+                ),
+                &|t| listing.resolve(t),
+            )
+            .map_err(|e| ("model_bad_arguments".to_string(), e)),
+            (None, other) => Err((
+                "model_bad_arguments".to_string(),
+                format!("expected extract_fields, got {other:?}"),
+            )),
+        };
+        match parsed {
+            Ok(proposal) => Some(proposal),
+            Err((code, message)) => {
+                self.record_error(step.session_id, step.run_id, "extraction", &code, &message)
+                    .await;
+                None
+            }
+        }
+    }
+}
+
+/// Whether the participant's last input (a message, or a widget answered during the interview)
+/// has not been extracted yet: then the extraction runs alongside the next step.
+pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool {
+    let has_fields = session
+        .study()
+        .is_some_and(|s| !s.output_schema.fields.is_empty());
+    // Only where the guards would take an extraction now (not, say, after a confirmed summary).
+    if !has_fields
+        || !session.interviewing()
+        || !super::llm_step::accepted_as_is(
+            session,
+            interview_session::decision::AgentAction::ExtractFields,
+            chrono::Utc::now(),
+        )
+    {
+        return false;
+    }
+    // Widgets shown for an objective (consent and screening widgets have none).
+    let objective_widgets: std::collections::HashSet<&str> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::InteractionRendered { interaction }
+                if interaction.objective_id.is_some() =>
+            {
+                Some(interaction.interaction_id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    for e in events.iter().rev() {
+        match &e.body {
+            EventBody::ExtractionCompleted { .. } => return false,
+            EventBody::ParticipantMessageCreated { .. } => return true,
+            EventBody::InteractionSubmitted { interaction_id, .. } => {
+                return objective_widgets.contains(interaction_id.as_str())
+            }
+            _ => {}
+        }
+    }
+    false
+}

@@ -1,0 +1,178 @@
+//! The post-session extraction in `llm` mode: one model call over the whole transcript (value,
+//! confidence, evidence, quote per field), its call recorded; the rules copier only as the
+//! recorded fallback. On both stores.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{json_of, Store, RESEARCHER_TOKEN};
+use crate::llm::Llm;
+use crate::scripted_model::{Reply, ANSWERING_MODEL};
+
+/// The demo study cut to its first objective, so an interview completes in three replies.
+async fn start(store: Store) -> Llm {
+    Llm::start_custom(
+        store,
+        |s| s.sweep_interval_secs = 0,
+        |study| {
+            study["objectives"] = json!([study["objectives"][0].clone()]);
+            let fields: Vec<Value> = study["output_schema"]["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["objective_id"] == "planning_habits")
+                .cloned()
+                .collect();
+            study["output_schema"]["fields"] = json!(fields);
+        },
+    )
+    .await
+}
+
+/// A completed interview: one question, one answer, the summary confirmed.
+async fn completed(llm: &Llm) -> String {
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you decide what to buy?", "rationale": "open"}),
+        )])
+        .await;
+    llm.say(&session, &token, "I keep a list on the fridge that my partner and I fill in.", vec![Reply::Realistic(
+        "summarize_and_confirm",
+        json!({"summary": "You plan with a shared list on the fridge.", "message": "Did I get that right?", "rationale": "covered"}),
+    )])
+    .await;
+    let s = llm
+        .say(&session, &token, "yes", vec![Reply::Realistic(
+            "conclude",
+            json!({"reason": "all_must_objectives_covered", "message": "Thank you!", "rationale": "confirmed"}),
+        )])
+        .await;
+    assert_eq!(s["status"], "completed", "{s}");
+    // No extraction was attempted where the guards take none (after the confirmed summary).
+    assert_eq!(s["errors"], json!([]));
+    session
+}
+
+async fn researcher_view(llm: &Llm, session: &str) -> Value {
+    json_of(
+        llm.app
+            .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .await,
+    )
+    .await
+}
+
+async fn final_event(llm: &Llm, session: &str) -> Value {
+    let events = llm
+        .app
+        .get(
+            &format!("/api/sessions/{session}/events"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let events: Value = serde_json::from_str(&events).unwrap();
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "extraction.completed" && e["payload"]["final"] == true)
+        .cloned()
+        .unwrap_or_else(|| panic!("no final extraction in {events}"))
+}
+
+async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: Store) {
+    let llm = start(store).await;
+    let session = completed(&llm).await;
+    // t1 consent answer … the participant's answer about the list is t3 (see the listing).
+    llm.model.push_extraction(Reply::Realistic(
+        "extract_fields",
+        json!({"fields": [
+            {"field_id": "planning_method", "value": "a shared list on the fridge", "confidence": 0.85,
+             "evidence_turn_ids": ["t3"], "quote": "a list on the fridge"},
+            {"field_id": "household_involvement", "value": "partner", "confidence": 0.7,
+             "evidence_turn_ids": ["t3"], "quote": "my partner and I"}],
+            "rationale": "Both fields are stated in the answer."}),
+    ));
+    let done = interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(done, 1);
+    let request = llm.model.requests().pop().unwrap();
+    assert_eq!(request["tool_choice"]["function"]["name"], "extract_fields");
+    let prompt = request["messages"][1]["content"].as_str().unwrap();
+    assert!(prompt.contains("The interview is over"), "{prompt}");
+    assert!(prompt.contains("I keep a list on the fridge"), "{prompt}");
+
+    let s = researcher_view(&llm, &session).await;
+    let method = &s["extracted_fields"]["planning_method"];
+    assert_eq!(method["value"], "a shared list on the fridge", "{s}");
+    assert_eq!(
+        method["confidence"], 0.85,
+        "the model's confidence, not the copier's"
+    );
+    let answer_turn = s["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            t["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("list on the fridge")
+        })
+        .unwrap()["turn_id"]
+        .clone();
+    assert_eq!(
+        method["evidence_turn_ids"],
+        json!([answer_turn]),
+        "t3 resolved to its turn"
+    );
+    let e = final_event(&llm, &session).await;
+    assert_eq!(e["payload"]["decided_by"]["model"], ANSWERING_MODEL);
+    assert!(e["payload"]["decided_by"]["prompt_version_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("final-"));
+    // Idempotent: nothing more to do.
+    assert_eq!(
+        interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+async fn a_failed_final_call_falls_back_to_the_copier_and_is_recorded(store: Store) {
+    let llm = start(store).await;
+    let session = completed(&llm).await;
+    llm.model.push_extraction(Reply::Garbage);
+    let done = interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(done, 1);
+    let s = researcher_view(&llm, &session).await;
+    let errors = s["errors"].as_array().unwrap();
+    let failure = errors
+        .iter()
+        .find(|e| e["source"] == "final_extraction")
+        .unwrap_or_else(|| panic!("{errors:?}"));
+    assert_eq!(failure["code"], "model_garbage");
+    assert!(failure["message"]
+        .as_str()
+        .unwrap()
+        .contains("the rules copier made the final extraction"));
+    let e = final_event(&llm, &session).await;
+    assert!(e["payload"].get("decided_by").is_none(), "{e}");
+    assert!(s["extracted_fields"]["planning_method"]["value"]
+        .as_str()
+        .unwrap()
+        .contains("list on the fridge"));
+}
+
+crate::both_stores!(
+    the_final_extraction_is_the_model_s_over_the_whole_transcript,
+    a_failed_final_call_falls_back_to_the_copier_and_is_recorded,
+);
