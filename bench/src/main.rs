@@ -11,6 +11,7 @@ mod load;
 #[allow(dead_code)]
 #[path = "../../tests/api/participant.rs"]
 mod participant;
+mod realistic;
 mod scale;
 #[allow(dead_code)]
 #[path = "../../tests/api/scripted_model.rs"]
@@ -39,6 +40,9 @@ struct Args {
     /// Interview turns per measurement (message → the interviewer's answer on the stream).
     #[arg(long, default_value_t = 500)]
     turns: usize,
+    /// Turns at one client against the hosted-model simulation (four times as many at 16).
+    #[arg(long, default_value_t = 40)]
+    hosted_turns: usize,
     /// Sessions in the concurrent-load run (every widget type, racing duplicate submits).
     #[arg(long, default_value_t = 64)]
     load_sessions: usize,
@@ -51,6 +55,9 @@ struct Args {
     /// Only commands/s against the raw INSERT rate (and the storage per interview), per store.
     #[arg(long)]
     commands_only: bool,
+    /// Only the llm path against the hosted-model simulation, per store.
+    #[arg(long)]
+    hosted_only: bool,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -62,6 +69,8 @@ struct Server {
     url: String,
     /// The server's state (its command counter).
     state: actix_web::web::Data<interview_runtime::state::AppState>,
+    /// The scripted model the server calls (its timeline of calls).
+    model: scripted_model::ScriptedModel,
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
@@ -100,17 +109,19 @@ fn start_server(database_url: Option<String>) -> Server {
                 "ask_question",
                 json!({"objective_id": "planning_habits", "message": "Thanks! Could you tell me a little more about how that works for you?", "rationale": "instant scripted model"}),
             ));
+            realistic::simulate(&model);
             settings.openai_base_url = Some(model.url.clone());
             let app = Application::build(settings).await.expect("server starts");
-            tx.send((app.port(), app.state())).unwrap();
+            tx.send((app.port(), app.state(), model.clone())).unwrap();
             app.run_until_stopped().await.unwrap();
         });
     });
-    let (port, state) = rx.recv().expect("server reports its port");
+    let (port, state, model) = rx.recv().expect("server reports its port");
     Server {
         base: format!("http://127.0.0.1:{port}"),
         url,
         state,
+        model,
         _runtime_thread: handle,
     }
 }
@@ -202,6 +213,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         .build()
         .unwrap();
     publish_llm_study(&http, &base).await;
+    realistic::publish_study(&http, &base).await;
     publish(
         &http,
         &base,
@@ -211,6 +223,10 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     // Warm up connections and caches.
     for _ in 0..20 {
         participant::start(&http, &base, "demo").await;
+    }
+    if args.hosted_only {
+        realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
+        return;
     }
     if args.commands_only {
         scale::commands_vs_raw(label, &server, &http, args.turns).await;
@@ -257,6 +273,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
             }
         }
     }
+    realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
     load::run(label, &server.url, &http, &base, args.load_sessions).await;
     scale::commands_vs_raw(label, &server, &http, args.turns).await;
     scale::storage_per_interview(label, &server, &http).await;
@@ -378,7 +395,7 @@ fn main() {
                 None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
             }
         }
-        if !args.commands_only {
+        if !args.commands_only && !args.hosted_only {
             scale::idle_streams(&args.server_binary).await;
         }
     });

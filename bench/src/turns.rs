@@ -132,6 +132,10 @@ async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
 pub struct Turns {
     pub post: Vec<Duration>,
     pub first_delta: Vec<Duration>,
+    /// From sending the POST to the first delta (what the participant waits).
+    pub first_from_post: Vec<Duration>,
+    /// When each first delta arrived.
+    pub first_delta_at: Vec<Instant>,
     /// Widget submits along the way (consent included).
     pub submits: Vec<Duration>,
     pub wall: Duration,
@@ -150,6 +154,8 @@ pub async fn run(
     let runs = (0..clients).map(|c| async move {
         let mut post = Vec::with_capacity(per_client);
         let mut first = Vec::with_capacity(per_client);
+        let mut from_post = Vec::with_capacity(per_client);
+        let mut at = Vec::with_capacity(per_client);
         let mut submits = Vec::new();
         let mut live = fresh(http, base, slug).await;
         for i in 0..per_client {
@@ -167,24 +173,31 @@ pub async fn run(
             let (open, delta) = live.settle(http, base).await;
             // A delta that beat the HTTP response counts as zero.
             first.push(delta.map_or(Duration::MAX, |d| d.saturating_duration_since(returned)));
+            from_post.push(delta.map_or(Duration::MAX, |d| d.saturating_duration_since(t0)));
+            at.extend(delta);
             if !open {
                 submits.append(&mut live.submits);
                 live = fresh(http, base, slug).await;
             }
         }
         submits.append(&mut live.submits);
-        (post, first, submits)
+        (post, first, from_post, at, submits)
     });
     let results = futures_util::future::join_all(runs).await;
     let mut out = Turns {
         post: Vec::new(),
         first_delta: Vec::new(),
+        first_from_post: Vec::new(),
+        first_delta_at: Vec::new(),
         submits: Vec::new(),
         wall: started.elapsed(),
     };
-    for (post, first, submits) in results {
+    for (post, first, from_post, at, submits) in results {
+        out.first_delta_at.extend(at);
         out.post.extend(post);
         out.submits.extend(submits);
+        out.first_from_post
+            .extend(from_post.into_iter().filter(|d| *d != Duration::MAX));
         out.first_delta
             .extend(first.into_iter().filter(|d| *d != Duration::MAX));
     }

@@ -36,7 +36,7 @@ impl Harness {
             return (copier(), None);
         }
         let failed = |code: &str, message: String| (code.to_string(), message);
-        let listing = Listing::from_events(&loaded.events, conversation);
+        let listing = Listing::from_events(&loaded.events);
         let transcript = listing.render_all();
         let prompt_chars = transcript.len();
         let outcome = match (
@@ -201,7 +201,7 @@ impl Harness {
         events: &[SessionEvent],
     ) -> Option<Proposal> {
         let study = session.study()?;
-        let listing = Listing::from_events(events, conversation);
+        let listing = Listing::from_events(events);
         let transcript = prompt::transcript(&listing, conversation);
         let prompt_chars = transcript.len();
         let request = prompt_records::extraction_request(session, transcript)?;

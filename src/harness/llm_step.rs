@@ -53,7 +53,17 @@ pub(super) fn accepted_as_is(session: &Session, action: AgentAction, now: DateTi
             token_usage: Default::default(),
         },
     };
-    matches!(session.judge(&stub, Some(Uuid::nil().to_string()), now), Ok(j) if j.proposed.is_none())
+    match session.judge(&stub, Some(Uuid::nil().to_string()), now) {
+        Ok(j) => {
+            j.proposed.is_none()
+                // A closing message stands whatever reason the runtime records.
+                || matches!(
+                    (&j.action, &stub.action),
+                    (AgentAction::Conclude { .. }, AgentAction::Conclude { .. })
+                )
+        }
+        Err(_) => false,
+    }
 }
 
 /// The streaming side of one call: what was shown, and what the check decided.
@@ -107,13 +117,16 @@ impl Progress<'_> {
             }
             Ok(ready) => {
                 let ready = &message[..ready];
-                self.complete = complete && ready.len() == message.len();
                 let delta = ready
                     .strip_prefix(self.shown.as_str())
-                    .filter(|d| !d.is_empty())?
-                    .to_string();
-                self.shown = ready.to_string();
-                Some(delta)
+                    .filter(|d| !d.is_empty())
+                    .map(String::from);
+                if delta.is_some() {
+                    self.shown = ready.to_string();
+                }
+                // Whole only when everything the model wrote is what was shown.
+                self.complete = complete && self.shown == message;
+                delta
             }
         }
     }
@@ -127,8 +140,19 @@ fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
         .chain(p.summary.iter())
         .map(String::as_str)
         .collect();
+    // A widget the model writes is read whole: its question, its choices, its scale's labels,
+    // and its research intent (which travels to the client with it).
     if let Some(spec) = &p.interaction {
+        use interview_session::interaction::InteractionKind as K;
         texts.push(&spec.prompt);
+        texts.push(&spec.research_intent);
+        match &spec.kind {
+            K::SingleChoice { options }
+            | K::MultipleChoice { options, .. }
+            | K::Ranking { options } => texts.extend(options.iter().map(|c| c.label.as_str())),
+            K::Likert { labels, .. } => texts.extend(labels.iter().map(String::as_str)),
+            _ => {}
+        }
     }
     texts.into_iter().find_map(|t| visible.refuses(t))
 }
@@ -171,13 +195,27 @@ impl Harness {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
         let system = prompt::system_prompt(session, events, step.now);
-        let listing = prompt::Listing::from_events(events, conversation);
+        let listing = prompt::Listing::from_events(events);
         let mut user = prompt::transcript(&listing, conversation);
-        let tools = if alongside {
+        if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
-            prompt::tools_without_extraction()
+        }
+        let stopping =
+            session.stop_reason(step.now).is_some() || session.summary_confirmed().is_some();
+        let tools: std::borrow::Cow<'static, str> = if stopping {
+            // Questioning must stop: a question would only be rewritten, so the model is offered
+            // what the guards allow now (and its words stream).
+            let summary = accepted_as_is(session, AgentAction::SummarizeAndConfirm, step.now);
+            let names: &[&str] = if summary {
+                &["summarize_and_confirm", "conclude"]
+            } else {
+                &["conclude"]
+            };
+            crate::llm::schemas::only(names).into()
+        } else if alongside {
+            prompt::tools_without_extraction().into()
         } else {
-            prompt::TOOLS
+            prompt::TOOLS.into()
         };
         let prompt_chars = system.len() + user.len();
         let request = prompt::request(model, system, user, tools);
@@ -379,5 +417,53 @@ pub(super) fn usage_of(turn: &ModelTurn, prompt_chars: usize) -> TokenUsage {
         prompt_tokens,
         completion_tokens,
         total_tokens: prompt_tokens + completion_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proposal(interaction: serde_json::Value) -> Proposal {
+        Proposal {
+            action: AgentAction::RenderInteraction {
+                objective_id: Some("pain_points".into()),
+            },
+            rationale: "r".into(),
+            message: Some("One more question.".into()),
+            interaction: Some(serde_json::from_value(interaction).unwrap()),
+            fields: Vec::new(),
+            summary: None,
+            input_summary: String::new(),
+            provenance: Provenance {
+                model: "m".into(),
+                prompt_version_id: "p".into(),
+                latency_ms: 0,
+                token_usage: Default::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_widget_the_model_writes_is_checked_whole() {
+        let study = crate::demo::definition()
+            .versioned_documents()
+            .pin("s", "demo");
+        let visible = Visible::for_study(&study);
+        let fine = serde_json::json!({"type": "single_choice", "prompt": "Which first?", "research_intent": "first pick",
+            "options": [{"id": "a", "label": "Meal ideas"}, {"id": "b", "label": "A shopping list"}]});
+        assert_eq!(refused_text(&visible, &proposal(fine)), None);
+        for bad in [
+            serde_json::json!({"type": "single_choice", "prompt": "Which first?", "research_intent": "x",
+                "options": [{"id": "a", "label": "{\"tool\": 1}"}, {"id": "b", "label": "B"}]}),
+            serde_json::json!({"type": "likert", "prompt": "How much?", "research_intent": "x", "scale": 3,
+                "labels": ["As an AI I think", "meh", "yes"]}),
+            serde_json::json!({"type": "yes_no", "prompt": "Ok?", "research_intent": "probe_hint for the agent"}),
+        ] {
+            assert!(
+                refused_text(&visible, &proposal(bad.clone())).is_some(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -70,7 +70,7 @@ pub struct ModelTurn {
 /// map would sort them).
 pub struct ModelRequest {
     pub body: Value,
-    pub tools: &'static str,
+    pub tools: std::borrow::Cow<'static, str>,
 }
 
 #[derive(serde::Serialize)]
@@ -196,7 +196,7 @@ impl ModelGateway {
         OpenAIError,
     > {
         let tools: &RawValue =
-            serde_json::from_str(request.tools).expect("the tool schemas are valid JSON");
+            serde_json::from_str(&request.tools).expect("the tool schemas are valid JSON");
         let chat = self.client.chat();
         if !self.compatible_mode() {
             let wire = Wire {

@@ -15,7 +15,7 @@ use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
 use interview_session::interaction::InteractionKind;
 use interview_session::Session;
-use serde_json::json;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::harness::conversation::Conversation;
@@ -282,18 +282,18 @@ pub struct Listing {
 }
 
 impl Listing {
-    /// The participant's messages and widget answers (the widget's question and the answer in
-    /// words) and the interviewer's utterances, in order.
-    pub fn from_events(events: &[SessionEvent], conversation: &Conversation) -> Self {
+    /// The participant's messages and answers to the interview's widgets (the widget's question
+    /// and the answer in words) and the interviewer's utterances, in order.
+    pub fn from_events(events: &[SessionEvent]) -> Self {
         let mut prompts = std::collections::HashMap::new();
         let mut lines = Vec::new();
         for e in events {
             match &e.body {
-                EventBody::InteractionRendered { interaction } => {
-                    prompts.insert(
-                        interaction.interaction_id.clone(),
-                        interaction.prompt.clone(),
-                    );
+                // Consent and screening are the runtime's: only the interview's widgets are lines.
+                EventBody::InteractionRendered { interaction }
+                    if interaction.objective_id.is_some() =>
+                {
+                    prompts.insert(interaction.interaction_id.clone(), interaction.clone());
                 }
                 EventBody::ParticipantMessageCreated {
                     turn_id, content, ..
@@ -317,16 +317,14 @@ impl Listing {
                     value,
                     ..
                 } => {
-                    let question = prompts.get(interaction_id).cloned().unwrap_or_default();
-                    let answer = match status {
-                        SubmitStatus::Skipped => "(skipped)".to_string(),
-                        SubmitStatus::Submitted => conversation
-                            .answers
-                            .iter()
-                            .find(|a| a.turn_id == *turn_id)
-                            .map(|a| a.content.clone())
-                            .or_else(|| value.as_ref().map(|v| v.to_string()))
-                            .unwrap_or_default(),
+                    let Some(widget) = prompts.get(interaction_id) else {
+                        continue;
+                    };
+                    let question = widget.prompt.clone();
+                    let answer = match (status, value) {
+                        (SubmitStatus::Skipped, _) => "(skipped)".to_string(),
+                        (SubmitStatus::Submitted, Some(v)) => in_words(&widget.kind, v),
+                        (SubmitStatus::Submitted, None) => String::new(),
                     };
                     lines.push(Line {
                         role: "participant",
@@ -384,6 +382,37 @@ impl Listing {
     }
 }
 
+/// A widget's answer as the participant chose it: option labels, a scale's label, yes or no.
+fn in_words(kind: &InteractionKind, value: &Value) -> String {
+    let label = |options: &[interview_session::interaction::Choice], id: &Value| {
+        options
+            .iter()
+            .find(|c| Some(c.id.as_str()) == id.as_str())
+            .map_or_else(|| id.to_string(), |c| format!("\"{}\"", c.label))
+    };
+    match (kind, value) {
+        (InteractionKind::SingleChoice { options }, id) => label(options, id),
+        (
+            InteractionKind::MultipleChoice { options, .. } | InteractionKind::Ranking { options },
+            Value::Array(ids),
+        ) => ids
+            .iter()
+            .map(|id| label(options, id))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (InteractionKind::Likert { scale, labels }, Value::Number(n)) => {
+            let i = n.as_u64().unwrap_or(0) as usize;
+            match labels.get(i.wrapping_sub(1)) {
+                Some(l) => format!("{l} ({i} of {scale})"),
+                None => format!("{i} of {scale}"),
+            }
+        }
+        (InteractionKind::YesNo {}, Value::Bool(b)) => if *b { "yes" } else { "no" }.into(),
+        (_, Value::String(text)) => text.clone(),
+        (_, other) => other.to_string(),
+    }
+}
+
 /// The user message: the conversation so far, and what to do.
 pub fn transcript(listing: &Listing, c: &Conversation) -> String {
     let mut out = listing.render();
@@ -404,7 +433,7 @@ pub fn request(
     model: &interview_session::study::ModelConfig,
     system: String,
     user: String,
-    tools: &'static str,
+    tools: std::borrow::Cow<'static, str>,
 ) -> ModelRequest {
     let body = json!({
         "model": model.model,
@@ -446,7 +475,7 @@ mod tests {
     #[test]
     fn turns_are_cited_by_short_aliases_that_resolve_back() {
         let events: Vec<_> = (1..=4).map(|n| said(n, n % 2 == 0)).collect();
-        let listing = Listing::from_events(&events, &Conversation::from_events(&events));
+        let listing = Listing::from_events(&events);
         let text = listing.render();
         assert!(
             text.contains("t1 interviewer: question 1\nt2 participant: answer 2\n"),
@@ -478,7 +507,7 @@ mod tests {
             client_message_id: None,
             content: "x".repeat(5_000),
         }));
-        let listing = Listing::from_events(&events, &Conversation::from_events(&events));
+        let listing = Listing::from_events(&events);
         let text = listing.render();
         assert!(text.contains("(t1–t51 are left out"), "{text}");
         assert!(!text.contains("\nt51 "), "{text}");

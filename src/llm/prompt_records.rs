@@ -45,7 +45,7 @@ pub fn extraction_request(s: &Session, transcript: String) -> Option<ModelReques
     });
     Some(ModelRequest {
         body,
-        tools: extraction_tool(),
+        tools: extraction_tool().into(),
     })
 }
 
@@ -140,7 +140,7 @@ pub fn screening_request(s: &Session) -> Option<ModelRequest> {
     });
     Some(ModelRequest {
         body,
-        tools: SCREENING_TOOLS,
+        tools: SCREENING_TOOLS.into(),
     })
 }
 

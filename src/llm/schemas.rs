@@ -26,6 +26,22 @@ pub fn tools_without_extraction() -> &'static str {
     })
 }
 
+/// Only the tools named, as written.
+pub fn only(names: &[&str]) -> String {
+    let all: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(TOOLS).expect("tools.json is a list");
+    let kept: Vec<&str> = all
+        .iter()
+        .map(|t| t.get())
+        .filter(|t| {
+            names
+                .iter()
+                .any(|n| t.contains(&format!("\"name\": \"{n}\"")))
+        })
+        .collect();
+    format!("[{}]", kept.join(",\n"))
+}
+
 /// `extract_fields` alone, for the extraction request.
 pub fn extraction_tool() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
@@ -101,7 +117,7 @@ mod tests {
         );
         assert_eq!(
             written_order("summarize_and_confirm"),
-            ["summary", "message", "rationale"]
+            ["message", "summary", "rationale"]
         );
         assert_eq!(
             written_order("conclude"),

@@ -22,6 +22,7 @@ const TERMS: &[&str] = &[
     "</",
     "<|",
     "[tool",
+    "<tool",
     // The contract's own names.
     "ask_question",
     "render_interaction",
@@ -34,13 +35,7 @@ const TERMS: &[&str] = &[
     "field_id",
     "evidence_turn_ids",
     "rationale",
-    "tool call",
-    "tool_call",
     "function call",
-    "call the probe",
-    "call the conclude",
-    "the probe tool",
-    "the conclude tool",
     "probe_hint",
     "max_probe",
     "output field",
@@ -51,19 +46,22 @@ const TERMS: &[&str] = &[
     "agent",
     "harness",
     "langgraph",
-    // Talk about being an AI agent.
+    // Talk about being an AI ("an AI assistant" in a question is fine; "as an AI" is not).
+    // No phrase starts with a word as common as "the", so the hold-back rarely delays a word.
     "as an ai",
     "as a language model",
     "i am an ai",
     "i'm an ai",
     "i\u{2019}m an ai",
-    "ai agent",
-    "ai language model",
     "language model",
-    "as an assistant",
-    "as a bot",
-    "i am a bot",
+    "chatbot",
+    "bot",
     "作为ai",
+    "作为 ai",
+    "作為ai",
+    "作為人工智能",
+    "我是 ai",
+    "語言模型",
     "作为一个ai",
     "作为人工智能",
     "我是ai",
@@ -89,24 +87,119 @@ fn is_word(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// Characters with no place in an interviewer's words that would hide a term from the check:
+/// invisible format characters and fullwidth Latin letters, digits and braces (fullwidth
+/// punctuation, normal in Chinese, is fine).
+fn hiding(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}' | '\u{FF10}'..='\u{FF19}' | '\u{FF21}'..='\u{FF3A}' | '\u{FF41}'..='\u{FF5B}'
+        | '\u{FF5D}')
+}
+
+/// The text as it is matched: ASCII lower case, every run of whitespace one space. Returns it
+/// with, for each of its byte positions (and its end), the position in `text`.
+fn fold(text: &str) -> Result<(String, Vec<usize>), Refused> {
+    let mut folded = String::with_capacity(text.len());
+    let mut map = Vec::with_capacity(text.len() + 1);
+    for (i, c) in text.char_indices() {
+        if hiding(c) {
+            return Err(Refused("a hidden or fullwidth character".into()));
+        }
+        let c = if c.is_whitespace() {
+            ' '
+        } else {
+            c.to_ascii_lowercase()
+        };
+        if c == ' ' && folded.ends_with(' ') {
+            continue;
+        }
+        for _ in 0..c.len_utf8() {
+            map.push(i);
+        }
+        folded.push(c);
+    }
+    map.push(text.len());
+    Ok((folded, map))
+}
+
+/// Where `term` stops `bytes` (folded): an error if it occurs, else how much may be shown.
+fn find_term(bytes: &[u8], term: &str, complete: bool) -> Result<usize, Refused> {
+    let t = term.as_bytes();
+    let word_start = is_word(t[0]);
+    let word_end = is_word(t[t.len() - 1]);
+    let starts_ok = |i: usize| !word_start || i == 0 || !is_word(bytes[i - 1]);
+    // Only the part that would give the term away is ever held: an identifier from its `_`, a
+    // phrase from its last word ("as an " may show; the term is refused before "ai" does), a
+    // word whole.
+    let hold_from = term
+        .find('_')
+        .or_else(|| term.rfind(' ').map(|i| i + 1))
+        .unwrap_or(0);
+    let mut safe = bytes.len();
+    let mut from = 0;
+    while let Some(found) = find(&bytes[from..], t) {
+        let i = from + found;
+        let end = i + t.len();
+        // The next character, not the next byte: a term may start with a multi-byte one.
+        from = i + utf8_len(bytes[i]);
+        if !starts_ok(i) {
+            continue;
+        }
+        // The word itself, or its plural, and nothing longer.
+        let plural = word_end && bytes.get(end) == Some(&b's');
+        let after = if plural { end + 1 } else { end };
+        match bytes.get(after) {
+            Some(&next) if word_end && is_word(next) => continue,
+            None if word_end && !complete => safe = safe.min(i + hold_from),
+            _ => return Err(Refused(term.to_string())),
+        }
+    }
+    if !complete {
+        // The end of the text may be the beginning of this term.
+        for k in (hold_from + 1..t.len()).rev() {
+            if bytes.len() >= k && bytes.ends_with(&t[..k]) && starts_ok(bytes.len() - k) {
+                safe = safe.min(bytes.len() - k + hold_from);
+                break;
+            }
+        }
+    }
+    Ok(safe)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The length of the UTF-8 sequence a leading byte starts.
+fn utf8_len(b: u8) -> usize {
+    match b {
+        0xF0..=0xFF => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    }
+}
+
 impl Visible {
     /// The fixed terms, those the study's participant-facing text uses taken out, and the
     /// study's own identifiers that look like identifiers (an objective or field id with `_`).
     pub fn for_study(study: &PinnedStudy) -> Self {
         let config = &study.study_config;
         let mut public = format!("{} {}", config.title, config.description);
+        // What participants read (probe hints are the interviewer's, not theirs).
         for o in &config.objectives {
-            public.push_str(&format!(
-                " {} {} {}",
-                o.title,
-                o.opening_question,
-                o.probe_hints.join(" ")
-            ));
+            public.push_str(&format!(" {} {}", o.title, o.opening_question));
         }
-        let public = public.to_ascii_lowercase();
+        // A term the study itself uses, as a word (or its plural), is the study's vocabulary.
+        let public = fold(&public).map(|(f, _)| f).unwrap_or_default();
+        let used = |term: &str| {
+            let term = term.to_ascii_lowercase();
+            find_term(public.as_bytes(), &term, true).is_err()
+        };
         let mut terms: Vec<String> = TERMS
             .iter()
-            .filter(|t| !public.contains(&t.to_ascii_lowercase()))
+            .filter(|t| !used(t))
             .map(|t| t.to_string())
             .collect();
         let ids = config
@@ -115,7 +208,7 @@ impl Visible {
             .map(|o| o.id.as_str())
             .chain(study.output_schema.fields.iter().map(|f| f.id.as_str()));
         terms.extend(
-            ids.filter(|id| id.contains('_') && !public.contains(&id.to_ascii_lowercase()))
+            ids.filter(|id| id.contains('_') && !used(id))
                 .map(str::to_ascii_lowercase),
         );
         Self { terms }
@@ -124,38 +217,24 @@ impl Visible {
     /// How many bytes of `text` may be shown now — all of it once `complete`, else all but an
     /// end that could still become a term — or the term that refuses it.
     pub fn check(&self, text: &str, complete: bool) -> Result<usize, Refused> {
-        let lower = text.to_ascii_lowercase();
-        let bytes = lower.as_bytes();
-        let mut safe = text.len();
-        for term in &self.terms {
-            let t = term.as_bytes();
-            let word_start = is_word(t[0]);
-            let word_end = is_word(t[t.len() - 1]);
-            let starts_ok = |i: usize| !word_start || i == 0 || !is_word(bytes[i - 1]);
-            let mut from = 0;
-            while let Some(found) = lower[from..].find(term.as_str()) {
-                let i = from + found;
-                let end = i + t.len();
-                from = i + 1;
-                if !starts_ok(i) {
-                    continue;
+        let (folded, map) = fold(text)?;
+        let bytes = folded.as_bytes();
+        let mut safe = folded.len();
+        // Any snake_case token is an identifier (a tool, an argument, an enum value, an id).
+        for (i, _) in folded.match_indices('_') {
+            let before = i > 0 && bytes[i - 1].is_ascii_alphanumeric();
+            match bytes.get(i + 1) {
+                Some(b) if before && b.is_ascii_alphanumeric() => {
+                    return Err(Refused("an identifier".into()))
                 }
-                match bytes.get(end) {
-                    Some(&next) if word_end && is_word(next) => continue,
-                    None if word_end && !complete => safe = safe.min(i),
-                    _ => return Err(Refused(term.clone())),
-                }
-            }
-            if !complete {
-                // The end of the text may be the beginning of this term.
-                for k in (1..t.len()).rev() {
-                    if bytes.len() >= k && bytes.ends_with(&t[..k]) && starts_ok(bytes.len() - k) {
-                        safe = safe.min(bytes.len() - k);
-                        break;
-                    }
-                }
+                None if before && !complete => safe = safe.min(i),
+                _ => {}
             }
         }
+        for term in &self.terms {
+            safe = safe.min(find_term(bytes, term, complete)?);
+        }
+        let mut safe = map[safe];
         while !text.is_char_boundary(safe) {
             safe -= 1;
         }
@@ -232,14 +311,18 @@ mod tests {
             ("My rationale: they were vague.", "rationale"),
         ] {
             let (shown, refused) = stream(&v, text);
-            assert_eq!(refused, Some(Refused(term.into())), "{text}");
-            // Not even the term's beginning was shown.
-            let n = term.chars().count();
-            let head: String = term.chars().take((n - 1).max(1)).collect();
+            let expected = if term.contains('_') {
+                "an identifier"
+            } else {
+                term
+            };
+            assert_eq!(refused, Some(Refused(expected.into())), "{text}");
+            // The term never showed (what did show is replaced with the utterance).
             assert!(
-                !shown.to_ascii_lowercase().contains(&head),
+                !shown.to_ascii_lowercase().contains(term),
                 "{text}: {shown}"
             );
+            assert!(text.starts_with(&shown));
         }
     }
 
@@ -247,13 +330,59 @@ mod tests {
     fn the_hold_back_is_only_what_a_term_could_start() {
         let v = visible();
         assert_eq!(
-            v.check("Tell me more about it. As an", false),
-            Ok("Tell me more about it. ".len())
+            v.check("Tell me more. Which harn", false),
+            Ok("Tell me more. Which ".len())
         );
         assert_eq!(
-            v.check("Tell me more about it", false),
-            Ok("Tell me more about it".len())
+            v.check("Thanks! Could you tell me", false),
+            Ok("Thanks! Could you tell me".len())
         );
+        assert_eq!(
+            v.check("Which tools", false),
+            Ok("Which tools".len()),
+            "another word"
+        );
+        // An identifier is held from its `_` on; a phrase from its last word.
+        assert_eq!(v.check("About planning", false), Ok("About planning".len()));
+        assert_eq!(
+            v.check("About planning_", false),
+            Ok("About planning".len())
+        );
+        assert_eq!(v.check("Well, as an", false), Ok("Well, as an".len()));
+        assert_eq!(v.check("Well, as an a", false), Ok("Well, as an ".len()));
+    }
+
+    /// What an attacker's review found: hidden characters, spacing, plurals, identifiers, and
+    /// a term starting with a multi-byte character (which once panicked the check).
+    #[test]
+    fn disguised_terms_are_refused_and_nothing_panics() {
+        let v = visible();
+        for text in [
+            "我作为AIGC从业者想问你",
+            "那么我是AIa",
+            "我是 AI，想问你",
+            "Which ｔｏｏｌ do you use?",
+            "Which ag\u{200B}ent helped?",
+            "As an  AI, I wonder",
+            "As an\u{00A0}AI, I wonder",
+            "Which agents helped?",
+            "Next: conclude(reason=all_must_objectives_covered)",
+            "A <tool_call> follows",
+        ] {
+            let (_, refused) = stream(&v, text);
+            // 作为AIGC is a word of its own: fine. The rest are refused.
+            if text.starts_with("我作为AIGC") || text == "那么我是AIa" {
+                assert_eq!(refused, None, "{text}");
+            } else {
+                assert!(refused.is_some(), "{text}");
+            }
+        }
+        // Chinese fullwidth punctuation is normal text.
+        assert_eq!(v.refuses("你平时怎么计划？有什么工具吗！"), None);
+        // A study text with such a term does not panic either.
+        let mut study = demo();
+        study.study_config.description = "作为AIGC从业者的访谈".into();
+        let _ = Visible::for_study(&study);
     }
 
     #[test]

@@ -86,14 +86,14 @@ async fn final_event(llm: &Llm, session: &str) -> Value {
 async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: Store) {
     let llm = start(store).await;
     let session = completed(&llm).await;
-    // t1 consent answer … the participant's answer about the list is t3 (see the listing).
+    // t1 is the question, t2 the participant's answer about the list.
     llm.model.push_extraction(Reply::Realistic(
         "extract_fields",
         json!({"fields": [
             {"field_id": "planning_method", "value": "a shared list on the fridge", "confidence": 0.85,
-             "evidence_turn_ids": ["t3"], "quote": "a list on the fridge"},
+             "evidence_turn_ids": ["t2"], "quote": "a list on the fridge"},
             {"field_id": "household_involvement", "value": "partner", "confidence": 0.7,
-             "evidence_turn_ids": ["t3"], "quote": "my partner and I"}],
+             "evidence_turn_ids": ["t2"], "quote": "my partner and I"}],
             "rationale": "Both fields are stated in the answer."}),
     ));
     let done = interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
@@ -128,7 +128,7 @@ async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: St
     assert_eq!(
         method["evidence_turn_ids"],
         json!([answer_turn]),
-        "t3 resolved to its turn"
+        "t2 resolved to its turn"
     );
     let e = final_event(&llm, &session).await;
     assert_eq!(e["payload"]["decided_by"]["model"], ANSWERING_MODEL);

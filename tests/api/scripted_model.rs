@@ -99,6 +99,9 @@ struct Shared {
     raw_requests: Arc<Mutex<Vec<Bytes>>>,
     /// Answers when the script is empty (otherwise a 500).
     fallback: Arc<Mutex<Option<Reply>>>,
+    /// Requests naming this model are answered like a hosted model: paced, with this reply
+    /// (extractions with the empty one), and usage counted from the request's size.
+    simulated: Arc<Mutex<Option<Simulated>>>,
     /// Keep a copy of every request (tests); benchmarks turn it off.
     record: Arc<std::sync::atomic::AtomicBool>,
     behaviour: Arc<Mutex<Behaviour>>,
@@ -116,6 +119,9 @@ pub struct Call {
     pub extraction: bool,
     pub arrived: std::time::Instant,
     pub ended: Option<std::time::Instant>,
+    /// When the fragment carrying the first character of `message` was sent (realistic
+    /// replies): what the participant could see at the earliest.
+    pub first_message: Option<std::time::Instant>,
 }
 
 /// Which timeline entry a response ends.
@@ -123,6 +129,8 @@ pub struct Call {
 struct End {
     timeline: Timeline,
     slot: usize,
+    /// The frame that carries the message's first character, if known.
+    mark: Option<usize>,
 }
 
 /// Marks the response's end when its body is dropped (sent, or the client went away).
@@ -136,6 +144,13 @@ impl Drop for EndGuard {
     }
 }
 
+#[derive(Clone, Debug)]
+struct Simulated {
+    model: String,
+    pace: Pace,
+    reply: Reply,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Behaviour {
     pace: Pace,
@@ -145,6 +160,7 @@ struct Behaviour {
     calls: u64,
 }
 
+#[derive(Clone)]
 pub struct ScriptedModel {
     /// Base URL to give `OPENAI_BASE_URL` (ends in `/v1`).
     pub url: String,
@@ -224,6 +240,18 @@ impl ScriptedModel {
         self.shared.extractions.lock().unwrap().push_back(reply);
     }
 
+    /// Requests for `model` are answered as a hosted model would: `reply` (extraction requests
+    /// with an empty extraction) at `pace`, usage counted from the request (four characters a
+    /// token). Other requests are answered as before.
+    #[allow(dead_code)]
+    pub fn simulate(&self, model: &str, pace: Pace, reply: Reply) {
+        *self.shared.simulated.lock().unwrap() = Some(Simulated {
+            model: model.into(),
+            pace,
+            reply,
+        });
+    }
+
     pub fn push(&self, reply: Reply) {
         self.shared.script.lock().unwrap().push_back(reply);
     }
@@ -245,6 +273,16 @@ fn chunk(delta: Value, finish: Option<&str>) -> Bytes {
     let body = json!({
         "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": ANSWERING_MODEL,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    });
+    Bytes::from(format!("data: {body}\n\n"))
+}
+
+/// A usage chunk with these counts.
+fn usage_of(prompt_tokens: usize, completion_tokens: usize) -> Bytes {
+    let body = json!({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": ANSWERING_MODEL,
+        "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
     });
     Bytes::from(format!("data: {body}\n\n"))
 }
@@ -387,6 +425,19 @@ fn token_pieces(text: &str) -> Vec<String> {
     out
 }
 
+/// The frame (after the tool's first frame) whose piece holds the message's first character.
+fn message_frame(text: &str, pieces: &[String]) -> Option<usize> {
+    let start = text.find("\"message\": \"")? + "\"message\": \"".len();
+    let mut at = 0;
+    for (i, p) in pieces.iter().enumerate() {
+        at += p.len();
+        if at > start {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 fn arg_chunks(pieces: Vec<String>) -> Vec<Bytes> {
     pieces
         .into_iter()
@@ -425,9 +476,11 @@ fn args_pieces(args: &str) -> Vec<Bytes> {
 
 /// An SSE response of `frames`, paced; with `stall`, the connection then stays open and silent.
 fn sse(frames: Vec<Bytes>, stall: bool, pace: Pace, end: End) -> HttpResponse {
+    let (timeline, slot, mark) = (end.timeline.clone(), end.slot, end.mark);
     let guard = Arc::new(EndGuard(end));
     let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| {
         let _held = guard.clone();
+        let timeline = timeline.clone();
         async move {
             let wait = if i == 0 {
                 pace.first_token
@@ -436,6 +489,11 @@ fn sse(frames: Vec<Bytes>, stall: bool, pace: Pace, end: End) -> HttpResponse {
             };
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
+            }
+            if mark == Some(i) {
+                if let Some(call) = timeline.lock().unwrap().get_mut(slot) {
+                    call.first_message = Some(std::time::Instant::now());
+                }
             }
             drop(_held);
             Ok::<_, actix_web::Error>(frame)
@@ -490,11 +548,47 @@ async fn answer(
     if let Some(refusal) = refused(behaviour.strictness, &body) {
         return refusal;
     }
+    let simulated = shared
+        .simulated
+        .lock()
+        .unwrap()
+        .clone()
+        .filter(|s| body["model"] == s.model.as_str());
     let extraction = body["tool_choice"]["function"]["name"] == "extract_fields"
         || body["tools"]
             .as_array()
             .is_some_and(|t| t.len() == 1 && t[0]["function"]["name"] == "extract_fields");
-    let reply = if extraction {
+    let reply = if let Some(s) = &simulated {
+        Some(if extraction {
+            Reply::Realistic(
+                "extract_fields",
+                json!({"fields": [], "rationale": "Nothing new to record."}),
+            )
+        } else {
+            // Like a model that keeps to the tools it is offered: a summary when its usual
+            // answer is not among them.
+            let offered = |tool: &str| {
+                body["tools"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == tool))
+            };
+            match &s.reply {
+                Reply::Realistic(name, _) if !offered(name) && offered("summarize_and_confirm") => {
+                    Reply::Realistic(
+                        "summarize_and_confirm",
+                        json!({"summary": "You plan on Sunday evenings with a shared list on your phone.",
+                           "message": "Here is what I heard. Did I get that right?", "rationale": "questioning must stop"}),
+                    )
+                }
+                Reply::Realistic(name, _) if !offered(name) => Reply::Realistic(
+                    "conclude",
+                    json!({"reason": "max_turns_reached", "message": "Thank you so much for your time!",
+                           "rationale": "the summary was answered"}),
+                ),
+                other => other.clone(),
+            }
+        })
+    } else if extraction {
         let queued = shared.extractions.lock().unwrap().pop_front();
         Some(queued.unwrap_or_else(|| {
             Reply::Tool(
@@ -516,21 +610,38 @@ async fn answer(
             extraction,
             arrived: std::time::Instant::now(),
             ended: None,
+            first_message: None,
         });
         End {
             timeline: shared.timeline.clone(),
             slot: timeline.len() - 1,
+            mark: None,
         }
     };
     if shared.record.load(std::sync::atomic::Ordering::Relaxed) {
-        shared.requests.lock().unwrap().push(body);
+        shared.requests.lock().unwrap().push(body.clone());
         shared.raw_requests.lock().unwrap().push(raw.clone());
     }
-    let pace = behaviour.pace;
+    let pace = simulated.as_ref().map_or(behaviour.pace, |s| s.pace);
+    let prompt_tokens = body["messages"].as_array().map_or(0, |m| {
+        m.iter()
+            .map(|m| m["content"].as_str().map_or(0, str::len))
+            .sum::<usize>()
+    }) / 4;
+    let counted = simulated.is_some();
     let tool_call = |name: &str, pieces: Vec<String>| {
         let mut frames = vec![tool_start(0, name)];
+        let completion_tokens = pieces.iter().map(String::len).sum::<usize>() / 4;
         frames.extend(arg_chunks(pieces));
-        frames.extend(ending(behaviour.usage));
+        if counted {
+            frames.extend([
+                chunk(json!({}), Some("tool_calls")),
+                usage_of(prompt_tokens, completion_tokens),
+                Bytes::from_static(b"data: [DONE]\n\n"),
+            ]);
+        } else {
+            frames.extend(ending(behaviour.usage));
+        }
         frames
     };
     let done = Bytes::from_static(b"data: [DONE]\n\n");
@@ -575,7 +686,9 @@ async fn answer(
         Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false, pace, end.clone()),
         Some(Reply::Realistic(name, args)) => {
             let text = in_order(&args, &schema_order(&raw, name));
-            sse(tool_call(name, token_pieces(&text)), false, pace, end.clone())
+            let pieces = token_pieces(&text);
+            let mark = message_frame(&text, &pieces);
+            sse(tool_call(name, pieces), false, pace, End { mark, ..end.clone() })
         }
         Some(Reply::Ordered(name, pairs)) => {
             let order: Vec<String> = pairs.iter().map(|(k, _)| k.to_string()).collect();

@@ -487,7 +487,14 @@ impl Session {
 
         let rewritten = action != p.action;
         let proposed = rewritten.then(|| p.action.clone());
-        let own = |text: &Option<String>| if rewritten { None } else { non_empty(text) };
+        // A closing message stands when only the recorded reason changed (the policy may not
+        // know which reason the runtime settles on); any other rewrite says the runtime's words.
+        let keeps_text = !rewritten
+            || matches!(
+                (&action, &p.action),
+                (AgentAction::Conclude { .. }, AgentAction::Conclude { .. })
+            );
+        let own = |text: &Option<String>| if keeps_text { non_empty(text) } else { None };
         let mut judged = Judged {
             action: action.clone(),
             proposed,
