@@ -38,7 +38,7 @@ pub enum ProjectionError {
 pub struct Projector {
     db: Db,
     recent: Arc<RecentViews>,
-    /// Commands committed together (SQLite, in the server); `None`: each on its own.
+    /// Commands committed together (the server, on both stores); `None`: each on its own.
     group: Option<GroupCommit>,
 }
 

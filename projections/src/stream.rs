@@ -1,4 +1,4 @@
-//! Participant-visible StreamEvents (BRIEF §4) folded from the event stream.
+//! Participant-visible StreamEvents (FR-04-7) folded from the event stream.
 //!
 //! The live SSE route and (later) `replay stream` use the same fold, so a stream replayed from
 //! the log is the stream participants saw. Each persisted event yields at most one StreamEvent,

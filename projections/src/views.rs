@@ -89,7 +89,7 @@ pub struct NewRows {
     pub decisions: Vec<DecisionRow>,
 }
 
-/// One row of the `decision_log` view: a decision with the log BRIEF §3 lists.
+/// One row of the `decision_log` view: a decision with the log FR-04-11 lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRow {
     pub seq: u64,

@@ -378,7 +378,7 @@ impl Session {
         }
     }
 
-    /// Whether participant input now is a turn (BRIEF §3): consent, screening answers and the
+    /// Whether participant input now is a turn (`docs/interview-flow.md`): consent, screening answers and the
     /// reply to the summary are not.
     fn is_turn(&self) -> bool {
         self.phase.counts_turns()

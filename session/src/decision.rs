@@ -1,4 +1,4 @@
-//! Interviewer decisions: the one action per decision, why it was taken, and the log BRIEF §3
+//! Interviewer decisions: the one action per decision, why it was taken, and the log FR-04-11
 //! asks for. A decision is proposed by a policy (the rules interviewer or a model) and judged by
 //! the aggregate, which may rewrite it (`proposed_action` keeps what was asked for).
 

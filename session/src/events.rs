@@ -20,7 +20,7 @@ use crate::study::PinnedStudy;
 /// The version of every event type defined here.
 pub const EVENT_VERSION: &str = "1";
 
-/// Session status (BRIEF §3): `created → active → waiting_for_user | waiting_for_tool → active →
+/// Session status (FR-04-3): `created → active → waiting_for_user | waiting_for_tool → active →
 /// … → completed | abandoned`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -39,7 +39,7 @@ impl SessionStatus {
         matches!(self, Self::Completed | Self::Abandoned)
     }
 
-    /// The status machine of BRIEF §3.
+    /// The status machine (FR-04-3).
     pub fn can_become(self, to: SessionStatus) -> bool {
         use SessionStatus::*;
         match self {
@@ -133,7 +133,7 @@ pub enum EventBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         decided_by: Option<crate::decision::Provenance>,
     },
-    /// One interviewer decision with its full log (BRIEF §3). `proposed_action` is set when a
+    /// One interviewer decision with its full log (FR-04-11). `proposed_action` is set when a
     /// guard rewrote what the policy proposed.
     #[serde(rename = "agent.decision.recorded")]
     DecisionRecorded {

@@ -1,4 +1,4 @@
-//! The text tests BRIEF §3 defines: one-word answers, end intent, affirmative replies. Exact and
+//! The text tests the interview flow relies on: one-word answers, end intent, affirmative replies. Exact and
 //! deterministic, so the aggregate can rely on them.
 
 /// Lower-cases and drops everything but letters, digits, CJK and single spaces.

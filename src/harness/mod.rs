@@ -1,4 +1,4 @@
-//! The harness: the interviewer's decision loop (BRIEF §2).
+//! The harness: the interviewer's decision loop (`docs/architecture.md`, path 2).
 //!
 //! A run loads the session from its events, asks the policy for the next action, checks it with
 //! the aggregate's own guard *before* a word is streamed, commits its claim on the turn

@@ -1,5 +1,5 @@
 //! HTTP routes. Each handler authenticates, parses, runs one command or query, and answers with
-//! the contract of BRIEF §4; errors go through [`crate::error::ApiError`].
+//! the HTTP contract (README, "API at a glance"); errors go through [`crate::error::ApiError`].
 
 pub mod health;
 pub mod page;

@@ -1,4 +1,4 @@
-//! Judging and carrying out interviewer decisions: the guards of BRIEF §3.
+//! Judging and carrying out interviewer decisions: the guards of the interview flow (`docs/interview-flow.md`).
 //!
 //! [`Session::judge`] is pure: the harness calls it on its loaded state before it streams a
 //! word (so nothing shown is later contradicted), and the aggregate calls it again at commit.
@@ -70,7 +70,7 @@ impl Session {
         all
     }
 
-    /// BRIEF §3: answered, and either every required field of the objective has reached the
+    /// Covered (FR-04-20): answered, and either every required field of the objective has reached the
     /// confidence threshold or its probes reached the cap.
     pub fn objective_covered(&self, id: &str) -> bool {
         let (Some(study), Some(objective)) = (self.study.as_deref(), self.find_objective(id))
