@@ -11,19 +11,20 @@ const T = zh
       start: "开始访谈", thinking: "正在思考…", send: "发送", placeholder: "输入你的回答…",
       end: "结束访谈", endConfirm: "确定要结束访谈吗？", submit: "提交", skip: "跳过",
       agree: "我同意", decline: "我不同意", yes: "是", no: "否", up: "上移", down: "下移",
-      answered: "已回答", skipped: "已跳过", answerAbove: "请先回答上面的问题。",
+      answered: "已回答", skipped: "已跳过", agreed: "同意", declined: "不同意", answerAbove: "请先回答上面的问题。",
       doneTitle: "谢谢你的参与！", summary: "访谈总结", ended: "访谈已结束。", continue: "继续",
       reconnecting: "连接中断，正在重新连接…", failed: "出了点问题，请稍后再试。",
       invalid: "这个回答不太符合要求，请检查后再提交。", gone: "这次访谈已经结束。",
       missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
       chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
       rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
+      nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
       end: "End interview", endConfirm: "Do you want to end the interview?", submit: "Submit", skip: "Skip",
       agree: "I agree", decline: "I do not agree", yes: "Yes", no: "No", up: "Move up", down: "Move down",
-      answered: "Answered", skipped: "Skipped", answerAbove: "Please answer the question above first.",
+      answered: "Answered", skipped: "Skipped", agreed: "Agreed", declined: "Declined", answerAbove: "Please answer the question above first.",
       doneTitle: "Thank you for taking part!", summary: "Summary", ended: "The interview has ended.", continue: "Continue",
       reconnecting: "Connection lost — reconnecting…", failed: "Something went wrong. Please try again in a moment.",
       invalid: "That answer doesn't fit — please check it and try again.", gone: "This interview has already ended.",
@@ -31,6 +32,7 @@ const T = zh
       notFound: "We can't find this study.", chooseBetween: (a, b) => `Choose ${a} to ${b}`,
       messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
       newInterview: "Start a new interview",
+      nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
     };
 
 const $ = (id) => document.getElementById(id);
@@ -56,6 +58,7 @@ let status = "created";
 let pending = null; // the interaction waiting for an answer
 let events = null;
 const bubbles = new Map(); // message id → <li>
+const widgets = new Map(); // interaction id → the interaction, to show its answer later
 let awaitingFirstCharacter = false;
 
 function firstCharacter() {
@@ -177,11 +180,12 @@ function connect() {
   });
   on("interaction.render", (d) => {
     awaitingFirstCharacter = false; // the answer is a widget, not words
+    widgets.set(d.interaction.interaction_id, d.interaction);
     showWidget(d.interaction);
   });
   on("interaction.resolved", (d) => {
     if (pending && pending.interaction_id === d.interaction_id) hideWidget();
-    ui.log.append(el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered }));
+    ui.log.append(answeredNote(widgets.get(d.interaction_id), d));
   });
   on("session.status", (d) => {
     setStatus(d.status);
@@ -192,6 +196,28 @@ function connect() {
 }
 
 // ---- widgets ------------------------------------------------------------------------------
+
+// A widget's answer in words, as the participant gave it: the chosen options' labels, the
+// scale's label, yes or no, the text itself.
+function answerWords(it, value) {
+  const label = (id) => (it.options || []).find((o) => o.id === id)?.label ?? String(id);
+  switch (it.type) {
+    case "consent": return value && value.accepted ? T.agreed : T.declined;
+    case "single_choice": return label(value);
+    case "multiple_choice": return (value || []).map(label).join(", ");
+    case "ranking": return (value || []).map((id, i) => `${i + 1}. ${label(id)}`).join("  ");
+    case "likert": return (it.labels || [])[value - 1] ?? `${value} / ${it.scale}`;
+    case "yes_no": return value ? T.yes : T.no;
+    default: return String(value ?? "");
+  }
+}
+
+// The widget's question and its answer stay in the conversation ("Skipped" when skipped).
+function answeredNote(it, d) {
+  if (!it) return el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered });
+  const answer = d.status === "skipped" ? T.skipped : d.value === undefined ? T.answered : answerWords(it, d.value);
+  return el("li", { class: "note answered" }, el("span", { class: "question", text: it.prompt }), el("span", { class: "answer", text: answer }));
+}
 
 function hideWidget() {
   pending = null;
@@ -392,15 +418,32 @@ function finish(summary, redirect) {
 
 // ---- start --------------------------------------------------------------------------------
 
+// The box grows with its text up to about six lines (then it scrolls), and says how close the
+// answer is to the server's limit, counted as the server counts: UTF-8 bytes.
+const maxBytes = boot.max_message_bytes || 8192;
+const bytes = (text) => new TextEncoder().encode(text).length;
+function composerChanged() {
+  ui.text.style.height = "auto";
+  ui.text.style.height = `${ui.text.scrollHeight + 2}px`;
+  const used = bytes(ui.text.value.trim());
+  const limit = $("limit");
+  const over = used > maxBytes;
+  limit.hidden = used < maxBytes * 0.8;
+  limit.classList.toggle("over", over);
+  limit.textContent = over ? T.tooLong : T.nearLimit(Math.floor((used * 100) / maxBytes));
+  $("send").disabled = over || ui.text.disabled;
+}
+
 async function send(e) {
   e.preventDefault();
   const text = ui.text.value.trim();
-  if (!text || status !== "waiting_for_user") return;
+  if (!text || status !== "waiting_for_user" || bytes(text) > maxBytes) return;
   window.__metrics.turns.push({ sent: performance.now(), accepted: null, first: null });
   awaitingFirstCharacter = true;
   const li = el("li", { class: "me", "data-pending": "", text });
   ui.log.append(li);
   ui.text.value = "";
+  composerChanged();
   setStatus("active");
   thinking(true);
   notice("");
@@ -412,6 +455,7 @@ async function send(e) {
     awaitingFirstCharacter = false;
     li.remove();
     ui.text.value = text;
+    composerChanged();
     thinking(false);
     setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
     notice(friendly(error));
@@ -456,6 +500,7 @@ function init() {
   $("text-label").textContent = T.messageLabel;
   ui.text.placeholder = T.placeholder;
   ui.composer.addEventListener("submit", send);
+  ui.text.addEventListener("input", composerChanged);
   ui.text.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
   });

@@ -119,17 +119,22 @@ impl StreamFolder {
                 "interaction.render",
                 json!({ "interaction": interaction }),
             )),
+            // The participant's own answer goes back to them, so the conversation can show it.
             EventBody::InteractionSubmitted {
                 interaction_id,
                 status,
+                value,
                 ..
-            } => Some(StreamEvent::new(
-                "interaction.resolved",
-                json!({
+            } => {
+                let mut data = json!({
                     "interaction_id": interaction_id,
                     "status": match status { SubmitStatus::Submitted => "submitted", SubmitStatus::Skipped => "skipped" },
-                }),
-            )),
+                });
+                if let (SubmitStatus::Submitted, Some(v)) = (status, value) {
+                    data["value"] = v.clone();
+                }
+                Some(StreamEvent::new("interaction.resolved", data))
+            }
             EventBody::SessionCompleted {
                 summary, reason, ..
             } => {

@@ -14,6 +14,7 @@ use crate::studies;
 const PAGE: &str = include_str!("../../web/index.html");
 const SCRIPT: &str = include_str!("../../web/app.js");
 const STYLE: &str = include_str!("../../web/app.css");
+const ICON: &str = include_str!("../../web/icon.svg");
 
 /// Changes whenever the assets do, so browsers never mix an old script with a new page.
 fn version() -> &'static str {
@@ -115,6 +116,8 @@ async fn study_boot(state: &AppState, slug: &str) -> Result<serde_json::Value, A
             "title": p.study_config.title,
             "description": p.study_config.description,
             "locale": p.study_config.locale,
+            // What the server takes, counted as it counts (UTF-8 bytes).
+            "max_message_bytes": state.settings.max_message_bytes,
         }),
         None => json!({ "slug": slug, "error": "study_not_found" }),
     })
@@ -166,6 +169,7 @@ pub async fn asset(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let (body, kind) = match path.as_str() {
         "app.js" => (SCRIPT, "text/javascript; charset=utf-8"),
         "app.css" => (STYLE, "text/css; charset=utf-8"),
+        "icon.svg" => (ICON, "image/svg+xml"),
         _ => return Err(ApiError::not_found("not_found", "no such file")),
     };
     Ok(HttpResponse::Ok()

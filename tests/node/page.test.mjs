@@ -177,6 +177,19 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     await page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, resolved);
   }
   assert.deepEqual(seen, ["single_choice", "multiple_choice", "likert", "rating", "ranking", "yes_no", "free_text"]);
+  // Each widget's question and the answer given stay in the conversation, in words.
+  const notes = await page.locator("#log li.answered").allTextContents();
+  const joined = notes.join("\n");
+  assert.match(joined, /Agreed/);
+  assert.match(joined, /Which do you buy online\?Option FRUIT, Option BREAD/);
+  assert.match(joined, /Rank what matters most\.1\. Option QUALITY  2\. Option PRICE  3\. Option SPEED/);
+  assert.match(joined, /Do you use coupons\?Skipped/);
+  assert.match(joined, /Anything else we should know\?Nothing else, thanks\./);
+  // A reload rebuilds them from the stream.
+  await page.reload();
+  await page.locator("#done h2").waitFor();
+  await page.waitForFunction(() => document.querySelectorAll("#log li.answered").length >= 8);
+  assert.equal((await page.locator("#log li.answered").allTextContents()).join("\n"), joined);
   await page.locator("#done h2").waitFor();
   // What the widgets sent, as researchers see it.
   const { id } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:every-type")));
@@ -188,6 +201,36 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
   assert.match(values, /"status":"skipped"/);
   // The summary the participant read is in plain words.
   assert.doesNotMatch(await page.locator("#done").textContent(), /_answer/);
+  await context.close();
+});
+
+test("the answer box grows, says when an answer is too long as the server counts it, and nothing 404s", async () => {
+  const { context, page } = await phone();
+  const missing = [];
+  page.on("response", (r) => { if (r.status() === 404) missing.push(r.url()); });
+  await page.goto(`${server.base}/interview/demo`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await assistant(page).first().waitFor();
+  await page.waitForFunction(() => !document.querySelector("#text").disabled);
+  const box = page.locator("#text");
+  const oneLine = await box.evaluate((t) => t.clientHeight);
+  await box.fill("The first line of my answer\nand a second line\nand a third");
+  const threeLines = await box.evaluate((t) => t.clientHeight);
+  assert.ok(threeLines > oneLine * 2, `${oneLine} → ${threeLines}`);
+  await box.fill(Array(40).fill("line").join("\n"));
+  const many = await box.evaluate((t) => t.clientHeight);
+  assert.ok(many < oneLine * 8, `it stops growing at about six lines: ${many}`);
+  // 3,000 Chinese characters are 9,000 bytes: over the server's 8,192, said before sending.
+  await box.fill("我".repeat(3000));
+  await page.locator("#limit.over").waitFor();
+  assert.match(await page.locator("#limit").textContent(), /too long/);
+  assert.ok(await page.locator("#send").isDisabled());
+  await box.fill("我".repeat(2300)); // 6,900 bytes: near the limit, allowed
+  assert.ok(await page.locator("#send").isEnabled());
+  assert.match(await page.locator("#limit").textContent(), /8\d% of the length limit/);
+  assert.deepEqual(missing, [], "no request of the page is a 404 (the icon included)");
   await context.close();
 });
 
