@@ -18,6 +18,7 @@ const T = zh
       missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
       chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
       rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
+      confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？",
       nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
     }
   : {
@@ -32,6 +33,7 @@ const T = zh
       notFound: "We can't find this study.", chooseBetween: (a, b) => `Choose ${a} to ${b}`,
       messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
       newInterview: "Start a new interview",
+      confirmYes: "Yes, that's right", confirmAdd: "Add something", addPlaceholder: "What would you add or correct?",
       nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
     };
 
@@ -55,6 +57,7 @@ const lastTurn = () => window.__metrics.turns[window.__metrics.turns.length - 1]
 const ui = { log: $("log"), widget: $("widget"), composer: $("composer"), text: $("text") };
 let session = null; // { id, token }
 let status = "created";
+let phase = "";
 let pending = null; // the interaction waiting for an answer
 let events = null;
 const bubbles = new Map(); // message id → <li>
@@ -140,6 +143,26 @@ function setStatus(next) {
   $("end").hidden = status === "completed" || status === "abandoned" || !session;
   if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
   if (open && document.activeElement === document.body) ui.text.focus();
+  quickReplies(open && phase === "SUMMARY_CONFIRMATION");
+}
+
+// At the summary, one tap confirms it; "Add something" opens the box (typing works either way).
+function quickReplies(show) {
+  const box = $("quick");
+  box.hidden = !show;
+  if (!show) return;
+  if (!box.childElementCount) {
+    box.append(
+      el("button", { type: "button", class: "primary", text: T.confirmYes, onclick: () => {
+        ui.text.value = T.confirmYes;
+        ui.composer.requestSubmit();
+      } }),
+      el("button", { type: "button", text: T.confirmAdd, onclick: () => {
+        ui.text.placeholder = T.addPlaceholder;
+        ui.text.focus();
+      } }),
+    );
+  }
 }
 
 // ---- the stream -------------------------------------------------------------------------
@@ -188,6 +211,7 @@ function connect() {
     ui.log.append(answeredNote(widgets.get(d.interaction_id), d));
   });
   on("session.status", (d) => {
+    phase = d.phase || phase;
     setStatus(d.status);
     if (d.status === "completed" || d.status === "abandoned") finish(null, d.redirect_url);
   });
@@ -401,19 +425,22 @@ function finish(summary, redirect) {
   const done = $("done");
   done.hidden = false;
   if (summary === null && done.childElementCount) {
-    if (redirect && !done.querySelector("a")) done.append(el("p", {}, el("a", { href: redirect, text: T.returnLink })));
+    if (redirect && !done.querySelector("a")) done.append(el("p", {}, el("a", { href: redirect, class: "button primary", text: T.returnLink })));
     return;
   }
-  done.replaceChildren(el("h2", { text: status === "completed" || summary ? T.doneTitle : T.ended }));
-  if (summary) done.append(el("h3", { text: T.summary }), el("p", { text: summary }));
-  if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "primary", text: T.returnLink })));
+  const heading = el("h2", { tabindex: "-1", text: status === "completed" || summary ? T.doneTitle : T.ended });
+  done.replaceChildren(heading);
+  if (summary) done.append(el("h3", { text: T.summary }), el("p", { class: "summary", text: summary }));
+  // The study's return link is the way on; a new interview is the quiet alternative.
+  if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "button primary", text: T.returnLink })));
   if (!boot.session_id) {
-    done.append(el("p", {}, el("button", { type: "button", text: T.newInterview, onclick: () => {
+    done.append(el("p", {}, el("button", { type: "button", class: redirect ? "quiet" : "", text: T.newInterview, onclick: () => {
       localStorage.removeItem(storageKey());
       location.reload();
     } })));
   }
   scrollDown();
+  heading.focus();
 }
 
 // ---- start --------------------------------------------------------------------------------
@@ -443,6 +470,7 @@ async function send(e) {
   const li = el("li", { class: "me", "data-pending": "", text });
   ui.log.append(li);
   ui.text.value = "";
+  ui.text.placeholder = T.placeholder;
   composerChanged();
   setStatus("active");
   thinking(true);

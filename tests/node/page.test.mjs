@@ -77,9 +77,17 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   await page.locator("#widget .choice").first().click();
   await page.locator("#widget button.primary").click();
   await page.waitForFunction(() => /Did I get that right\?/.test(document.querySelector("#log li.them:last-of-type")?.textContent ?? ""));
-  await say(page, "Yes, that's right");
+  // The summary is confirmed with one tap.
+  await page.locator("#quick button.primary", { hasText: "Yes, that's right" }).click();
   await page.locator("#done h2").waitFor();
   assert.match(await page.locator("#done").textContent(), /Thank you/);
+  assert.ok(await page.locator("#quick").isHidden());
+  assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2", "focus moves to the end");
+  const summary = await page.locator("#done .summary").evaluate((p) => ({ text: p.textContent, style: getComputedStyle(p).whiteSpace }));
+  assert.equal(summary.style, "pre-line");
+  assert.ok(summary.text.includes("\n"), `the summary keeps its lines: ${summary.text}`);
+  const [h2, h3] = await page.evaluate(() => ["#done h2", "#done h3"].map((s) => parseFloat(getComputedStyle(document.querySelector(s)).fontSize)));
+  assert.ok(h2 > h3, "the thanks reads larger than the summary's heading");
   assert.ok(!(await page.locator("#composer").isVisible()));
 
   // Everything shown is plain language.
@@ -148,6 +156,13 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     const resolved = await page.locator("#log li.note").count();
     const kind = await w.getAttribute("data-type");
     seen.push(kind);
+    // Every tap target is at least 44 × 44 px (WCAG 2.5.5).
+    const small = await page.evaluate(() => [...document.querySelectorAll("#widget button, #end")]
+      .filter((b) => b.offsetParent !== null)
+      .map((b) => [b.textContent, b.getBoundingClientRect()])
+      .filter(([, r]) => r.width < 44 || r.height < 44)
+      .map(([t, r]) => `${t} ${Math.round(r.width)}×${Math.round(r.height)}`));
+    assert.deepEqual(small, [], `${kind}: small tap targets`);
     if (kind === "ranking") {
       await w.locator(".rank li").first().locator("button").nth(1).click(); // move the first one down
       await w.locator("button.primary").click();
