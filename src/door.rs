@@ -347,6 +347,9 @@ pub async fn door(
         req.head_mut().method = Method::GET;
     }
     let body = has_body(&req);
+    if *state.draining.borrow() {
+        return Ok(refuse(req, ApiError::ShuttingDown, body));
+    }
     if nul_in_uri(&req) {
         let error = ApiError::BadRequest {
             code: "invalid_text",

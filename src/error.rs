@@ -58,6 +58,8 @@ pub enum ApiError {
     TooManyRequests { message: String, retry_after: u64 },
     #[error("the service is busy right now, please retry shortly")]
     Overloaded { what: &'static str },
+    #[error("the service is restarting, please retry shortly")]
+    ShuttingDown,
     #[error("something went wrong on our side")]
     Internal(#[source] BoxError),
 }
@@ -101,6 +103,7 @@ impl ApiError {
             Self::Unavailable(_) => "service_unavailable",
             Self::TooManyRequests { .. } => "rate_limited",
             Self::Overloaded { .. } => "overloaded",
+            Self::ShuttingDown => "shutting_down",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -122,6 +125,7 @@ impl ApiError {
             | Self::Forbidden(_)
             | Self::NotFound { .. }
             | Self::Unavailable(_)
+            | Self::ShuttingDown
             | Self::Internal(_) => None,
         }
     }
@@ -145,7 +149,9 @@ impl ResponseError for ApiError {
                 ErrorKind::Gone => StatusCode::GONE,
                 ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             },
-            Self::Unavailable(_) | Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::Overloaded { .. } | Self::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -163,7 +169,7 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(self.status_code());
         match self {
-            Self::Unavailable(_) | Self::Overloaded { .. } => {
+            Self::Unavailable(_) | Self::Overloaded { .. } | Self::ShuttingDown => {
                 response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
             }
             Self::TooManyRequests { retry_after, .. } => {

@@ -137,6 +137,7 @@ impl Application {
             ),
             inflight: crate::limits::Gauge::new(settings.max_inflight_requests),
             readiness: tokio::sync::Mutex::new(None),
+            draining: tokio::sync::watch::Sender::new(false),
             body_budget: crate::door::BodyBudget::new(settings.max_pending_body_bytes),
             settings: settings.clone(),
         });
@@ -184,6 +185,8 @@ impl Application {
         // within BODY_READ_TIMEOUT_SECS (the door).
         .client_request_timeout(Duration::from_secs(5))
         .shutdown_timeout(settings.shutdown_timeout_secs)
+        // Signals are ours (`run_until_stopped`): streams must close before the drain waits.
+        .disable_signals()
         .listen(listener)
         .map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
@@ -207,8 +210,18 @@ impl Application {
         self.state.clone()
     }
 
-    /// Serves until SIGTERM/SIGINT, then drains in-flight requests and closes the database.
+    /// Serves until SIGTERM/SIGINT, then closes event streams (with a retry hint), refuses new
+    /// requests with 503, lets in-flight ones finish (at most `SHUTDOWN_TIMEOUT_SECS`) and
+    /// closes the database.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        let state = self.state.clone();
+        tokio::spawn(async move {
+            stop_signal().await;
+            tracing::info!("stopping: event streams closed, new requests refused");
+            state.draining.send_replace(true);
+            handle.stop(true).await;
+        });
         let result = self.server.await;
         self.state.db.close().await;
         tracing::info!("stopped");
@@ -349,4 +362,27 @@ fn log_urls(settings: &Settings, port: u16) {
         "listening: {base}  (demo interview: {base}/interview/{slug} ; API docs: {base}/api/openapi.json)",
         slug = crate::demo::DEMO_SLUG
     );
+}
+
+/// SIGTERM or SIGINT.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

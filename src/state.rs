@@ -36,4 +36,7 @@ pub struct AppState {
     /// The last readiness check (`/readyz`) and when it ran: probes are outside the request
     /// cap, so they share one database round trip per [`crate::routes::health::READY_FOR`].
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
+    /// Set once the process is stopping (SIGTERM/SIGINT): event streams close at once with a
+    /// retry hint, so clients reconnect elsewhere, and new requests answer 503.
+    pub draining: tokio::sync::watch::Sender<bool>,
 }

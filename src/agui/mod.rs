@@ -180,6 +180,7 @@ async fn pump(
         return;
     }
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
+    let mut draining = state.draining.subscribe();
     let outcome: Result<(), &'static str> = async {
         // Read the log only when a commit's events did not come with its note (another
         // process's commit, a lagging subscriber); the run ends when this process's interviewer
@@ -222,6 +223,13 @@ async fn pump(
                     note = sub.receiver.recv() => note,
                     _ = &mut recheck => { read_log = true; break }
                     _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
+                    // The process is stopping: the run ends now so the client retries elsewhere.
+                    changed = draining.changed() => {
+                        if changed.is_err() || *draining.borrow() {
+                            return Err("restarting");
+                        }
+                        continue;
+                    }
                 };
                 match note {
                     Ok(Live::Delta {
@@ -268,6 +276,10 @@ async fn pump(
             )),
         },
         Err("gone") => return,
+        Err("restarting") => tail.push(events::run_error(
+            "The interview service is restarting. Please try again in a moment.",
+            "unavailable",
+        )),
         Err("timeout") => tail.push(events::run_error(
             "The interviewer is taking longer than usual. Please try again in a moment.",
             "timeout",

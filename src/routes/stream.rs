@@ -127,8 +127,17 @@ async fn pump(
     let every = Duration::from_secs(state.settings.sse_keepalive_secs.max(1));
     let mut keepalive = tokio::time::interval(every);
     keepalive.tick().await;
+    let mut draining = state.draining.subscribe();
     loop {
         tokio::select! {
+            // The process is stopping: the client should reconnect soon (to another process
+            // behind the balancer, or to this one restarted), resuming with Last-Event-ID.
+            changed = draining.changed() => {
+                if changed.is_err() || *draining.borrow() {
+                    let _ = tx.send(Bytes::from_static(b"retry: 500\n: the server is restarting\n\n")).await;
+                    return;
+                }
+            }
             note = sub.receiver.recv() => match note {
                 // Read only up to the announced commit: deltas published after it are still
                 // queued behind this note, and must not overtake their own message.

@@ -15,6 +15,29 @@ async fn health_and_readiness_answer(store: Store) {
     assert_eq!(ready["status"], "ready");
 }
 
+/// While the process stops, every request is refused at once with 503 `shutting_down` and
+/// `Retry-After` (a client retries elsewhere); the flag is all that does it.
+async fn a_stopping_server_refuses_requests_with_retry_after(store: Store) {
+    let app = TestApp::spawn(store).await;
+    app.state.draining.send_replace(true);
+    for res in [
+        app.get("/healthz", None).await,
+        app.client
+            .post(app.url("/api/public/studies/demo/sessions"))
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap(),
+    ] {
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(res.headers().contains_key("retry-after"));
+        let body = json_of(res).await;
+        assert_eq!(body["error"]["code"], "shutting_down");
+    }
+    app.state.draining.send_replace(false);
+    assert_eq!(app.get("/healthz", None).await.status(), StatusCode::OK);
+}
+
 /// Every route the server answers is in the OpenAPI document, and nothing else is.
 async fn the_openapi_document_covers_every_route(store: Store) {
     let app = TestApp::spawn(store).await;
@@ -102,6 +125,7 @@ async fn an_unreachable_database_answers_503_with_retry_after(store: Store) {
 }
 
 both_stores!(
+    a_stopping_server_refuses_requests_with_retry_after,
     health_and_readiness_answer,
     the_openapi_document_covers_every_route,
     an_unreachable_database_answers_503_with_retry_after,

@@ -235,7 +235,31 @@ async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm(
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
+    let created: serde_json::Value = created.json().await.unwrap();
+    // An open event stream: on SIGTERM it closes at once with a retry hint, instead of holding
+    // the process for SHUTDOWN_TIMEOUT_SECS (30 s) while the page looks connected.
+    let stream = client
+        .get(format!(
+            "{base}/api/sessions/{}/stream",
+            created["session_id"].as_str().unwrap()
+        ))
+        .bearer_auth(created["participant_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let read_stream = tokio::spawn(async move {
+        use futures_util::StreamExt;
+        let mut body = stream.bytes_stream();
+        let mut text = String::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        (text, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
+    let signalled = Instant::now();
     let sigterm = format!("kill -TERM {}", child.id());
     assert!(Command::new("sh")
         .args(["-c", &sigterm])
@@ -251,6 +275,23 @@ async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm(
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+    let exited = signalled.elapsed();
+    let (text, closed) = tokio::time::timeout(Duration::from_secs(5), read_stream)
+        .await
+        .expect("the stream ended")
+        .unwrap();
+    assert!(
+        text.contains("retry: 500"),
+        "a retry hint before closing: {text}"
+    );
+    assert!(
+        closed.duration_since(signalled) < Duration::from_secs(5),
+        "the stream closed at once, not after the 30 s drain"
+    );
+    assert!(
+        exited < Duration::from_secs(10),
+        "exited {exited:?} after SIGTERM"
+    );
     let output = child.wait_with_output().unwrap();
     let logs = format!(
         "{}{}",
