@@ -735,6 +735,10 @@ mod tests {
                 "limits.confidence_threshold",
             ),
             (|d| d.public_slug = Some("Bad Slug".into()), "public_slug"),
+            (
+                |d| d.model.max_tokens_per_session = Some(0),
+                "model.max_tokens_per_session",
+            ),
             (|d| d.objectives.clear(), "objectives"),
         ];
         for (mutate, field) in cases {

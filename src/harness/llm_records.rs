@@ -207,12 +207,8 @@ impl Harness {
         let request = prompt_records::extraction_request(session, transcript)?;
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
         let result = gateway.stream(request, timeout, |_, _| {}).await;
-        let (turn, failure) = match result {
-            Ok(turn) => (turn, None),
-            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
-        };
-        let provenance = self.charge(
-            &turn,
+        let (turn, failure, provenance) = self.settle(
+            result,
             study,
             prompt::prompt_version_id(),
             prompt_chars,

@@ -182,6 +182,25 @@ impl Harness {
         provenance
     }
 
+    /// A finished call: what arrived, the failure's code and message if it failed, and its
+    /// provenance (charged against the daily cap).
+    #[allow(clippy::result_large_err)] // the gateway's own result, taken apart here
+    pub(super) fn settle(
+        &self,
+        result: Result<ModelTurn, (crate::llm::ModelError, ModelTurn)>,
+        study: &interview_session::study::PinnedStudy,
+        prompt_version_id: &str,
+        prompt_chars: usize,
+        now: DateTime<Utc>,
+    ) -> (ModelTurn, Option<(String, String)>, Provenance) {
+        let (turn, failure) = match result {
+            Ok(turn) => (turn, None),
+            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
+        };
+        let provenance = self.charge(&turn, study, prompt_version_id, prompt_chars, now);
+        (turn, failure, provenance)
+    }
+
     /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
     pub(super) async fn llm_propose(
         &self,
@@ -257,12 +276,8 @@ impl Harness {
                 },
             )
             .await;
-        let (turn, failure) = match result {
-            Ok(turn) => (turn, None),
-            Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
-        };
-        let provenance = self.charge(
-            &turn,
+        let (turn, failure, provenance) = self.settle(
+            result,
             study,
             prompt::prompt_version_id(),
             prompt_chars,

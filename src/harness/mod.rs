@@ -324,9 +324,24 @@ impl Harness {
                     (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
                         let model = &session.study().expect("interviewing").model_config;
                         match budget::check(&events, model, &self.daily, now, true) {
-                            // The input not extracted yet: its extraction and the next step are
-                            // asked for at once, so the participant waits on one round trip.
-                            None if llm_records::extraction_due(&session, &events) => {
+                            // An input not extracted yet has its extraction asked for at once
+                            // with the next step, so the participant waits on one round trip.
+                            None => {
+                                let alongside = llm_records::extraction_due(&session, &events);
+                                let extract = async {
+                                    if alongside {
+                                        self.llm_extract(
+                                            gateway,
+                                            &step,
+                                            &session,
+                                            &conversation,
+                                            &events,
+                                        )
+                                        .await
+                                    } else {
+                                        None
+                                    }
+                                };
                                 let (next, extraction) = tokio::join!(
                                     self.llm_propose(
                                         gateway,
@@ -334,15 +349,9 @@ impl Harness {
                                         &session,
                                         &conversation,
                                         &events,
-                                        true
+                                        alongside
                                     ),
-                                    self.llm_extract(
-                                        gateway,
-                                        &step,
-                                        &session,
-                                        &conversation,
-                                        &events
-                                    ),
+                                    extract,
                                 );
                                 if let Some(extraction) = extraction {
                                     self.record_extraction(
@@ -352,17 +361,6 @@ impl Harness {
                                     reload = true;
                                 }
                                 next
-                            }
-                            None => {
-                                self.llm_propose(
-                                    gateway,
-                                    &step,
-                                    &session,
-                                    &conversation,
-                                    &events,
-                                    false,
-                                )
-                                .await
                             }
                             // Past a limit the rules interviewer decides, and says why.
                             Some(spent) => {

@@ -137,6 +137,18 @@ impl TestApp {
         req.send().await.expect("request sent")
     }
 
+    /// A session's raw event log as a researcher reads it (`GET …/events`).
+    pub async fn event_log(&self, session: &str) -> String {
+        self.get(
+            &format!("/api/sessions/{session}/events"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap()
+    }
+
     pub async fn post(&self, path: &str, token: Option<&str>, body: &Value) -> Response {
         self.send(reqwest::Method::POST, path, token, Some(body.to_string()))
             .await

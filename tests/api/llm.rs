@@ -125,9 +125,8 @@ pub(crate) fn last_decision(s: &Value) -> Value {
         .clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
-    let llm = Llm::start(Store::Sqlite).await;
+async fn a_model_decision_streams_and_is_logged_with_its_provenance(store: Store) {
+    let llm = Llm::start(store).await;
     let message = "Hi, thanks for joining! How do you usually work out what to buy each week?";
     let (session, token) = llm.app.create_session("llm-demo").await;
     let url = llm
@@ -197,9 +196,8 @@ async fn a_model_decision_streams_and_is_logged_with_its_provenance() {
     assert_eq!(deltas.concat(), message);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
-    let llm = Llm::start(Store::Sqlite).await;
+async fn a_widget_opening_an_objective_is_rewritten_into_its_question(store: Store) {
+    let llm = Llm::start(store).await;
     let (_, _, s) = llm
         .consented(vec![Reply::Tool(
             "render_interaction",
@@ -226,9 +224,8 @@ async fn a_widget_opening_an_objective_is_rewritten_into_its_question() {
     assert_eq!(s["pending_interaction"], Value::Null);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fourth_probe_is_refused_by_the_cap() {
-    let llm = Llm::start(Store::Sqlite).await;
+async fn a_fourth_probe_is_refused_by_the_cap(store: Store) {
+    let llm = Llm::start(store).await;
     let (session, token, _) = llm
         .consented(vec![Reply::Tool("ask_question", json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"}))])
         .await;
@@ -263,9 +260,8 @@ async fn a_fourth_probe_is_refused_by_the_cap() {
     assert_eq!(last_assistant(&s), "What frustrates you?");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_model_failure_falls_back_and_is_recorded() {
-    let llm = Llm::start(Store::Sqlite).await;
+async fn every_model_failure_falls_back_and_is_recorded(store: Store) {
+    let llm = Llm::start(store).await;
     let cases = [
         (
             Reply::RawArgs(
@@ -324,16 +320,7 @@ async fn an_echoed_key_never_reaches_the_event_log(store: Store) {
         "{message}"
     );
     assert!(message.chars().count() <= 240, "{message}");
-    let events = llm
-        .app
-        .get(
-            &format!("/api/sessions/{session}/events"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+    let events = llm.app.event_log(&session).await;
     assert!(events.contains("error.recorded"));
     for part in [KEY, "0123456789abcdefSECRETKEY", "SECRETKEY"] {
         assert!(!events.contains(part), "{part} is in the event log");
@@ -512,13 +499,12 @@ async fn the_study_s_rules_decide_screening_and_the_model_only_what_they_leave_o
     assert_eq!(last_assistant(&s), "How do you plan?");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_model_endpoint_falls_back_and_is_recorded() {
+async fn an_unreachable_model_endpoint_falls_back_and_is_recorded(store: Store) {
     // A port nothing listens on: the connection is refused.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
-    let app = TestApp::spawn_with(Store::Sqlite, move |s| {
+    let app = TestApp::spawn_with(store, move |s| {
         s.openai_base_url = Some(url);
         s.model_idle_timeout_secs = 1;
     })
@@ -541,6 +527,11 @@ async fn an_unreachable_model_endpoint_falls_back_and_is_recorded() {
 }
 
 crate::both_stores!(
+    a_model_decision_streams_and_is_logged_with_its_provenance,
+    a_widget_opening_an_objective_is_rewritten_into_its_question,
+    a_fourth_probe_is_refused_by_the_cap,
+    every_model_failure_falls_back_and_is_recorded,
+    an_unreachable_model_endpoint_falls_back_and_is_recorded,
     an_echoed_key_never_reaches_the_event_log,
     a_dropped_call_never_leaves_a_broken_off_question,
     the_study_s_rules_decide_screening_and_the_model_only_what_they_leave_open,

@@ -63,17 +63,7 @@ async fn researcher_view(llm: &Llm, session: &str) -> Value {
 }
 
 async fn final_event(llm: &Llm, session: &str) -> Value {
-    let events = llm
-        .app
-        .get(
-            &format!("/api/sessions/{session}/events"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
-    let events: Value = serde_json::from_str(&events).unwrap();
+    let events: Value = serde_json::from_str(&llm.app.event_log(session).await).unwrap();
     events["events"]
         .as_array()
         .unwrap()
