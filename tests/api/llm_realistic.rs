@@ -430,11 +430,11 @@ async fn the_prompt_carries_what_an_interviewer_needs(store: Store) {
     assert!(system.contains("minutes used"), "{system}");
     assert!(system.find("Output fields").unwrap() < system.find("Now:").unwrap());
     assert!(
-        user.contains("t5 participant: (widget \"How satisfied are you with the way you plan groceries today?\") Satisfied (4 of 5)"),
+        user.contains(r#"t5 participant: "(widget \"How satisfied are you with the way you plan groceries today?\") Satisfied (4 of 5)""#),
         "{user}"
     );
     assert!(
-        user.contains("t2 participant: A list on the fridge."),
+        user.contains(r#"t2 participant: "A list on the fridge.""#),
         "{user}"
     );
     assert!(!user.contains(&session), "no long ids in the conversation");
