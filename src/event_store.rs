@@ -1,6 +1,8 @@
 //! The cqrs-es `EventStore` the server runs commands on: what cqrs-es's plain event store does
-//! over our repository (load by folding the stream, commit by appending), plus the folded
-//! `Session` of recently used sessions kept in memory.
+//! (load by folding the stream, commit by appending), plus the folded `Session` of recently used
+//! sessions kept in memory. Events are read with the postgres-es / sqlite-es repository and
+//! decoded through the one decode point (`interview_session::codec`); they are appended through
+//! the projector, typed and encoded side by side, with the views they change.
 //!
 //! Without it every command decodes and folds its session's whole stream (a 20-turn interview
 //! has ~180 events) only to append two or three. With it a command starts from the kept state
@@ -20,8 +22,11 @@ use std::sync::{Arc, Mutex};
 use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
 use cqrs_es::{Aggregate, AggregateError, EventEnvelope, EventStore};
 use hashlink::LruCache;
-use interview_projections::projector::decode_event;
-use interview_session::{Session, SessionError};
+use interview_projections::log::{self, NewEvent};
+use interview_projections::{Db, Projector};
+use interview_session::codec::{self, Stored};
+use interview_session::hash::GENESIS_HASH;
+use interview_session::{Session, SessionError, SessionEvent};
 
 /// How many sessions' folded state is kept. A miss costs one full read of the stream.
 const KEPT_SESSIONS: usize = 1024;
@@ -71,13 +76,48 @@ impl KeptSessions {
 }
 
 pub struct CachingEventStore<R> {
+    /// Reads: postgres-es or sqlite-es.
     repo: R,
+    /// Appends (with the views), and the pinned studies' documents.
+    projector: Arc<Projector>,
+    db: Db,
     sessions: Arc<KeptSessions>,
 }
 
 impl<R: PersistedEventRepository> CachingEventStore<R> {
-    pub fn new(repo: R, sessions: Arc<KeptSessions>) -> Self {
-        Self { repo, sessions }
+    pub fn new(repo: R, projector: Arc<Projector>, db: Db, sessions: Arc<KeptSessions>) -> Self {
+        Self {
+            repo,
+            projector,
+            db,
+            sessions,
+        }
+    }
+
+    /// Decodes events the repository read, in order, after the event whose hash is `prev` (the
+    /// repository does not read the hash column: version 2 hashes are recomputed from the chain).
+    async fn decode(
+        &self,
+        serialized: &[SerializedEvent],
+        mut prev: String,
+    ) -> Result<Vec<(usize, SessionEvent)>, AggregateError<SessionError>> {
+        let missing: Vec<String> = serialized
+            .iter()
+            .flat_map(|e| codec::documents_needed(stored(e)))
+            .collect();
+        if !missing.is_empty() {
+            log::load_documents(&self.db, &missing)
+                .await
+                .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
+        }
+        let mut out = Vec::with_capacity(serialized.len());
+        for e in serialized {
+            let event = codec::decode(stored(e), &prev, &log::KeptDocuments)
+                .map_err(|err| AggregateError::DeserializationError(Box::new(err)))?;
+            prev = event.hash.clone();
+            out.push((e.sequence, event));
+        }
+        Ok(out)
     }
 
     fn kept(&self, id: &str) -> Option<(Session, usize)> {
@@ -106,17 +146,14 @@ impl<R: PersistedEventRepository> CachingEventStore<R> {
     }
 }
 
-fn decode(
-    serialized: Vec<SerializedEvent>,
-) -> Result<Vec<(usize, interview_session::SessionEvent)>, AggregateError<SessionError>> {
-    serialized
-        .into_iter()
-        .map(|e| {
-            decode_event(&e.aggregate_id, e.sequence as u64, e.payload)
-                .map(|event| (e.sequence, event))
-                .map_err(|err| AggregateError::DeserializationError(Box::new(err)))
-        })
-        .collect()
+/// A repository row as the decode point takes it (without the hash column).
+fn stored(e: &SerializedEvent) -> Stored<'_> {
+    Stored {
+        event_type: &e.event_type,
+        event_version: &e.event_version,
+        payload: &e.payload,
+        hash: None,
+    }
 }
 
 impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
@@ -127,18 +164,16 @@ impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
         aggregate_id: &str,
     ) -> Result<Vec<EventEnvelope<Session>>, AggregateError<SessionError>> {
         let serialized = self.repo.get_events::<Session>(aggregate_id).await?;
+        let decoded = self.decode(&serialized, GENESIS_HASH.into()).await?;
         serialized
             .into_iter()
-            .map(|e| {
-                let metadata = serde_json::from_value(e.metadata.clone())?;
-                let (aggregate_id, sequence) = (e.aggregate_id.clone(), e.sequence);
-                let payload = decode_event(&aggregate_id, sequence as u64, e.payload)
-                    .map_err(|err| AggregateError::DeserializationError(Box::new(err)))?;
+            .zip(decoded)
+            .map(|(e, (sequence, payload))| {
                 Ok(EventEnvelope {
-                    aggregate_id,
+                    aggregate_id: e.aggregate_id,
                     sequence,
                     payload,
-                    metadata,
+                    metadata: serde_json::from_value(e.metadata)?,
                 })
             })
             .collect()
@@ -164,7 +199,8 @@ impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
             .repo
             .get_last_events::<Session>(aggregate_id, sequence)
             .await?;
-        for (seq, event) in decode(newer)? {
+        let prev = aggregate.head_hash().to_string();
+        for (seq, event) in self.decode(&newer, prev).await? {
             aggregate.apply(event);
             sequence = seq;
         }
@@ -198,11 +234,24 @@ impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
                 metadata: metadata.clone(),
             })
             .collect();
-        let serialized = envelopes
+        // The request id goes on the command's first event only (the events after it without
+        // one are the same command's); the actor on every event.
+        let first = serde_json::to_value(&metadata)?;
+        let rest = serde_json::json!({ "actor": metadata.get("actor") });
+        let rows: Vec<NewEvent> = envelopes
             .iter()
-            .map(SerializedEvent::try_from)
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Err(e) = self.repo.persist::<Session>(&serialized, None).await {
+            .enumerate()
+            .map(|(i, e)| {
+                let metadata = if i == 0 { &first } else { &rest };
+                NewEvent::new(
+                    &aggregate_id,
+                    e.sequence as u64,
+                    e.payload.clone(),
+                    metadata.clone(),
+                )
+            })
+            .collect();
+        if let Err(e) = self.projector.append_and_project(&rows).await {
             self.keep(&aggregate_id, None);
             return Err(e.into());
         }

@@ -1,7 +1,8 @@
 //! The Session command side: a cqrs-es framework over the configured event store.
 //!
 //! Both stores are plain event stores (no snapshots: cqrs-es 0.5's snapshot stores apply
-//! events twice) with recently folded sessions kept in memory (`event_store`). Appends go through the projector (`ProjectingRepository`): a command's events
+//! events twice) with recently folded sessions kept in memory (`event_store`). Appends go
+//! through the projector (`Projector::append_and_project`): a command's events
 //! and the views they change commit in one transaction, so a response reads its own writes and
 //! views never lag the log. The only in-process query announces the commit to stream
 //! subscribers.
@@ -11,7 +12,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use cqrs_es::{AggregateError, CqrsFramework};
-use interview_projections::repository::ProjectingRepository;
 use interview_projections::{Db, Projector};
 use interview_session::{Session, SessionCommand, SessionError};
 use postgres_es::PostgresEventRepository;
@@ -21,10 +21,8 @@ use tokio::sync::Mutex;
 use crate::event_store::{CachingEventStore, KeptSessions};
 use crate::stream_hub::{StreamHub, StreamNotifier};
 
-type PgCqrs =
-    CqrsFramework<Session, CachingEventStore<ProjectingRepository<PostgresEventRepository>>>;
-type SqliteCqrs =
-    CqrsFramework<Session, CachingEventStore<ProjectingRepository<SqliteEventRepository>>>;
+type PgCqrs = CqrsFramework<Session, CachingEventStore<PostgresEventRepository>>;
+type SqliteCqrs = CqrsFramework<Session, CachingEventStore<SqliteEventRepository>>;
 
 /// Who sent a command; stored in each event's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,19 +75,13 @@ impl SessionStore {
         let kept = Arc::new(KeptSessions::default());
         let framework = match db {
             Db::Postgres(pool) => {
-                let repo = ProjectingRepository::new(
-                    PostgresEventRepository::new(pool.clone()),
-                    projector,
-                );
-                let store = CachingEventStore::new(repo, kept.clone());
+                let repo = PostgresEventRepository::new(pool.clone());
+                let store = CachingEventStore::new(repo, projector, db.clone(), kept.clone());
                 Framework::Postgres(CqrsFramework::new(store, queries, ()))
             }
             Db::Sqlite(sqlite) => {
-                let repo = ProjectingRepository::new(
-                    SqliteEventRepository::new(sqlite.read.clone()),
-                    projector,
-                );
-                let store = CachingEventStore::new(repo, kept.clone());
+                let repo = SqliteEventRepository::new(sqlite.read.clone());
+                let store = CachingEventStore::new(repo, projector, db.clone(), kept.clone());
                 Framework::Sqlite(CqrsFramework::new(store, queries, ()))
             }
         };

@@ -202,6 +202,13 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
             serde_json::to_value(&docs.model_config),
         ),
     ];
+    // Sessions of this version name these documents: kept in memory, their first reads need no
+    // query (they are content-addressed, so a copy never goes stale).
+    for (id, _, doc) in &documents {
+        if let Ok(doc) = doc {
+            interview_projections::log::keep_document(id, doc);
+        }
+    }
     let pinned = docs.pin(study_id, &slug);
     let pinned_json = serde_json::to_value(&pinned).expect("studies serialize");
     let status = match study.status {

@@ -174,6 +174,30 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
             .fetch_one(pool)
             .await
             .unwrap();
+        // What each kind of event costs over the interview.
+        let row_size = if db.is_postgres() {
+            "pg_column_size(e.*)"
+        } else {
+            "LENGTH(CAST(e.aggregate_type AS BLOB)) + LENGTH(CAST(e.aggregate_id AS BLOB)) + 8 \
+             + LENGTH(CAST(e.event_type AS BLOB)) + LENGTH(CAST(e.event_version AS BLOB)) \
+             + LENGTH(CAST(e.payload AS BLOB)) + LENGTH(CAST(e.metadata AS BLOB)) + COALESCE(LENGTH(e.hash), 0)"
+        };
+        let by_type: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
+            "SELECT event_type, COUNT(*), CAST(SUM({row_size}) AS BIGINT) FROM events e \
+             WHERE aggregate_id = $1 GROUP BY event_type ORDER BY 3 DESC"
+        ))
+        .bind(&id)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let by_type: Vec<String> = by_type
+            .iter()
+            .map(|(t, n, b)| format!("{t} {n} × {} B", b / n.max(&1)))
+            .collect();
+        println!(
+            "{label}: events by type (count × mean row bytes): {}",
+            by_type.join(", ")
+        );
         (events, sizes)
     });
     let total: i64 = sizes.iter().map(|(_, b)| b).sum();

@@ -6,17 +6,54 @@
 //! the cost is per batch, not per session or per row. Views written this way are identical to
 //! the live ones (the fold is the same code).
 
+use interview_session::codec;
+use interview_session::hash::GENESIS_HASH;
 use interview_session::AGGREGATE_TYPE;
+
+use crate::log::KeptDocuments;
 use sqlx::{QueryBuilder, Row};
 
 use crate::on_db;
-use crate::projector::{decode_event_text, ProjectionError, Projector};
+use crate::projector::{ProjectionError, Projector};
 use crate::views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
 
 /// Sessions per batch (one read, one write transaction).
 pub const BATCH: usize = 500;
 /// Rows per multi-row INSERT: under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
 const ROWS_PER_INSERT: usize = 1000;
+
+/// A stored event with its payload as JSON text.
+struct TextRow {
+    session_id: String,
+    sequence: u64,
+    event_type: String,
+    event_version: String,
+    payload: String,
+    hash: Option<Vec<u8>>,
+}
+
+/// Reads into the document cache what the batch's `session.created` events name.
+async fn load_documents(db: &crate::Db, rows: &[TextRow]) -> Result<(), ProjectionError> {
+    let mut missing = Vec::new();
+    for row in rows.iter().filter(|r| r.event_type == "session.created") {
+        let Ok(payload) = serde_json::from_str::<serde_json::Value>(&row.payload) else {
+            continue;
+        };
+        let stored = crate::log::Row {
+            sequence: row.sequence,
+            event_type: row.event_type.clone(),
+            event_version: row.event_version.clone(),
+            payload,
+            hash: None,
+            metadata: serde_json::Value::Null,
+        };
+        missing.extend(crate::log::missing_documents(std::slice::from_ref(&stored)));
+    }
+    missing.sort();
+    missing.dedup();
+    crate::log::load_documents(db, &missing).await?;
+    Ok(())
+}
 
 /// One session's rebuilt views.
 struct Folded {
@@ -73,9 +110,11 @@ impl Projector {
         let rows = on_db!(read(self.db()), |pool| {
             // The payload as text, decoded straight into events (no JSON tree in between).
             let mut q = QueryBuilder::new(if self.db().is_postgres() {
-                "SELECT aggregate_id, sequence, payload::text AS payload FROM events WHERE aggregate_type = "
+                "SELECT aggregate_id, sequence, event_type, event_version, payload::text AS payload, hash \
+                 FROM events WHERE aggregate_type = "
             } else {
-                "SELECT aggregate_id, sequence, payload FROM events WHERE aggregate_type = "
+                "SELECT aggregate_id, sequence, event_type, event_version, payload, hash \
+                 FROM events WHERE aggregate_type = "
             });
             q.push_bind(AGGREGATE_TYPE).push(" AND aggregate_id IN (");
             let mut list = q.separated(", ");
@@ -86,27 +125,46 @@ impl Projector {
             let rows = q.build().fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
-                    Ok((
-                        r.try_get::<String, _>("aggregate_id")?,
-                        r.try_get::<i64, _>("sequence")?,
-                        r.try_get::<String, _>("payload")?,
-                    ))
+                    Ok(TextRow {
+                        session_id: r.try_get("aggregate_id")?,
+                        sequence: r.try_get::<i64, _>("sequence")? as u64,
+                        event_type: r.try_get("event_type")?,
+                        event_version: r.try_get("event_version")?,
+                        payload: r.try_get("payload")?,
+                        hash: r.try_get("hash")?,
+                    })
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
         let events = rows.len() as u64;
+        load_documents(self.db(), &rows).await?;
         let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
-        for (session_id, sequence, payload) in rows {
-            let event = decode_event_text(&session_id, sequence as u64, &payload)?;
-            if folded.last().is_none_or(|f| f.session_id != session_id) {
+        let mut prev = GENESIS_HASH.to_string();
+        for row in rows {
+            if folded.last().is_none_or(|f| f.session_id != row.session_id) {
+                prev = GENESIS_HASH.to_string();
                 folded.push(Folded {
-                    session_id: session_id.clone(),
+                    session_id: row.session_id.clone(),
                     view: SessionStateView::default(),
                     rows: NewRows::default(),
                 });
             }
+            let event = codec::decode_text(
+                &row.event_type,
+                &row.event_version,
+                &row.payload,
+                row.hash.as_deref(),
+                &prev,
+                &KeptDocuments,
+            )
+            .map_err(|source| ProjectionError::Decode {
+                session_id: row.session_id.clone(),
+                sequence: row.sequence,
+                source,
+            })?;
             let f = folded.last_mut().expect("just pushed");
-            f.view.apply(sequence as u64, &event, &mut f.rows);
+            f.view.apply(row.sequence, &event, &mut f.rows);
+            prev = event.hash;
         }
         Ok((folded, events))
     }

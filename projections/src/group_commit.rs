@@ -18,11 +18,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use cqrs_es::persist::{PersistenceError, SerializedEvent};
+use cqrs_es::persist::PersistenceError;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::projector::{decode_event, fold_pending, placeholders, RecentViews};
+use crate::log::NewEvent;
+use crate::projector::{fold_pending, placeholders, RecentViews};
 use crate::views::{NewRows, SessionStateView};
 use crate::{on_db, view_writes, Db, ProjectionError};
 
@@ -30,7 +31,7 @@ use crate::{on_db, view_writes, Db, ProjectionError};
 const MAX_BATCH: usize = 64;
 
 struct Job {
-    events: Vec<SerializedEvent>,
+    events: Vec<NewEvent>,
     reply: oneshot::Sender<Result<(), PersistenceError>>,
 }
 
@@ -47,7 +48,7 @@ impl GroupCommit {
     }
 
     /// Commits `events` with whatever else is waiting; returns once they are committed (or not).
-    pub(crate) async fn submit(&self, events: &[SerializedEvent]) -> Result<(), PersistenceError> {
+    pub(crate) async fn submit(&self, events: &[NewEvent]) -> Result<(), PersistenceError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             events: events.to_vec(),
@@ -73,7 +74,7 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
                 Err(_) => break,
             }
         }
-        let commands: Vec<&[SerializedEvent]> = jobs.iter().map(|j| j.events.as_slice()).collect();
+        let commands: Vec<&[NewEvent]> = jobs.iter().map(|j| j.events.as_slice()).collect();
         let outcomes = commit(&db, &recent, &commands).await;
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             // A caller that went away no longer needs its answer.
@@ -93,7 +94,7 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
-    commands: &[&[SerializedEvent]],
+    commands: &[&[NewEvent]],
 ) -> Vec<Result<(), PersistenceError>> {
     let postgres = db.is_postgres();
     let result = on_db!(write(db), |pool| {
@@ -175,7 +176,7 @@ struct Fast<'a> {
 async fn try_commit<DB>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
-    commands: &[&[SerializedEvent]],
+    commands: &[&[NewEvent]],
     postgres: bool,
 ) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError>
 where
@@ -195,6 +196,8 @@ where
     for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     use sqlx::Row;
     let mut tx = pool.begin().await?;
@@ -202,25 +205,26 @@ where
 
     // 1. Every command's events in one insert; a taken sequence is skipped, not an error.
     // In one order on every process, so two batches touching the same sessions lock alike.
-    let mut all: Vec<&SerializedEvent> = commands.iter().flat_map(|c| c.iter()).collect();
+    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.iter()).collect();
     all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let mut inserted: HashSet<(String, i64)> = HashSet::new();
     for chunk in all.chunks(4_000) {
         let sql = format!(
-            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash) \
              VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
-            placeholders::<DB>(chunk.len(), 7)
+            placeholders::<DB>(chunk.len(), 8)
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {
             q = q
-                .bind(e.aggregate_type.clone())
+                .bind(interview_session::AGGREGATE_TYPE)
                 .bind(e.aggregate_id.clone())
                 .bind(e.sequence as i64)
-                .bind(e.event_type.clone())
-                .bind(e.event_version.clone())
-                .bind(e.payload.clone())
-                .bind(e.metadata.clone());
+                .bind(e.stored.event_type)
+                .bind(e.stored.event_version)
+                .bind(e.stored.payload.clone())
+                .bind(e.metadata.clone())
+                .bind(e.stored.hash.clone());
         }
         for row in q.fetch_all(&mut *tx).await? {
             inserted.insert((row.try_get(0)?, row.try_get(1)?));
@@ -241,7 +245,7 @@ where
             sqlx::query(
                 "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
             )
-            .bind(command[0].aggregate_type.clone())
+            .bind(interview_session::AGGREGATE_TYPE)
             .bind(command[0].aggregate_id.clone())
             .bind(seq)
             .execute(&mut *tx)
@@ -261,7 +265,7 @@ where
         }
         let kept = recent
             .take(&first.aggregate_id)
-            .filter(|view| view.last_seq + 1 == first.sequence as u64);
+            .filter(|view| view.last_seq + 1 == first.sequence);
         let Some(mut view) = kept else {
             slow.push(i);
             continue;
@@ -269,8 +273,7 @@ where
         let expected = view.last_seq as i64;
         let mut rows = NewRows::default();
         for e in command.iter() {
-            let event = decode_event(&e.aggregate_id, e.sequence as u64, e.payload.clone())?;
-            view.apply(e.sequence as u64, &event, &mut rows);
+            view.apply(e.sequence, &e.event, &mut rows);
         }
         fast.push(Fast {
             command: i,

@@ -2,8 +2,9 @@
 //!
 //! The [`Projector`] folds a session's events from the view's last applied sequence, in sequence
 //! order, and writes every view in one transaction. The server appends a command's events
-//! through it ([`repository::ProjectingRepository`]), so events and views commit together; the
-//! same fold serves catch-up (views dropped or lagging for any reason) and rebuilds.
+//! through it ([`Projector::append_and_project`]), so events and views commit together; the
+//! same fold serves catch-up (views dropped or lagging for any reason) and rebuilds. [`log`]
+//! reads the event rows back through the one decode point.
 #![forbid(unsafe_code)]
 
 pub mod bulk;
@@ -11,10 +12,10 @@ pub mod columns;
 pub mod db;
 pub mod group_commit;
 pub mod locks;
+pub mod log;
 pub mod processes;
 pub mod projector;
 pub mod read;
-pub mod repository;
 pub mod stream;
 mod view_writes;
 pub mod views;

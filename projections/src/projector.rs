@@ -6,15 +6,18 @@
 //! events, when a command goes through [`Projector::append_and_project`]. Running it twice, or
 //! concurrently, or after views were dropped, gives the same views.
 
-use cqrs_es::persist::{PersistenceError, SerializedEvent};
+use cqrs_es::persist::PersistenceError;
 use hashlink::LruCache;
-use interview_session::{SessionEvent, AGGREGATE_TYPE};
+use interview_session::codec::DecodeError;
+use interview_session::hash::GENESIS_HASH;
+use interview_session::AGGREGATE_TYPE;
 use serde_json::Value;
 use sqlx::Row;
 use std::sync::{Arc, Mutex};
 
 use crate::db::Db;
 use crate::group_commit::{self, GroupCommit};
+use crate::log::{self, NewEvent};
 use crate::on_db;
 use crate::view_writes;
 use crate::views::{NewRows, SessionStateView};
@@ -30,7 +33,7 @@ pub enum ProjectionError {
     Decode {
         session_id: String,
         sequence: u64,
-        source: serde_json::Error,
+        source: DecodeError,
     },
 }
 
@@ -120,10 +123,7 @@ impl Projector {
     /// optimistic-lock race. With group commit on, the transaction is shared with whatever other
     /// commands are waiting ([`crate::group_commit`]).
     #[tracing::instrument(skip_all, err)]
-    pub async fn append_and_project(
-        &self,
-        events: &[SerializedEvent],
-    ) -> Result<(), PersistenceError> {
+    pub async fn append_and_project(&self, events: &[NewEvent]) -> Result<(), PersistenceError> {
         if events.is_empty() {
             return Ok(());
         }
@@ -203,33 +203,6 @@ pub(crate) fn end_reason_text(view: &SessionStateView) -> Option<String> {
     })
 }
 
-/// Decodes a stored payload read as text (the bulk path), like [`decode_event`]: an upcaster
-/// added there must be added here too.
-pub fn decode_event_text(
-    session_id: &str,
-    sequence: u64,
-    payload: &str,
-) -> Result<SessionEvent, ProjectionError> {
-    serde_json::from_str(payload).map_err(|source| ProjectionError::Decode {
-        session_id: session_id.into(),
-        sequence,
-        source,
-    })
-}
-
-/// Decodes a stored payload (upcasters go here when an event version changes).
-pub fn decode_event(
-    session_id: &str,
-    sequence: u64,
-    payload: Value,
-) -> Result<SessionEvent, ProjectionError> {
-    serde_json::from_value(payload).map_err(|source| ProjectionError::Decode {
-        session_id: session_id.into(),
-        sequence,
-        source,
-    })
-}
-
 /// Folds the session's events after the view's `last_seq` into the views, in the caller's
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
 pub(crate) async fn fold_pending<'c, DB>(
@@ -254,6 +227,7 @@ where
     for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
 {
     let lock = if postgres { " FOR UPDATE" } else { "" };
     let select_view =
@@ -269,18 +243,40 @@ where
         .fetch_one(&mut **tx)
         .await?;
     let last_seq: i64 = row.try_get("last_seq")?;
-    let events = sqlx::query(
-        "SELECT sequence, payload FROM events \
-         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 ORDER BY sequence",
-    )
+    // From the view's last event, for the hash the first new one links to.
+    let stored = sqlx::query(&format!(
+        "SELECT {} FROM events \
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence >= $3 ORDER BY sequence",
+        log::ROW_COLUMNS
+    ))
     .bind(AGGREGATE_TYPE)
     .bind(session_id)
-    .bind(last_seq)
+    .bind(last_seq.max(1))
     .fetch_all(&mut **tx)
     .await?;
-    if events.is_empty() {
+    let mut rows = stored
+        .iter()
+        .map(log::Row::from_sql)
+        .collect::<Result<Vec<_>, _>>()?;
+    let prev = match rows.first() {
+        Some(first) if last_seq > 0 && first.sequence == last_seq as u64 => {
+            log::row_hash(&rows.remove(0))
+        }
+        _ => GENESIS_HASH.to_string(),
+    };
+    if rows.is_empty() {
         return Ok((0, None));
     }
+    for id in log::missing_documents(&rows) {
+        let found = sqlx::query("SELECT document FROM config_documents WHERE version_id = $1")
+            .bind(&id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(found) = found {
+            log::keep_document(&id, &found.try_get::<Value, _>(0)?);
+        }
+    }
+    let events = log::decode_rows(session_id, &rows, prev, &log::KeptDocuments)?;
     let mut view: SessionStateView = if last_seq == 0 {
         SessionStateView::default()
     } else {
@@ -289,20 +285,17 @@ where
             serde_json::from_value(state).map_err(|source| ProjectionError::Decode {
                 session_id: session_id.into(),
                 sequence: last_seq as u64,
-                source,
+                source: source.into(),
             })?;
         view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
         view
     };
-    let mut rows = NewRows::default();
-    for event_row in &events {
-        let sequence: i64 = event_row.try_get("sequence")?;
-        let payload: Value = event_row.try_get("payload")?;
-        let event = decode_event(session_id, sequence as u64, payload)?;
-        view.apply(sequence as u64, &event, &mut rows);
+    let mut new_rows = NewRows::default();
+    for (sequence, event) in &events {
+        view.apply(*sequence, event, &mut new_rows);
     }
     // The row is locked (PostgreSQL) or the writer is ours (SQLite): the guard holds.
-    write_views(tx, session_id, &view, &rows, last_seq).await?;
+    write_views(tx, session_id, &view, &new_rows, last_seq).await?;
     if postgres {
         view_writes::notify(tx, &[(session_id, view.last_seq)]).await?;
     }

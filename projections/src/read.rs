@@ -55,15 +55,40 @@ pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>,
     })
 }
 
-/// Every stored event of a session: `(sequence, event_type, payload, metadata)` in order.
+/// Every event of a session as researchers read it: `(sequence, event_type, payload, metadata)`
+/// in order. A version 1 payload is shown as stored; a later one decoded into the same form (its
+/// `type`, fields, `at`, `prev_hash` and `hash`, the pinned study inline) and its metadata with
+/// its command's request id, so every session reads alike whatever schema it was written in.
 pub async fn events(
     db: &Db,
     session_id: &str,
-) -> Result<Vec<(u64, String, Value, Value)>, sqlx::Error> {
-    Ok(events_with_versions(db, session_id)
-        .await?
+) -> Result<Vec<(u64, String, Value, Value)>, crate::ProjectionError> {
+    let rows = crate::log::all_rows(db, session_id).await?;
+    let decoded = if rows.iter().all(|r| r.event_version == "1") {
+        Vec::new()
+    } else {
+        crate::log::read_between(db, session_id, 0, u64::MAX).await?
+    };
+    // A version 2 command's request id is stored on its first event only.
+    let mut request_id = Value::Null;
+    Ok(rows
         .into_iter()
-        .map(|(seq, event_type, _, payload, metadata)| (seq, event_type, payload, metadata))
+        .enumerate()
+        .map(|(i, row)| {
+            let mut metadata = row.metadata;
+            if let Some(id) = metadata.get("request_id") {
+                request_id = id.clone();
+            } else if row.event_version != "1" && !request_id.is_null() {
+                metadata["request_id"] = request_id.clone();
+            }
+            let payload = match decoded.get(i) {
+                Some((_, event)) if row.event_version != "1" => {
+                    serde_json::to_value(event).expect("events serialize")
+                }
+                _ => row.payload,
+            };
+            (row.sequence, row.event_type, payload, metadata)
+        })
         .collect())
 }
 
@@ -111,58 +136,10 @@ pub async fn decoded_events_between(
     after: u64,
     up_to: u64,
 ) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
-    let rows: Vec<(i64, Value)> = on_db!(read(db), |pool| {
-        sqlx::query_as(
-            "SELECT sequence, payload FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence > $3 AND sequence <= $4 ORDER BY sequence",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .bind(session_id)
-        .bind(after as i64)
-        .bind(up_to.min(i64::MAX as u64) as i64)
-        .fetch_all(pool)
-        .await?
-    });
-    rows.into_iter()
-        .map(|(seq, payload)| {
-            Ok((
-                seq as u64,
-                crate::projector::decode_event(session_id, seq as u64, payload)?,
-            ))
-        })
-        .collect()
+    crate::log::read_between(db, session_id, after, up_to).await
 }
 
 /// The `event_version` of each of a session's events, in sequence order.
-/// Every stored event of a session with its version, in one read (the audit's source):
-/// `(sequence, event_type, event_version, payload, metadata)` in order.
-pub async fn events_with_versions(
-    db: &Db,
-    session_id: &str,
-) -> Result<Vec<(u64, String, String, Value, Value)>, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        let rows = sqlx::query(
-            "SELECT sequence, event_type, event_version, payload, metadata FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .bind(session_id)
-        .fetch_all(pool)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok((
-                    r.try_get::<i64, _>("sequence")? as u64,
-                    r.try_get("event_type")?,
-                    r.try_get("event_version")?,
-                    r.try_get("payload")?,
-                    r.try_get("metadata")?,
-                ))
-            })
-            .collect()
-    })
-}
-
 pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_scalar(

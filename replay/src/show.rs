@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 use crate::source::StoredEvent;
 
 pub fn timeline(events: &[StoredEvent], as_json: bool) {
-    for e in events {
+    let decoded = crate::verify::decode(events).ok();
+    for (i, e) in events.iter().enumerate() {
         let actor = e.metadata["actor"].as_str().unwrap_or("-");
         if as_json {
             let line = json!({"sequence": e.sequence, "event_type": e.event_type, "actor": actor,
@@ -17,9 +18,12 @@ pub fn timeline(events: &[StoredEvent], as_json: bool) {
             continue;
         }
         let at = e.payload["at"].as_str().unwrap_or("-");
-        let what = serde_json::from_value::<SessionEvent>(e.payload.clone())
-            .map(|d| describe(&d.body))
-            .unwrap_or_else(|_| "(undecodable payload)".into());
+        let what = match &decoded {
+            Some(decoded) => describe(&decoded[i].body),
+            None => serde_json::from_value::<SessionEvent>(e.payload.clone())
+                .map(|d| describe(&d.body))
+                .unwrap_or_else(|_| "(undecodable payload)".into()),
+        };
         outln!(
             "{:>4}  {at}  {actor:<11}  {:<28}  {what}",
             e.sequence,

@@ -8,33 +8,35 @@ use interview_projections::columns::{self, Cell, Kind, StoredRow};
 use interview_projections::views::{NewRows, SessionStateView};
 use interview_projections::Db;
 use interview_session::aggregate::check_stream;
-use interview_session::hash::verify_chain;
+use interview_session::codec::{self, DecodeError};
+use interview_session::hash::{verify_chain, GENESIS_HASH};
 use interview_session::SessionEvent;
 
 use crate::source::StoredEvent;
 
-/// The event versions there are (each decodes through the same upcasting point).
-const KNOWN_VERSIONS: [&str; 1] = [interview_session::events::EVENT_VERSION];
-
-/// The decoded events, or the problems that stop decoding.
+/// The decoded events (through the one decode point, every known version), or the problems that
+/// stop decoding.
 pub fn decode(events: &[StoredEvent]) -> Result<Vec<SessionEvent>, Vec<String>> {
     let mut problems = Vec::new();
     let mut decoded = Vec::new();
+    let documents: std::collections::HashMap<String, serde_json::Value> =
+        events.iter().flat_map(|e| e.documents.clone()).collect();
+    let mut prev = GENESIS_HASH.to_string();
     for e in events {
-        if !KNOWN_VERSIONS.contains(&e.event_version.as_str()) {
-            problems.push(format!(
-                "event {}: version {:?} is not one this log's events are written in",
-                e.sequence, e.event_version
-            ));
-            continue;
-        }
-        match serde_json::from_value::<SessionEvent>(e.payload.clone()) {
-            Ok(d) if d.body.event_type() == e.event_type => decoded.push(d),
-            Ok(d) => problems.push(format!(
-                "event {}: stored as {} but its payload is {}",
+        let hash = e.hash_bytes();
+        match codec::decode(e.stored(hash.as_deref()), &prev, &documents) {
+            Ok(d) => {
+                prev = d.hash.clone();
+                decoded.push(d);
+            }
+            Err(DecodeError::UnknownVersion(version)) => problems.push(format!(
+                "event {}: version {version:?} is not one this log's events are written in (known: {})",
                 e.sequence,
-                e.event_type,
-                d.body.event_type()
+                codec::KNOWN_VERSIONS.join(", ")
+            )),
+            Err(DecodeError::TypeMismatch { stored, payload }) => problems.push(format!(
+                "event {}: stored as {stored} but its payload is {payload}",
+                e.sequence
             )),
             Err(err) => problems.push(format!("event {}: does not decode: {err}", e.sequence)),
         }
@@ -48,12 +50,14 @@ pub fn decode(events: &[StoredEvent]) -> Result<Vec<SessionEvent>, Vec<String>> 
 
 /// Every problem found in a stream (empty when it verifies), and its head hash.
 pub fn verify_stream(events: &[StoredEvent]) -> (Vec<String>, String) {
-    let chain = verify_chain(events.iter().map(|e| {
+    let hashes: Vec<Option<Vec<u8>>> = events.iter().map(StoredEvent::hash_bytes).collect();
+    let chain = verify_chain(events.iter().zip(&hashes).map(|(e, hash)| {
         (
             e.sequence as usize,
             e.event_type.as_str(),
             e.event_version.as_str(),
             &e.payload,
+            hash.as_deref(),
         )
     }));
     let mut problems = Vec::new();

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::replay;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -39,19 +41,6 @@ struct Fixture {
     base: String,
     harness: std::sync::Arc<interview_runtime::harness::Harness>,
     http: reqwest::Client,
-}
-
-fn replay(url: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_replay"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .expect("replay runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 impl Fixture {
@@ -343,7 +332,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     let (code, out, _) = replay(url, &["verify", &second]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("prev_hash"),
+        out.contains("the previous hash"),
         "a reordered log breaks the chain: {out}"
     );
     f.exec_both(&format!(
@@ -486,7 +475,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
 
     // An event's stored version is under the hash.
     f.exec_both(&format!(
-        "UPDATE events SET event_version = '2' WHERE aggregate_id = '{session}' AND sequence = 2"
+        "UPDATE events SET event_version = '3' WHERE aggregate_id = '{session}' AND sequence = 2"
     ))
     .await;
     let (code, out, _) = replay(url, &["verify", &session]);
@@ -496,7 +485,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         "{out}"
     );
     f.exec_both(&format!(
-        "UPDATE events SET event_version = '1' WHERE aggregate_id = '{session}' AND sequence = 2"
+        "UPDATE events SET event_version = '2' WHERE aggregate_id = '{session}' AND sequence = 2"
     ))
     .await;
 

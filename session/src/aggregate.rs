@@ -1153,4 +1153,4 @@ impl Session {
 #[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

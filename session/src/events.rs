@@ -1,9 +1,8 @@
 //! Session events: a permanent schema.
 //!
-//! Every stored payload is `{"type": <event_type>, …body fields, "at", "prev_hash", "hash"}`.
-//! Event type strings are never renamed; a changed shape gets a new `event_version` and an
-//! upcaster. The payload alone decodes back into a [`SessionEvent`], so `replay` needs nothing
-//! but the stream.
+//! How an event is stored (its version 2 payload, its hash beside it) and read back (every
+//! version, through one upcasting point) is `codec`'s. Event type strings are never renamed; a
+//! changed shape gets a new `event_version` and an upcaster there.
 
 use chrono::{DateTime, Utc};
 use cqrs_es::DomainEvent;
@@ -13,12 +12,11 @@ use uuid::Uuid;
 
 pub use crate::decision::ConcludeReason;
 use crate::decision::{AgentAction, ExtractedField, TokenUsage};
-use crate::hash::event_hash;
 use crate::interaction::InteractionToolCall;
 use crate::study::PinnedStudy;
 
-/// The version of every event type defined here.
-pub const EVENT_VERSION: &str = "1";
+/// The version every event is written in (see `codec`).
+pub const EVENT_VERSION: &str = crate::codec::CURRENT_VERSION;
 
 /// Session status (FR-04-3): `created → active → waiting_for_user | waiting_for_tool → active →
 /// … → completed | abandoned`.
@@ -278,7 +276,9 @@ impl EventBody {
     }
 }
 
-/// One stored event: its body, when it happened, and its link in the hash chain.
+/// One event: its body, when it happened, and its link in the hash chain. Its serde form is the
+/// version 1 payload (what the researcher routes show for every version); the stored form is
+/// `codec`'s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
     #[serde(flatten)]
@@ -291,15 +291,14 @@ pub struct SessionEvent {
 impl SessionEvent {
     /// Seals `body` onto the chain after `prev_hash`.
     pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
-        let mut event = Self {
+        let payload = crate::codec::payload(&body, at);
+        let hash = crate::codec::hash(prev_hash, body.event_type(), &payload);
+        Self {
             body,
             at,
             prev_hash: prev_hash.to_string(),
-            hash: String::new(),
-        };
-        let payload = serde_json::to_value(&event).expect("events serialize");
-        event.hash = event_hash(prev_hash, event.body.event_type(), EVENT_VERSION, &payload);
-        event
+            hash,
+        }
     }
 }
 
@@ -310,48 +309,5 @@ impl DomainEvent for SessionEvent {
 
     fn event_version(&self) -> String {
         EVENT_VERSION.to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hash::{verify_chain, GENESIS_HASH};
-
-    #[test]
-    fn payload_is_flat_and_tagged_with_the_event_type() {
-        let e = SessionEvent::seal(
-            EventBody::SessionAbandoned {
-                reason: ConcludeReason::Timeout,
-            },
-            DateTime::UNIX_EPOCH,
-            GENESIS_HASH,
-        );
-        let v = serde_json::to_value(&e).unwrap();
-        assert_eq!(v["type"], "session.abandoned");
-        assert_eq!(v["reason"], "timeout");
-        assert_eq!(v["prev_hash"], GENESIS_HASH);
-        let back: SessionEvent = serde_json::from_value(v.clone()).unwrap();
-        assert_eq!(back, e);
-        assert_eq!(
-            verify_chain([(1, "session.abandoned", EVENT_VERSION, &v)]),
-            Ok(e.hash.clone())
-        );
-    }
-
-    #[test]
-    fn a_changed_payload_breaks_the_chain() {
-        let e = SessionEvent::seal(
-            EventBody::AgentMessageCompleted {
-                message_id: Uuid::nil(),
-                content: "Hi".into(),
-            },
-            DateTime::UNIX_EPOCH,
-            GENESIS_HASH,
-        );
-        let mut v = serde_json::to_value(&e).unwrap();
-        v["content"] = "Hello".into();
-        let breaks = verify_chain([(1, "agent.message.completed", EVENT_VERSION, &v)]).unwrap_err();
-        assert_eq!(breaks[0].sequence, 1);
     }
 }

@@ -1,9 +1,9 @@
 //! Canonical JSON and the SHA-256 hash chain.
 //!
-//! Every event payload carries `prev_hash` and `hash`, where
-//! `hash = SHA-256(prev_hash "\n" event_type "\n" [event_version "\n"] canonical(payload without
-//! "hash"))`. The stored `event_version` column is part of the hashed text for every version but
-//! the first, `1`, which is written as nothing — so the hashes of the logs written before the
+//! Every event has a `hash` (in a version 1 payload, or the version 2 `hash` column; see
+//! `codec`), where `hash = SHA-256(prev_hash "\n" event_type "\n" [event_version "\n"]
+//! canonical(payload without "hash"))` and `prev_hash` is the previous event's hash. The
+//! stored `event_version` column is part of the hashed text for every version but the first, `1`, which is written as nothing — so the hashes of the logs written before the
 //! version was covered still recompute, and editing a stored version in either direction breaks
 //! the chain (a `1` made `2` is hashed with `2`; a later version made `1` is hashed without it).
 //! Canonical JSON is compact with object keys sorted by their UTF-8 bytes, so the hash does not
@@ -58,7 +58,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -105,17 +105,20 @@ pub struct ChainBreak {
     pub problem: String,
 }
 
-/// Checks a session's stored events (`(sequence, event_type, event_version, payload)` in sequence
-/// order):
-/// sequences are 1, 2, 3…, each `prev_hash` is the previous `hash`, each `hash` recomputes.
-/// Returns the head hash, or every break found.
+/// One stored event as the chain check reads it: its sequence, `event_type`, `event_version`,
+/// payload and `hash` column (absent for version 1, whose links are inside the payload).
+pub type ChainRow<'a> = (usize, &'a str, &'a str, &'a Value, Option<&'a [u8]>);
+
+/// Checks a session's stored events in sequence order: sequences are 1, 2, 3…; a version 1
+/// event's `prev_hash` is the previous hash and its `hash` recomputes; a version 2 event's stored
+/// hash recomputes from the previous hash. Returns the head hash, or every break found.
 pub fn verify_chain<'a>(
-    events: impl IntoIterator<Item = (usize, &'a str, &'a str, &'a Value)>,
+    events: impl IntoIterator<Item = ChainRow<'a>>,
 ) -> Result<String, Vec<ChainBreak>> {
     let mut breaks = Vec::new();
     let mut expected_prev = GENESIS_HASH.to_string();
     let mut expected_seq = 1usize;
-    for (sequence, event_type, event_version, payload) in events {
+    for (sequence, event_type, event_version, payload, column) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
                 sequence,
@@ -123,29 +126,38 @@ pub fn verify_chain<'a>(
             });
         }
         expected_seq = sequence + 1;
-        let prev = payload
-            .get("prev_hash")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let stored = payload.get("hash").and_then(Value::as_str).unwrap_or("");
-        if prev != expected_prev {
-            breaks.push(ChainBreak {
-                sequence,
-                problem: format!(
+        let mut problem = |problem: String| breaks.push(ChainBreak { sequence, problem });
+        let stored = if event_version == "1" {
+            let prev = payload
+                .get("prev_hash")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if prev != expected_prev {
+                problem(format!(
                     "prev_hash {prev:?} does not match the previous hash {expected_prev:?}"
-                ),
-            });
-        }
-        let recomputed = event_hash(prev, event_type, event_version, payload);
-        if recomputed != stored {
-            breaks.push(ChainBreak {
-                sequence,
-                problem: format!(
+                ));
+            }
+            let stored = payload.get("hash").and_then(Value::as_str).unwrap_or("");
+            let recomputed = event_hash(prev, event_type, event_version, payload);
+            if recomputed != stored {
+                problem(format!(
                     "hash {stored:?} does not match the payload (recomputed {recomputed:?})"
-                ),
-            });
-        }
-        expected_prev = stored.to_string();
+                ));
+            }
+            stored.to_string()
+        } else {
+            let stored = column.map(to_hex).unwrap_or_default();
+            let recomputed = event_hash(&expected_prev, event_type, event_version, payload);
+            if column.is_none_or(|c| c.len() != 32) {
+                problem(format!("the hash column holds {stored:?}, not 32 bytes"));
+            } else if recomputed != stored {
+                problem(format!(
+                    "hash {stored:?} does not match the payload and the previous hash (recomputed {recomputed:?})"
+                ));
+            }
+            stored
+        };
+        expected_prev = stored;
     }
     if breaks.is_empty() {
         Ok(expected_prev)
@@ -197,9 +209,9 @@ mod tests {
             event_hash(GENESIS_HASH, "t", "3", &a)
         );
         let stored = json!({"type": "t", "x": 1, "prev_hash": GENESIS_HASH, "hash": v1});
-        assert!(verify_chain([(1, "t", "1", &stored)]).is_ok());
+        assert!(verify_chain([(1, "t", "1", &stored, None)]).is_ok());
         assert!(
-            verify_chain([(1, "t", "2", &stored)]).is_err(),
+            verify_chain([(1, "t", "2", &stored, None)]).is_err(),
             "an edited version breaks the chain"
         );
     }

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod codec;
 pub mod commands;
 pub mod decision;
 pub mod error;

@@ -246,7 +246,13 @@ async fn session_read_apis_serve_researchers_only(store: Store) {
     )
     .await;
     assert_eq!(events["events"][0]["event_type"], "session.created");
-    assert_eq!(events["events"][0]["event_version"], "1");
+    // Written in schema version 2, shown with its chain links and the pinned study inline.
+    assert_eq!(events["events"][0]["event_version"], "2");
+    let created = &events["events"][0]["payload"];
+    assert_eq!(created["type"], "session.created");
+    assert!(created["study"]["study_config"]["objectives"].is_array());
+    assert_eq!(created["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(events["events"][1]["payload"]["prev_hash"], created["hash"]);
     let decisions = json_of(
         app.get(
             &format!("/api/sessions/{session}/decisions"),

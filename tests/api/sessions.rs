@@ -425,11 +425,22 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
         .find(|e| e.1 == "participant.message.created" && e.2["content"] == "hello")
         .unwrap();
     assert_eq!(message.3["request_id"], "req-abc-123");
-    let head = interview_session::hash::verify_chain(
-        events
-            .iter()
-            .map(|e| (e.0 as usize, e.1.as_str(), "1", &e.2)),
-    )
+    // The chain over the rows as stored (version 2: the hash in its own column).
+    let rows = interview_projections::log::all_rows(app.db(), &session)
+        .await
+        .unwrap();
+    assert!(rows.iter().all(|r| r.event_version == "2"
+        && r.payload.get("hash").is_none()
+        && r.hash.as_ref().is_some_and(|h| h.len() == 32)));
+    let head = interview_session::hash::verify_chain(rows.iter().map(|r| {
+        (
+            r.sequence as usize,
+            r.event_type.as_str(),
+            r.event_version.as_str(),
+            &r.payload,
+            r.hash.as_deref(),
+        )
+    }))
     .unwrap();
     assert_eq!(head, events.last().unwrap().2["hash"].as_str().unwrap());
     assert!(

@@ -15,3 +15,18 @@ pub async fn fresh_postgres_database() -> String {
     let (base, _) = server.rsplit_once('/').unwrap();
     format!("{base}/{name}")
 }
+
+/// Runs the `replay` binary against the database at `url`: its exit code, stdout and stderr.
+#[allow(dead_code)] // not every test binary runs it
+pub fn replay(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_replay"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("replay runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

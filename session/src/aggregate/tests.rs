@@ -21,7 +21,7 @@ pub(super) fn at() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, 9, 0, 0).unwrap()
 }
 
-fn study() -> PinnedStudy {
+pub(crate) fn study() -> PinnedStudy {
     let d: StudyDefinition = serde_json::from_value(json!({
         "title": "Coffee habits",
         "consent": {"text": "We keep your answers.", "version": "1"},
@@ -598,17 +598,16 @@ async fn every_event_is_chained_to_the_one_before() {
         complete(),
     ]);
     let events = history(commands).await;
-    let payloads: Vec<_> = events
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    let head = verify_chain(
-        events
-            .iter()
-            .zip(&payloads)
-            .enumerate()
-            .map(|(i, (e, p))| (i + 1, e.body.event_type(), crate::events::EVENT_VERSION, p)),
-    )
+    let stored: Vec<_> = events.iter().map(crate::codec::encode).collect();
+    let head = verify_chain(stored.iter().enumerate().map(|(i, e)| {
+        (
+            i + 1,
+            e.event_type,
+            e.event_version,
+            &e.payload,
+            Some(&e.hash[..]),
+        )
+    }))
     .expect("an unbroken chain");
     assert_eq!(head, events.last().unwrap().hash);
     for pair in events.windows(2) {

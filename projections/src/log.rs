@@ -1,0 +1,217 @@
+//! The event log's rows: what a command appends ([`NewEvent`]: the typed event and its stored
+//! form side by side, so the fold never decodes what this process just encoded), and reading a
+//! session's events back through the one decode point (`interview_session::codec`), with the
+//! hash column and the pinned study's documents it needs.
+
+use std::sync::Mutex;
+
+use hashlink::LruCache;
+use interview_session::codec::{self, Documents, Encoded, Stored};
+use interview_session::hash::GENESIS_HASH;
+use interview_session::{SessionEvent, AGGREGATE_TYPE};
+use serde_json::Value;
+
+use crate::db::Db;
+use crate::{on_db, ProjectionError};
+
+/// One event a command appends.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub aggregate_id: String,
+    pub sequence: u64,
+    pub event: SessionEvent,
+    pub stored: Encoded,
+    /// The command's metadata on its first event, `{}` on the others.
+    pub metadata: Value,
+}
+
+impl NewEvent {
+    pub fn new(aggregate_id: &str, sequence: u64, event: SessionEvent, metadata: Value) -> Self {
+        let stored = codec::encode(&event);
+        Self {
+            aggregate_id: aggregate_id.to_string(),
+            sequence,
+            event,
+            stored,
+            metadata,
+        }
+    }
+}
+
+/// A stored event as read: the columns the decode point takes.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub sequence: u64,
+    pub event_type: String,
+    pub event_version: String,
+    pub payload: Value,
+    pub hash: Option<Vec<u8>>,
+    pub metadata: Value,
+}
+
+impl Row {
+    /// Reads a row selected with [`ROW_COLUMNS`].
+    pub fn from_sql<R>(r: &R) -> Result<Self, sqlx::Error>
+    where
+        R: sqlx::Row,
+        for<'a> &'a str: sqlx::ColumnIndex<R>,
+        for<'q> i64: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+        for<'q> String: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+        for<'q> Value: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+        for<'q> Option<Vec<u8>>: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
+    {
+        Ok(Row {
+            sequence: r.try_get::<i64, _>("sequence")? as u64,
+            event_type: r.try_get("event_type")?,
+            event_version: r.try_get("event_version")?,
+            payload: r.try_get("payload")?,
+            hash: r.try_get("hash")?,
+            metadata: r.try_get("metadata")?,
+        })
+    }
+
+    pub fn stored(&self) -> Stored<'_> {
+        Stored {
+            event_type: &self.event_type,
+            event_version: &self.event_version,
+            payload: &self.payload,
+            hash: self.hash.as_deref(),
+        }
+    }
+}
+
+/// The columns [`Row`] reads, for SQL built elsewhere.
+pub const ROW_COLUMNS: &str = "sequence, event_type, event_version, payload, hash, metadata";
+
+/// The hash a stored row links to the next one.
+pub fn row_hash(row: &Row) -> String {
+    match &row.hash {
+        Some(bytes) => codec::hex(bytes),
+        None => row.payload["hash"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// Decodes a session's rows in order; `prev` is the hash of the event before the first.
+pub fn decode_rows(
+    session_id: &str,
+    rows: &[Row],
+    mut prev: String,
+    documents: &dyn Documents,
+) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let event = codec::decode(row.stored(), &prev, documents).map_err(|source| {
+            ProjectionError::Decode {
+                session_id: session_id.into(),
+                sequence: row.sequence,
+                source,
+            }
+        })?;
+        prev = event.hash.clone();
+        out.push((row.sequence, event));
+    }
+    Ok(out)
+}
+
+/// Documents are content-addressed, so never change: kept once read.
+static DOCUMENTS: Mutex<Option<LruCache<String, Value>>> = Mutex::new(None);
+
+/// How many configuration documents are kept in memory (four per published study version).
+const KEPT_DOCUMENTS: usize = 1024;
+
+fn kept_document(id: &str) -> Option<Value> {
+    let mut kept = DOCUMENTS
+        .lock()
+        .expect("the document cache is never poisoned");
+    kept.get_or_insert_with(|| LruCache::new(KEPT_DOCUMENTS))
+        .get(id)
+        .cloned()
+}
+
+/// Remembers a document (read, or just published).
+pub fn keep_document(id: &str, document: &Value) {
+    let mut kept = DOCUMENTS
+        .lock()
+        .expect("the document cache is never poisoned");
+    kept.get_or_insert_with(|| LruCache::new(KEPT_DOCUMENTS))
+        .insert(id.to_string(), document.clone());
+}
+
+/// The ids `rows` need that are not kept in memory.
+pub fn missing_documents(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|r| codec::documents_needed(r.stored()))
+        .filter(|id| kept_document(id).is_none())
+        .collect()
+}
+
+/// The kept documents (fill them with [`keep_document`] first).
+pub struct KeptDocuments;
+
+impl Documents for KeptDocuments {
+    fn document(&self, version_id: &str) -> Option<Value> {
+        kept_document(version_id)
+    }
+}
+
+/// Reads documents into the cache, through `fetch` (one query per document: only a session's
+/// first load of its `session.created` needs them, and only once per study version).
+pub async fn load_documents(db: &Db, ids: &[String]) -> Result<(), sqlx::Error> {
+    for id in ids {
+        let document: Option<Value> = on_db!(read(db), |pool| {
+            sqlx::query_scalar("SELECT document FROM config_documents WHERE version_id = $1")
+                .bind(id)
+                .fetch_optional(pool)
+                .await?
+        });
+        if let Some(document) = document {
+            keep_document(id, &document);
+        }
+    }
+    Ok(())
+}
+
+/// Reads a session's rows with `from <= sequence <= up_to`, in order.
+async fn rows(db: &Db, session_id: &str, from: u64, up_to: u64) -> Result<Vec<Row>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(&format!(
+            "SELECT {ROW_COLUMNS} FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence >= $3 AND sequence <= $4 \
+             ORDER BY sequence"
+        ))
+        .bind(AGGREGATE_TYPE)
+        .bind(session_id)
+        .bind(from.min(i64::MAX as u64) as i64)
+        .bind(up_to.min(i64::MAX as u64) as i64)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(Row::from_sql)
+            .collect::<Result<Vec<_>, _>>()
+    })
+}
+
+/// Every stored row of a session, undecoded (the audit's source).
+pub async fn all_rows(db: &Db, session_id: &str) -> Result<Vec<Row>, sqlx::Error> {
+    rows(db, session_id, 1, u64::MAX).await
+}
+
+/// A session's decoded events with `after < sequence <= up_to`, in order.
+pub async fn read_between(
+    db: &Db,
+    session_id: &str,
+    after: u64,
+    up_to: u64,
+) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
+    // The event at `after` is read for its hash, the link of the first one returned.
+    let mut rows = rows(db, session_id, after.max(1), up_to).await?;
+    let prev = match rows.first() {
+        Some(first) if after > 0 && first.sequence == after => row_hash(&rows.remove(0)),
+        _ => GENESIS_HASH.to_string(),
+    };
+    let missing = missing_documents(&rows);
+    if !missing.is_empty() {
+        load_documents(db, &missing).await?;
+    }
+    decode_rows(session_id, &rows, prev, &KeptDocuments)
+}

@@ -1,0 +1,235 @@
+//! A log written in event schema version 1, before version 2 existed, on both stores: it still
+//! verifies, replays and rebuilds exactly the views the code of its time built, and a session
+//! it left open continues in version 2 on the same chain.
+//!
+//! `tests/fixtures/v1/session.jsonl` is a completed 14-turn interview of the every-widget study
+//! exported by `replay export` from a PostgreSQL log written by that code;
+//! `tests/fixtures/v1/views.json` holds what its researcher routes answered then.
+
+mod common;
+
+use common::replay;
+
+
+use interview_projections::Db;
+use interview_runtime::settings::Secret;
+use interview_runtime::{Application, Settings};
+use serde_json::Value;
+
+const BUNDLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/v1/session.jsonl"
+);
+const VIEWS: &str = include_str!("../../tests/fixtures/v1/views.json");
+
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    Sqlite,
+    Postgres,
+}
+
+struct Server {
+    url: String,
+    base: String,
+    db: Db,
+    state: actix_web::web::Data<interview_runtime::state::AppState>,
+}
+
+async fn start(store: Store) -> Server {
+    let dir = std::env::temp_dir().join(format!("replay-v1-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = match store {
+        Store::Sqlite => format!("sqlite://{}", dir.join("interview.db").display()),
+        Store::Postgres => common::fresh_postgres_database().await,
+    };
+    let settings = Settings {
+        bind: "127.0.0.1:0".into(),
+        database_url: Some(url.clone()),
+        data_dir: dir,
+        researcher_tokens: vec![Secret("r".into())],
+        sweep_interval_secs: 1,
+        ..Settings::default()
+    };
+    let app = Application::build(settings).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let state = app.state();
+    let db = state.db.clone();
+    tokio::spawn(app.run_until_stopped());
+    Server {
+        url,
+        base,
+        db,
+        state,
+    }
+}
+
+/// The fixture's stored events, one JSON object per line.
+fn fixture_events() -> Vec<Value> {
+    std::fs::read_to_string(BUNDLE)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Inserts stored events as they were written (no hash column: version 1).
+async fn insert(db: &Db, session: &str, events: &[Value]) {
+    interview_projections::on_db!(write(db), |pool| {
+        for e in events {
+            sqlx::query(
+                "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata) \
+                 VALUES ('Session', $1, $2, $3, $4, $5, $6)",
+            )
+            .bind(session)
+            .bind(e["sequence"].as_i64().unwrap())
+            .bind(e["event_type"].as_str().unwrap())
+            .bind(e["event_version"].as_str().unwrap())
+            .bind(&e["payload"])
+            .bind(&e["metadata"])
+            .execute(pool)
+            .await
+            .unwrap();
+        }
+    });
+}
+
+async fn get(server: &Server, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!("{}{path}", server.base))
+        .bearer_auth("r")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Store) {
+    let server = start(store).await;
+    let events = fixture_events();
+    assert!(events.iter().all(|e| e["event_version"] == "1"));
+    let session = events[0]["payload"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    insert(&server.db, &session, &events).await;
+
+    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = replay(&server.url, &["verify", "--bundle", BUNDLE]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let expected: Value = serde_json::from_str(VIEWS).unwrap();
+    for (key, path) in [
+        ("session", ""),
+        ("state", "/state"),
+        ("transcript", "/transcript"),
+        ("decisions", "/decisions"),
+        ("tool_calls", "/tool-calls"),
+        ("interaction_events", "/interaction-events"),
+        ("events", "/events"),
+    ] {
+        let now = get(&server, &format!("/api/sessions/{session}{path}")).await;
+        assert_eq!(now, expected[key], "GET /api/sessions/{{id}}{path} differs");
+    }
+    let study = expected["study"]["study_id"].as_str().unwrap();
+    let results = interview_projections::read::results_page(&server.db, study, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(results).unwrap(),
+        expected["results"]["results"]
+    );
+
+    // The export of the stored log is the fixture again.
+    let out_path = std::env::temp_dir().join(format!("v1-{}.jsonl", uuid::Uuid::new_v4()));
+    let (code, _, err) = replay(
+        &server.url,
+        &["export", &session, "-o", out_path.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    let exported: Vec<Value> = std::fs::read_to_string(&out_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(exported, events);
+}
+
+async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
+    let server = start(store).await;
+    let events = fixture_events();
+    let session = events[0]["payload"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Up to an interviewer's question: waiting for the participant.
+    let cut = events
+        .iter()
+        .position(|e| {
+            e["event_type"] == "session.status_changed"
+                && e["payload"]["to"] == "waiting_for_user"
+                && e["sequence"].as_u64().unwrap() > 20
+        })
+        .unwrap();
+    insert(&server.db, &session, &events[..=cut]).await;
+    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    // Two days on, the sweeper's command expires it: new events on the old chain.
+    let later = chrono::Utc::now() + chrono::Duration::days(2);
+    server
+        .state
+        .store
+        .execute(
+            &session,
+            interview_session::SessionCommand::Expire { at: later },
+            interview_runtime::store::Actor::System,
+            "v1-test",
+        )
+        .await
+        .unwrap();
+    let view = get(&server, &format!("/api/sessions/{session}")).await;
+    assert_eq!(view["status"], "abandoned", "{view}");
+    let versions = interview_projections::read::event_versions(&server.db, &session)
+        .await
+        .unwrap();
+    assert!(versions[..=cut].iter().all(|v| v == "1"));
+    assert!(versions[cut + 1..].iter().all(|v| v == "2"), "{versions:?}");
+    assert!(versions.len() > cut + 1);
+    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The researcher's log reads alike across the two versions: each event names the one before.
+    let log = get(&server, &format!("/api/sessions/{session}/events")).await;
+    let log = log["events"].as_array().unwrap();
+    for pair in log.windows(2) {
+        assert_eq!(pair[1]["payload"]["prev_hash"], pair[0]["payload"]["hash"]);
+        assert_eq!(pair[1]["payload"]["type"], pair[1]["event_type"]);
+    }
+}
+
+mod sqlite {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time() {
+        super::a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(super::Store::Sqlite)
+            .await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
+        super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Sqlite).await
+    }
+}
+
+mod postgres {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time() {
+        super::a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(super::Store::Postgres)
+            .await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
+        super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Postgres).await
+    }
+}

@@ -1,0 +1,304 @@
+//! Stored events: the one place an event is turned into its stored form and read back.
+//!
+//! Every reader of the log — the command side, the projector, live streams, the researcher
+//! routes, `replay` — decodes through [`decode`], so a schema change is made here once, with an
+//! upcaster, and reaches `replay verify` too.
+//!
+//! **Version 2** (written today) stores only what the fold cannot derive:
+//! - the payload is the body's fields and `at` — no `type` (the `event_type` column names it) and
+//!   no chain links: the event's hash is stored beside the payload as 32 bytes (the `hash`
+//!   column), and its previous hash is the previous event's;
+//! - `session.created` names the pinned study's four documents by their content ids
+//!   (`config_versions`) instead of carrying them: the documents are stored once per version
+//!   (`config_documents`), and a bundle carries them.
+//!
+//! `hash = SHA-256(prev_hash "\n" event_type "\n" "2" "\n" canonical(payload))`.
+//!
+//! **Version 1** (logs written before) carries `type`, `prev_hash` and `hash` inside the payload
+//! and the whole study in `session.created`. It decodes as it always did; nothing writes it.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::events::{EventBody, SessionEvent};
+use crate::hash::{canonical_json, event_hash, sha256_hex};
+
+/// The version every new event is written in.
+pub const CURRENT_VERSION: &str = "2";
+
+/// The versions [`decode`] reads.
+pub const KNOWN_VERSIONS: [&str; 2] = ["1", "2"];
+
+/// An event in the form it is stored: the columns beside the aggregate id and sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    pub event_type: &'static str,
+    pub event_version: &'static str,
+    pub payload: Value,
+    /// The chain hash, 32 bytes.
+    pub hash: Vec<u8>,
+}
+
+/// A stored event as read back.
+#[derive(Debug, Clone, Copy)]
+pub struct Stored<'a> {
+    pub event_type: &'a str,
+    pub event_version: &'a str,
+    pub payload: &'a Value,
+    /// The `hash` column (version 2; absent for version 1, whose hash is in its payload, and when
+    /// the reader did not read the column — the hash is then computed from `prev_hash`).
+    pub hash: Option<&'a [u8]>,
+}
+
+/// Where the pinned study's documents come from when `session.created` names them: the
+/// database's `config_documents`, or a bundle's document lines.
+pub trait Documents {
+    fn document(&self, version_id: &str) -> Option<Value>;
+}
+
+impl Documents for HashMap<String, Value> {
+    fn document(&self, version_id: &str) -> Option<Value> {
+        self.get(version_id).cloned()
+    }
+}
+
+/// No documents at hand (a reader that never meets a version 2 `session.created`).
+pub struct NoDocuments;
+
+impl Documents for NoDocuments {
+    fn document(&self, _: &str) -> Option<Value> {
+        None
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("event version {0:?} is not one this code knows")]
+    UnknownVersion(String),
+    #[error("the payload does not decode: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error("the payload is a {payload:?} but the event_type column says {stored:?}")]
+    TypeMismatch { stored: String, payload: String },
+    #[error("the study document {0} is not stored")]
+    MissingDocument(String),
+    #[error("the study document stored as {0} does not match its content id")]
+    DocumentMismatch(String),
+    #[error("the hash column does not hold 32 bytes")]
+    BadHash,
+}
+
+#[derive(Serialize)]
+struct V2Out<'a> {
+    #[serde(flatten)]
+    body: &'a EventBody,
+    at: DateTime<Utc>,
+}
+
+#[derive(Deserialize)]
+struct V2In {
+    #[serde(flatten)]
+    body: EventBody,
+    at: DateTime<Utc>,
+}
+
+/// The four document fields of a pinned study, with the `config_versions` key naming each.
+const STUDY_DOCUMENTS: [(&str, &str, &str); 4] = [
+    ("study_config", "study_config_version_id", "scv"),
+    ("agent_config", "agent_config_version_id", "acv"),
+    ("output_schema", "output_schema_version_id", "osv"),
+    ("model_config", "model_config_version_id", "mcv"),
+];
+
+/// The version 2 payload of an event (what its hash covers).
+pub fn payload(body: &EventBody, at: DateTime<Utc>) -> Value {
+    let mut value = serde_json::to_value(V2Out { body, at }).expect("events serialize");
+    let map = value.as_object_mut().expect("an event is an object");
+    map.remove("type");
+    if let Some(Value::Object(study)) = map.get_mut("study") {
+        for (field, _, _) in STUDY_DOCUMENTS {
+            study.remove(field);
+        }
+    }
+    value
+}
+
+/// The version 2 hash of `payload` after `prev_hash`.
+pub fn hash(prev_hash: &str, event_type: &str, payload: &Value) -> String {
+    event_hash(prev_hash, event_type, CURRENT_VERSION, payload)
+}
+
+/// The stored form of a sealed event.
+pub fn encode(event: &SessionEvent) -> Encoded {
+    Encoded {
+        event_type: event.body.event_type(),
+        event_version: CURRENT_VERSION,
+        payload: payload(&event.body, event.at),
+        hash: hex_to_bytes(&event.hash).expect("sealed events carry a SHA-256 hash"),
+    }
+}
+
+/// The document ids a stored event needs before it can be decoded (a version 2
+/// `session.created`'s study documents); empty for every other event.
+pub fn documents_needed(row: Stored<'_>) -> Vec<String> {
+    if row.event_version == "1" || row.event_type != "session.created" {
+        return Vec::new();
+    }
+    let versions = &row.payload["study"]["config_versions"];
+    STUDY_DOCUMENTS
+        .iter()
+        .filter_map(|(_, key, _)| versions[key].as_str().map(String::from))
+        .collect()
+}
+
+/// Decodes one stored event. `prev_hash` is the hash of the event before it (the genesis hash
+/// for the first): a version 2 event's link, and its hash when the row's was not read.
+pub fn decode(
+    row: Stored<'_>,
+    prev_hash: &str,
+    documents: &dyn Documents,
+) -> Result<SessionEvent, DecodeError> {
+    let event = match row.event_version {
+        // Version 1 is the typed event's own serde form.
+        "1" => serde_json::from_value::<SessionEvent>(row.payload.clone())?,
+        "2" => {
+            let hash = match row.hash {
+                Some(bytes) if bytes.len() == 32 => hex(bytes),
+                Some(_) => return Err(DecodeError::BadHash),
+                None => hash(prev_hash, row.event_type, row.payload),
+            };
+            let mut full = row.payload.clone();
+            let map = full
+                .as_object_mut()
+                .ok_or_else(|| serde::de::Error::custom("the payload is not an object"))
+                .map_err(DecodeError::Malformed)?;
+            map.insert("type".into(), Value::String(row.event_type.into()));
+            if row.event_type == "session.created" {
+                attach_documents(map, documents)?;
+            }
+            let V2In { body, at } = serde_json::from_value(full)?;
+            SessionEvent {
+                body,
+                at,
+                prev_hash: prev_hash.to_string(),
+                hash,
+            }
+        }
+        other => return Err(DecodeError::UnknownVersion(other.into())),
+    };
+    if event.body.event_type() != row.event_type {
+        return Err(DecodeError::TypeMismatch {
+            stored: row.event_type.into(),
+            payload: event.body.event_type().into(),
+        });
+    }
+    Ok(event)
+}
+
+/// [`decode`] from the payload's JSON text (the bulk rebuild): most version 2 events are read
+/// straight from the text, with their type spliced in, and no JSON tree in between.
+pub fn decode_text(
+    event_type: &str,
+    event_version: &str,
+    payload: &str,
+    hash: Option<&[u8]>,
+    prev_hash: &str,
+    documents: &dyn Documents,
+) -> Result<SessionEvent, DecodeError> {
+    let fast = match (event_version, hash) {
+        ("1", _) => Some(serde_json::from_str::<SessionEvent>(payload)?),
+        ("2", Some(hash)) if hash.len() == 32 && event_type != "session.created" => {
+            // `{"at": …}` becomes `{"type": "<event_type>", "at": …}`.
+            match payload.trim_start().strip_prefix('{') {
+                Some(rest) if !rest.trim_start().starts_with('}') => {
+                    let text = format!("{{\"type\":{},{rest}", Value::from(event_type));
+                    let V2In { body, at } = serde_json::from_str(&text)?;
+                    Some(SessionEvent {
+                        body,
+                        at,
+                        prev_hash: prev_hash.to_string(),
+                        hash: hex(hash),
+                    })
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    match fast {
+        Some(event) if event.body.event_type() == event_type => Ok(event),
+        Some(event) => Err(DecodeError::TypeMismatch {
+            stored: event_type.into(),
+            payload: event.body.event_type().into(),
+        }),
+        None => {
+            let payload: Value = serde_json::from_str(payload)?;
+            let row = Stored {
+                event_type,
+                event_version,
+                payload: &payload,
+                hash,
+            };
+            decode(row, prev_hash, documents)
+        }
+    }
+}
+
+/// Puts the pinned study's documents back into a version 2 `session.created`, each checked
+/// against its content id.
+fn attach_documents(
+    map: &mut serde_json::Map<String, Value>,
+    documents: &dyn Documents,
+) -> Result<(), DecodeError> {
+    let Some(Value::Object(study)) = map.get_mut("study") else {
+        return Ok(());
+    };
+    let versions = study.get("config_versions").cloned().unwrap_or_default();
+    for (field, key, prefix) in STUDY_DOCUMENTS {
+        let Some(id) = versions[key].as_str() else {
+            continue;
+        };
+        let document = documents
+            .document(id)
+            .ok_or_else(|| DecodeError::MissingDocument(id.into()))?;
+        if !document_matches(prefix, id, &document) {
+            return Err(DecodeError::DocumentMismatch(id.into()));
+        }
+        study.insert(field.into(), document);
+    }
+    Ok(())
+}
+
+/// Whether `document` is the one its content id `id` names (`prefix_` + the first 128 bits of
+/// the SHA-256 of its canonical JSON).
+pub fn document_matches(prefix: &str, id: &str, document: &Value) -> bool {
+    let digest = sha256_hex(canonical_json(document).as_bytes());
+    id == format!("{prefix}_{}", &digest[..32])
+}
+
+/// The content-id prefix of a document id (`scv_…` → `scv`), if it is one of a study's four.
+pub fn document_prefix(id: &str) -> Option<&'static str> {
+    STUDY_DOCUMENTS
+        .iter()
+        .map(|(_, _, prefix)| *prefix)
+        .find(|prefix| id.strip_prefix(prefix).is_some_and(|r| r.starts_with('_')))
+}
+
+pub use crate::hash::to_hex as hex;
+
+/// The bytes of a lower-case or upper-case hex string.
+pub fn hex_to_bytes(hex: &str) -> Option<Vec<u8>> {
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "codec_tests.rs"]
+mod tests;
