@@ -52,7 +52,8 @@ struct Args {
     /// Only the idle-stream memory measurement.
     #[arg(long)]
     streams_only: bool,
-    /// Only commands/s against the raw INSERT rate (and the storage per interview), per store.
+    /// Only commands/s against the raw INSERT rate, the storage per interview and the rebuild,
+    /// per store.
     #[arg(long)]
     commands_only: bool,
     /// Only the llm path against the hosted-model simulation, per store.
@@ -231,6 +232,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     if args.commands_only {
         scale::commands_vs_raw(label, &server, &http, args.turns).await;
         scale::storage_per_interview(label, &server, &http).await;
+        rebuild_and_export(label, &server, &http).await;
         return;
     }
     for &clients in &args.concurrency {

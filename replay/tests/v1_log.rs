@@ -10,7 +10,6 @@ mod common;
 
 use common::replay;
 
-
 use interview_projections::Db;
 use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
