@@ -124,6 +124,8 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
         loop {
             let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
                 Ok(l) => l,
+                // The process is stopping (the pool is closed last): nothing to relay any more.
+                Err(_) if pool.is_closed() => return,
                 Err(error) => {
                     tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
                     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
@@ -134,6 +136,9 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
                 .listen(interview_projections::projector::NOTIFY_CHANNEL)
                 .await
             {
+                if pool.is_closed() {
+                    return;
+                }
                 tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
                 tokio::time::sleep(std::time::Duration::from_secs(2)).await;
                 continue;
@@ -153,6 +158,7 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
                             }
                         }
                     }
+                    Err(_) if pool.is_closed() => return,
                     Err(error) => {
                         tracing::warn!(%error, "commit notifications interrupted; reconnecting");
                         break;

@@ -7,6 +7,8 @@
 //! `scripts/bench`, which builds in release mode and starts a throwaway PostgreSQL.
 #![forbid(unsafe_code)]
 
+mod agui;
+mod growth;
 mod load;
 #[allow(dead_code)]
 #[path = "../../tests/api/participant.rs"]
@@ -56,6 +58,12 @@ struct Args {
     /// per store.
     #[arg(long)]
     commands_only: bool,
+    /// Only AG-UI runs (1 and 16 clients), per store.
+    #[arg(long)]
+    agui_only: bool,
+    /// Only the interviews of 10, 20, 40 and 80 turns (per-turn latency, storage), per store.
+    #[arg(long)]
+    growth_only: bool,
     /// Only the llm path against the hosted-model simulation, per store.
     #[arg(long)]
     hosted_only: bool,
@@ -229,6 +237,14 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
         return;
     }
+    if args.agui_only {
+        agui_runs(label, &http, &base, args).await;
+        return;
+    }
+    if args.growth_only {
+        growth::run(label, &server, &http).await;
+        return;
+    }
     if args.commands_only {
         scale::commands_vs_raw(label, &server, &http, args.turns).await;
         scale::storage_per_interview(label, &server, &http).await;
@@ -275,11 +291,20 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
             }
         }
     }
+    agui_runs(label, &http, &base, args).await;
     realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
     load::run(label, &server.url, &http, &base, args.load_sessions).await;
     scale::commands_vs_raw(label, &server, &http, args.turns).await;
     scale::storage_per_interview(label, &server, &http).await;
+    growth::run(label, &server, &http).await;
     rebuild_and_export(label, &server, &http).await;
+}
+
+/// AG-UI runs at one client and at sixteen.
+async fn agui_runs(label: &str, http: &reqwest::Client, base: &str, args: &Args) {
+    let postgres = label == "postgres";
+    agui::run(label, http, base, 1, args.turns, postgres).await;
+    agui::run(label, http, base, 16, args.turns * 2, postgres).await;
 }
 
 /// `replay rebuild --all` (the same bulk fold) over every session the run created, and the
@@ -376,6 +401,10 @@ fn row(store: &str, what: &str, clients: usize, n: usize, s: &Stats) {
 
 fn main() {
     let args = Args::parse();
+    // The server's warnings, when asked for (`RUST_LOG=warn`).
+    if std::env::var_os("RUST_LOG").is_some() {
+        interview_runtime::telemetry::init(interview_runtime::settings::LogFormat::Text);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -397,7 +426,7 @@ fn main() {
                 None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
             }
         }
-        if !args.commands_only && !args.hosted_only {
+        if !args.commands_only && !args.hosted_only && !args.growth_only && !args.agui_only {
             scale::idle_streams(&args.server_binary).await;
         }
     });

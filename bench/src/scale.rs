@@ -132,11 +132,33 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
         assert!(res.unwrap().status().is_success());
     }
     assert_eq!(s["status"], "completed");
+    let (events, sizes) = stored_bytes(label, server, &id, true).await;
+    let total: i64 = sizes.iter().map(|(_, b)| b).sum();
+    let parts: Vec<String> = sizes
+        .iter()
+        .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
+        .collect();
+    println!(
+        "{label}: one completed {}-turn interview: {events} events, {:.1} KB stored ({})",
+        s["turn_count"],
+        total as f64 / 1024.0,
+        parts.join(", ")
+    );
+}
+
+/// The stored bytes of one session: its event count, and per table (`events` and each view)
+/// the bytes of its rows (PostgreSQL: each row's stored size after TOAST compression; SQLite:
+/// the bytes of every column; index entries are not counted). With `by_type`, prints what each
+/// kind of event costs.
+pub async fn stored_bytes(
+    label: &str,
+    server: &Server,
+    id: &str,
+    print_types: bool,
+) -> (i64, Vec<(&'static str, i64)>) {
     let db = Db::connect(&server.url, &PoolSettings::default())
         .await
         .unwrap();
-    // PostgreSQL: each row's stored size (after TOAST compression); SQLite: the bytes of every
-    // column. Index entries are not counted.
     let (events, sizes) = on_db!(read(&db), |pool| {
         let mut sizes = Vec::new();
         for (table, key) in [
@@ -163,14 +185,14 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
                 format!("SELECT COALESCE(SUM({sum}), 0) FROM {table} WHERE {key} = $1")
             };
             let bytes: i64 = sqlx::query_scalar(&sql)
-                .bind(&id)
+                .bind(id)
                 .fetch_one(pool)
                 .await
                 .unwrap();
             sizes.push((table, bytes));
         }
         let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
-            .bind(&id)
+            .bind(id)
             .fetch_one(pool)
             .await
             .unwrap();
@@ -186,7 +208,7 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
             "SELECT event_type, COUNT(*), CAST(SUM({row_size}) AS BIGINT) FROM events e \
              WHERE aggregate_id = $1 GROUP BY event_type ORDER BY 3 DESC"
         ))
-        .bind(&id)
+        .bind(id)
         .fetch_all(pool)
         .await
         .unwrap();
@@ -194,24 +216,16 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
             .iter()
             .map(|(t, n, b)| format!("{t} {n} × {} B", b / n.max(&1)))
             .collect();
-        println!(
-            "{label}: events by type (count × mean row bytes): {}",
-            by_type.join(", ")
-        );
+        if print_types {
+            println!(
+                "{label}: events by type (count × mean row bytes): {}",
+                by_type.join(", ")
+            );
+        }
         (events, sizes)
     });
-    let total: i64 = sizes.iter().map(|(_, b)| b).sum();
-    let parts: Vec<String> = sizes
-        .iter()
-        .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
-        .collect();
-    println!(
-        "{label}: one completed {}-turn interview: {events} events, {:.1} KB stored ({})",
-        s["turn_count"],
-        total as f64 / 1024.0,
-        parts.join(", ")
-    );
     db.close().await;
+    (events, sizes)
 }
 
 fn rss_kb(pid: u32) -> u64 {

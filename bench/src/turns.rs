@@ -17,9 +17,9 @@ struct Frame {
 }
 
 /// A consented session, its token and its stream.
-struct Live {
-    id: String,
-    token: String,
+pub struct Live {
+    pub id: String,
+    pub token: String,
     frames: mpsc::UnboundedReceiver<Frame>,
     /// The widget shown last (answered when the session waits for it).
     pending: Option<Value>,
@@ -76,7 +76,7 @@ async fn open_stream(
 impl Live {
     /// Reads frames until the session waits for the participant (true) or has ended (false);
     /// answers widgets on the way. Returns when the first delta arrived, if one did.
-    async fn settle(&mut self, http: &reqwest::Client, base: &str) -> (bool, Option<Instant>) {
+    pub async fn settle(&mut self, http: &reqwest::Client, base: &str) -> (bool, Option<Instant>) {
         let mut first_delta = None;
         loop {
             let frame = tokio::time::timeout(Duration::from_secs(30), self.frames.recv())
@@ -114,7 +114,7 @@ impl Live {
 }
 
 /// A fresh session on `slug`, consented, its first question asked.
-async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
+pub async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
     let (id, token) = crate::participant::start(http, base, slug).await;
     let frames = open_stream(http, base, &id, &token).await;
     let mut live = Live {

@@ -518,17 +518,26 @@ fn fallback(
     p
 }
 
-/// Splits text into small pieces: three words at a time, or six characters of CJK text.
+/// The most pieces one utterance is streamed in: well under the hub's per-session channel
+/// (256 notes), so a long utterance (the summary of a long interview) never cuts a live stream
+/// off as a subscriber that fell behind.
+const MAX_PIECES: usize = 64;
+
+/// Splits text into small pieces: three words at a time, or six characters of CJK text — more
+/// per piece when that would make more than [`MAX_PIECES`].
 pub fn chunks(text: &str) -> Vec<String> {
     if !text.contains(' ') {
         let chars: Vec<char> = text.chars().collect();
-        return chars.chunks(6).map(|c| c.iter().collect()).collect();
+        let size = chars.len().div_ceil(MAX_PIECES).max(6);
+        return chars.chunks(size).map(|c| c.iter().collect()).collect();
     }
+    let words = text.split_inclusive(' ').count();
+    let size = words.div_ceil(MAX_PIECES).max(3);
     let mut out = Vec::new();
     let mut current = String::new();
     for (i, piece) in text.split_inclusive(' ').enumerate() {
         current.push_str(piece);
-        if i % 3 == 2 {
+        if i % size == size - 1 {
             out.push(std::mem::take(&mut current));
         }
     }
@@ -549,5 +558,18 @@ mod tests {
         ] {
             assert_eq!(super::chunks(text).concat(), text);
         }
+    }
+
+    #[test]
+    fn a_long_utterance_streams_in_a_bounded_number_of_pieces() {
+        let long = "word ".repeat(5_000);
+        let pieces = super::chunks(&long);
+        assert!(pieces.len() <= super::MAX_PIECES, "{}", pieces.len());
+        assert_eq!(pieces.concat(), long);
+        let cjk = "买菜".repeat(3_000);
+        let pieces = super::chunks(&cjk);
+        assert!(pieces.len() <= super::MAX_PIECES, "{}", pieces.len());
+        assert_eq!(pieces.concat(), cjk);
+        assert_eq!(super::chunks("one two three four").len(), 2);
     }
 }

@@ -12,6 +12,28 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// Sends SIGTERM and waits (20 s at most) for the exit: its status, and stdout and stderr
+/// together.
+fn stop(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
+    assert!(Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().unwrap();
+    let logs = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status, logs)
+}
+
 /// Waits (30 s at most) until the server at `base` is ready.
 pub(crate) async fn wait_ready(client: &reqwest::Client, base: &str) {
     let started = Instant::now();
@@ -84,7 +106,7 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
         std::env::temp_dir().join(format!("interview-json-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+    let child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
         .current_dir(&dir)
         .env("BIND", format!("127.0.0.1:{port}"))
         .env("LOG_FORMAT", "json")
@@ -169,20 +191,7 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(errors > 0, "the model's failure was recorded");
-    let _ = Command::new("sh")
-        .args(["-c", &format!("kill -TERM {}", child.id())])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().unwrap();
-    let logs = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let (_, logs) = stop(child);
     assert!(logs.contains("handled failure"), "{logs}");
     for line in logs.lines().filter(|l| !l.trim().is_empty()) {
         let parsed: serde_json::Value =
@@ -311,5 +320,44 @@ async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm(
         !logs.contains("sk-secret-never-logged"),
         "the API key is never logged"
     );
+    assert!(
+        !logs.contains("WARN"),
+        "a clean stop warns of nothing: {logs}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On PostgreSQL too (the commit-notification listener holds a connection of its own): a
+/// clean stop logs no warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_on_postgres_warns_of_nothing() {
+    let url = crate::helpers::fresh_postgres_database().await;
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
+        .env("BIND", format!("127.0.0.1:{port}"))
+        .env("DATABASE_URL", &url)
+        .env("RESEARCHER_TOKENS", "r")
+        .env_remove("CONFIG_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    wait_ready(&client, &base).await;
+    let created = client
+        .post(format!("{base}/api/public/studies/demo/sessions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    // Time for the listener to be listening.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, logs) = stop(child);
+    assert!(status.success(), "{status:?}");
+    assert!(logs.contains("stopped"), "{logs}");
+    assert!(
+        !logs.contains("WARN"),
+        "a clean stop warns of nothing: {logs}"
+    );
 }
