@@ -2,19 +2,24 @@
 //! whole transcript is recorded (`extraction.started` / `extraction.completed`, `final`), and
 //! the results view picks it up.
 //!
-//! Work is found in the `session_state` view (`needs_final_extraction`), at start-up and on
-//! every sweep, so nothing is lost when a process dies. The aggregate makes it idempotent and
-//! safe on several processes: one claim at a time, one completion; a claim abandoned by a dead
-//! process is retried once it is stale, which is also the backoff after a failure (recorded as
-//! `error.recorded`).
+//! It is driven by the completion commit: the cqrs-es query [`Completions`] hands each session
+//! that completes to a pool of [`WORKERS`] workers, so the work keeps up with the sessions that
+//! complete. The `session_state` view (`needs_final_extraction`) is swept at start-up and every
+//! `SWEEP_INTERVAL_SECS` as recovery, so nothing is lost when a process dies between the commit
+//! and the work. The aggregate makes it idempotent and safe on several processes and against the
+//! sweep: one claim at a time, one completion; a claim abandoned by a dead process is retried
+//! once it is stale, which is also the backoff after a failure (recorded as `error.recorded`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::web;
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use cqrs_es::AggregateError;
+use cqrs_es::{AggregateError, EventEnvelope, Query};
 use interview_projections::read;
-use interview_session::{SessionCommand, SessionError};
+use interview_session::{EventBody, Session, SessionCommand, SessionError};
+use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -22,78 +27,140 @@ use crate::harness;
 use crate::state::AppState;
 use crate::store::Actor;
 
+/// Sessions the recovery sweep takes at once.
 const BATCH: i64 = 50;
 
-/// Runs every pending final extraction once; returns how many completed.
+/// Final extractions run at once in this process (each may wait for a model).
+pub const WORKERS: usize = 4;
+
+/// Registered with the cqrs framework: announces each session whose commit completed it.
+pub struct Completions(pub mpsc::UnboundedSender<String>);
+
+impl Completions {
+    /// Announcements nobody receives (a second store in a test).
+    pub fn ignored() -> Self {
+        Self(mpsc::unbounded_channel().0)
+    }
+}
+
+#[async_trait]
+impl Query<Session> for Completions {
+    async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
+        if events
+            .iter()
+            .any(|e| matches!(e.payload.body, EventBody::SessionCompleted { .. }))
+        {
+            // No receiver: background work is off (tests drive it by hand).
+            let _ = self.0.send(aggregate_id.to_string());
+        }
+    }
+}
+
+/// Runs every pending final extraction once (the recovery sweep); returns how many completed.
 #[tracing::instrument(skip(state))]
 pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, ApiError> {
     let mut done = 0;
     for id in read::pending_final_extractions(&state.db, BATCH).await? {
-        let extraction_id = Uuid::new_v4();
-        let claim = SessionCommand::StartFinalExtraction {
-            extraction_id,
-            at: now,
-        };
-        match state
-            .store
-            .execute(&id, claim, Actor::System, "final-extraction")
-            .await
-        {
-            Ok(()) => {}
-            // Done, or another worker holds a fresh claim.
-            Err(AggregateError::UserError(SessionError::InvalidState { .. }))
-            | Err(AggregateError::AggregateConflict) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        let result = match harness::load(&state.db, &id).await {
-            Ok(loaded) => {
-                // In llm mode one model call over the whole transcript; the rules copier
-                // otherwise, and as the recorded fallback.
-                let (fields, decided_by) = state.harness.final_fields(&id, &loaded, now).await;
-                let complete = SessionCommand::CompleteFinalExtraction {
-                    extraction_id,
-                    fields,
-                    decided_by,
-                    at: Utc::now().max(now),
-                };
-                state
-                    .store
-                    .execute(&id, complete, Actor::System, "final-extraction")
-                    .await
-                    .map_err(|e| e.to_string())
-            }
-            Err(e) => Err(e.to_string()),
-        };
-        match result {
-            Ok(()) => done += 1,
-            Err(message) => {
-                // Kept in the permanent log: short, nothing token-shaped.
-                let message = crate::llm::redact::redact(&message, None);
-                tracing::warn!(
-                    session_id = id,
-                    detail = message,
-                    "final extraction failed; it will be retried"
-                );
-                let error = SessionCommand::RecordError {
-                    source: "final_extraction".into(),
-                    code: "final_extraction_failed".into(),
-                    message,
-                    at: Utc::now().max(now),
-                };
-                let _ = state
-                    .store
-                    .execute(&id, error, Actor::System, "final-extraction")
-                    .await;
-            }
+        if extract_one(state, &id, now).await? {
+            done += 1;
         }
     }
     Ok(done)
 }
 
-/// Runs pending work now (start-up) and then every `every_secs`.
-pub fn spawn(state: web::Data<AppState>, every_secs: u64) {
+/// Runs one session's final extraction, unless it is done or another worker holds a fresh
+/// claim; true when this call completed it.
+#[tracing::instrument(skip(state))]
+pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Result<bool, ApiError> {
+    let id = id.to_string();
+    let extraction_id = Uuid::new_v4();
+    let claim = SessionCommand::StartFinalExtraction {
+        extraction_id,
+        at: now,
+    };
+    match state
+        .store
+        .execute(&id, claim, Actor::System, "final-extraction")
+        .await
+    {
+        Ok(()) => {}
+        // Done, or another worker holds a fresh claim.
+        Err(AggregateError::UserError(SessionError::InvalidState { .. }))
+        | Err(AggregateError::AggregateConflict) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    let result = match harness::load(&state.db, &id).await {
+        Ok(loaded) => {
+            // In llm mode one model call over the whole transcript; the rules copier
+            // otherwise, and as the recorded fallback.
+            let (fields, decided_by) = state.harness.final_fields(&id, &loaded, now).await;
+            let complete = SessionCommand::CompleteFinalExtraction {
+                extraction_id,
+                fields,
+                decided_by,
+                at: Utc::now().max(now),
+            };
+            state
+                .store
+                .execute(&id, complete, Actor::System, "final-extraction")
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err(message) => {
+            // Kept in the permanent log: short, nothing token-shaped.
+            let message = crate::llm::redact::redact(&message, None);
+            tracing::warn!(
+                session_id = id,
+                detail = message,
+                "final extraction failed; it will be retried"
+            );
+            let error = SessionCommand::RecordError {
+                source: "final_extraction".into(),
+                code: "final_extraction_failed".into(),
+                message,
+                at: Utc::now().max(now),
+            };
+            let _ = state
+                .store
+                .execute(&id, error, Actor::System, "final-extraction")
+                .await;
+            Ok(false)
+        }
+    }
+}
+
+/// Runs each session `completed` announces on a pool of [`WORKERS`], and sweeps for pending
+/// work now (start-up) and then every `every_secs`. `every_secs` 0 turns both off.
+pub fn spawn(
+    state: web::Data<AppState>,
+    every_secs: u64,
+    mut completed: mpsc::UnboundedReceiver<String>,
+) {
+    if every_secs == 0 {
+        return;
+    }
+    let workers = Arc::new(Semaphore::new(WORKERS));
+    let pool_state = state.clone();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(every_secs.max(1)));
+        while let Some(id) = completed.recv().await {
+            let Ok(permit) = workers.clone().acquire_owned().await else {
+                return;
+            };
+            let state = pool_state.clone();
+            tokio::spawn(async move {
+                if let Err(error) = extract_one(&state, &id, Utc::now()).await {
+                    tracing::warn!(session_id = id, %error, "final extraction failed; the sweep will retry");
+                }
+                drop(permit);
+            });
+        }
+    });
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(every_secs));
         loop {
             tick.tick().await;
             if let Err(error) = run_once(&state, Utc::now()).await {

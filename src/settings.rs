@@ -92,7 +92,8 @@ pub struct Overrides {
     /// Seconds between keep-alive comments on idle SSE streams [default: 15].
     #[arg(long, env = "SSE_KEEPALIVE_SECS")]
     pub sse_keepalive_secs: Option<u64>,
-    /// Seconds between idle-session sweeps; 0 turns the sweeper off [default: 60].
+    /// Seconds between idle-session sweeps (and recovery sweeps for post-session extractions,
+    /// which otherwise follow each completion at once); 0 turns both off [default: 60].
     #[arg(long, env = "SWEEP_INTERVAL_SECS")]
     pub sweep_interval_secs: Option<u64>,
     /// Seconds a model stream may stay silent before it counts as stalled [default: 15].

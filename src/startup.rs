@@ -95,7 +95,14 @@ impl Application {
             tracing::info!("published the demo study");
         }
         let hub = Arc::new(StreamHub::default());
-        let store = Arc::new(SessionStore::new(&db, projector.clone(), hub.clone()));
+        // Sessions that complete, for the post-session extraction's workers.
+        let (completed_tx, completed) = tokio::sync::mpsc::unbounded_channel();
+        let store = Arc::new(SessionStore::new(
+            &db,
+            projector.clone(),
+            hub.clone(),
+            crate::extraction::Completions(completed_tx),
+        ));
         if let Db::Postgres(pool) = &db {
             crate::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
         }
@@ -157,7 +164,7 @@ impl Application {
             Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),
         }
         crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
-        crate::extraction::spawn(state.clone(), settings.sweep_interval_secs.clamp(1, 10));
+        crate::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
         let app_state = state.clone();
         let origins = settings.cors_allowed_origins.clone();
         let connections = crate::door::ConnectionCap::new(

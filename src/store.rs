@@ -70,8 +70,14 @@ const CONFLICT_RETRIES: usize = 3;
 impl SessionStore {
     /// The projector runs first, so a client woken by the hub reads views that include the
     /// commit it was told about.
-    pub fn new(db: &Db, projector: Arc<Projector>, hub: Arc<StreamHub>) -> Self {
-        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> = vec![Box::new(StreamNotifier(hub))];
+    pub fn new(
+        db: &Db,
+        projector: Arc<Projector>,
+        hub: Arc<StreamHub>,
+        completions: crate::extraction::Completions,
+    ) -> Self {
+        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
+            vec![Box::new(StreamNotifier(hub)), Box::new(completions)];
         let kept = Arc::new(KeptSessions::default());
         let framework = match db {
             Db::Postgres(pool) => {

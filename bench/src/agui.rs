@@ -1,8 +1,9 @@
 //! AG-UI runs as an AG-UI client drives them: each turn is one `POST …/agui` (a new user
 //! message, or a `resume` answering the widget the last run was interrupted on), read to its
 //! end. Per run: POST → first `TEXT_MESSAGE_CONTENT`, POST → last content, POST →
-//! `RUN_FINISHED`, and the tail between the last content and `RUN_FINISHED` (what a timer on
-//! the server's side would show as a tail).
+//! `RUN_FINISHED`, and the tails from the last content and from the last `TEXT_MESSAGE_END`
+//! (sent when the utterance is committed) to `RUN_FINISHED` — where a timer on the server's side
+//! would show.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,8 @@ use serde_json::{json, Value};
 struct Run {
     first_content: Option<Duration>,
     last_content: Option<Duration>,
+    /// The last `TEXT_MESSAGE_END` (sent once the utterance is committed).
+    message_end: Option<Duration>,
     finished: Duration,
     /// The `RUN_FINISHED` event (its outcome says what the next run answers).
     end: Value,
@@ -34,7 +37,7 @@ async fn post_run(http: &reqwest::Client, base: &str, id: &str, token: &str, inp
         "{}",
         res.text().await.unwrap_or_default()
     );
-    let (mut first_content, mut last_content) = (None, None);
+    let (mut first_content, mut last_content, mut message_end) = (None, None, None);
     let mut body = res.bytes_stream();
     let mut buffer = String::new();
     while let Some(chunk) = body.next().await {
@@ -50,10 +53,12 @@ async fn post_run(http: &reqwest::Client, base: &str, id: &str, token: &str, inp
                     first_content.get_or_insert(t0.elapsed());
                     last_content = Some(t0.elapsed());
                 }
+                "TEXT_MESSAGE_END" => message_end = Some(t0.elapsed()),
                 "RUN_FINISHED" => {
                     return Run {
                         first_content,
                         last_content,
+                        message_end,
                         finished: t0.elapsed(),
                         end: event,
                     }
@@ -108,15 +113,26 @@ fn pct(mut v: Vec<Duration>, q: f64) -> Duration {
     v[((v.len() as f64 * q).ceil() as usize).saturating_sub(1)]
 }
 
-/// CPU time used so far by every `postgres` process on this machine (the bench's PostgreSQL
-/// runs here: `scripts/with-postgres`), from `/proc` (user + system, at 100 ticks a second).
-fn postgres_cpu() -> Duration {
-    let mut ticks = 0u64;
+/// CPU time used so far by the PostgreSQL cluster listening on `port` (its postmaster and every
+/// process it forked: backends, WAL writer, checkpointer, autovacuum), from `/proc` (user +
+/// system, at 100 ticks a second). The bench's cluster runs on this machine
+/// (`scripts/with-postgres`).
+pub fn postgres_cpu(port: u16) -> Duration {
+    struct Proc {
+        pid: u32,
+        ppid: u32,
+        ticks: u64,
+        postmaster_of_port: bool,
+    }
+    let mut procs = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // pid (comm) state … field 14 utime, 15 stime.
+        // pid (comm) state ppid … utime stime (fields 14 and 15).
         let Some((comm, rest)) = stat.split_once(") ") else {
             continue;
         };
@@ -124,29 +140,47 @@ fn postgres_cpu() -> Duration {
             continue;
         }
         let fields: Vec<&str> = rest.split(' ').collect();
-        ticks += fields
-            .get(11)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            + fields
-                .get(12)
+        let field = |i: usize| {
+            fields
+                .get(i)
                 .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
+                .unwrap_or(0)
+        };
+        let args = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = args.split(|b| *b == 0).collect();
+        let port = port.to_string();
+        let postmaster_of_port = args
+            .windows(2)
+            .any(|w| w[0] == b"-p" && w[1] == port.as_bytes());
+        procs.push(Proc {
+            pid,
+            ppid: field(1) as u32,
+            ticks: field(11) + field(12),
+            postmaster_of_port,
+        });
     }
+    let Some(postmaster) = procs.iter().find(|p| p.postmaster_of_port).map(|p| p.pid) else {
+        return Duration::ZERO;
+    };
+    let ticks: u64 = procs
+        .iter()
+        .filter(|p| p.pid == postmaster || p.ppid == postmaster)
+        .map(|p| p.ticks)
+        .sum();
     Duration::from_millis(ticks * 10)
 }
 
 /// `total` runs over `clients` concurrent AG-UI clients on the demo study; prints one line
-/// (with PostgreSQL's CPU time per run when `postgres`).
+/// (with PostgreSQL's CPU time per run when `postgres` names its port).
 pub async fn run(
     label: &str,
     http: &reqwest::Client,
     base: &str,
     clients: usize,
     total: usize,
-    postgres: bool,
+    postgres: Option<u16>,
 ) {
-    let cpu_before = postgres_cpu();
+    let cpu_before = postgres.map(postgres_cpu);
     let started = Instant::now();
     let per_client = total / clients;
     let runs = (0..clients).map(|c| async move {
@@ -181,7 +215,9 @@ pub async fn run(
         .flatten()
         .collect();
     let wall = started.elapsed();
-    let cpu = postgres.then(|| (postgres_cpu() - cpu_before) / runs.len() as u32);
+    let cpu = postgres
+        .zip(cpu_before)
+        .map(|(port, before)| (postgres_cpu(port).saturating_sub(before)) / runs.len() as u32);
     let with_text: Vec<&Run> = runs.iter().filter(|r| r.last_content.is_some()).collect();
     let first: Vec<Duration> = with_text.iter().filter_map(|r| r.first_content).collect();
     let last: Vec<Duration> = with_text.iter().filter_map(|r| r.last_content).collect();
@@ -190,10 +226,15 @@ pub async fn run(
         .iter()
         .map(|r| r.finished - r.last_content.unwrap())
         .collect();
+    let after_end: Vec<Duration> = with_text
+        .iter()
+        .filter_map(|r| r.message_end.map(|end| r.finished - end))
+        .collect();
     println!(
         "{label}: AG-UI, {clients} client(s), {} runs ({} with text): POST → first content p50 {:.2} ms; \
          POST → last content p99 {:.2} ms; POST → RUN_FINISHED p50 {:.2} / p99 {:.2} ms; \
-         last content → RUN_FINISHED p99 {:.2} ms, max {:.2} ms; {:.1} runs/s{}",
+         last content → RUN_FINISHED p99 {:.2} ms, max {:.2} ms; TEXT_MESSAGE_END → RUN_FINISHED \
+         p99 {:.2} ms; {:.1} runs/s{}",
         runs.len(),
         with_text.len(),
         ms(pct(first, 0.5)),
@@ -202,6 +243,7 @@ pub async fn run(
         ms(pct(finished, 0.99)),
         ms(pct(tail.clone(), 0.99)),
         ms(pct(tail, 1.0)),
+        ms(pct(after_end, 0.99)),
         runs.len() as f64 / wall.as_secs_f64(),
         cpu.map_or(String::new(), |c| format!(
             "; PostgreSQL CPU {:.2} ms per run",

@@ -238,7 +238,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         return;
     }
     if args.agui_only {
-        agui_runs(label, &http, &base, args).await;
+        agui_runs(label, &server, &http, args).await;
         return;
     }
     if args.growth_only {
@@ -291,7 +291,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
             }
         }
     }
-    agui_runs(label, &http, &base, args).await;
+    agui_runs(label, &server, &http, args).await;
     realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
     load::run(label, &server.url, &http, &base, args.load_sessions).await;
     scale::commands_vs_raw(label, &server, &http, args.turns).await;
@@ -301,10 +301,21 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
 }
 
 /// AG-UI runs at one client and at sixteen.
-async fn agui_runs(label: &str, http: &reqwest::Client, base: &str, args: &Args) {
-    let postgres = label == "postgres";
-    agui::run(label, http, base, 1, args.turns, postgres).await;
-    agui::run(label, http, base, 16, args.turns * 2, postgres).await;
+async fn agui_runs(label: &str, server: &Server, http: &reqwest::Client, args: &Args) {
+    let base = server.base.as_str();
+    // The PostgreSQL cluster's port, to measure its CPU time.
+    let pg_port = server
+        .url
+        .strip_prefix("postgres://")
+        .and_then(|rest| {
+            rest.split_once('@')
+                .map_or(Some(rest), |(_, host)| Some(host))
+        })
+        .and_then(|host| host.split(['/', '?']).next())
+        .and_then(|host| host.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok());
+    agui::run(label, http, base, 1, args.turns, pg_port).await;
+    agui::run(label, http, base, 16, args.turns * 2, pg_port).await;
 }
 
 /// `replay rebuild --all` (the same bulk fold) over every session the run created, and the

@@ -222,6 +222,19 @@ pub async fn stored_bytes(
                 by_type.join(", ")
             );
         }
+        if print_types && db.is_postgres() {
+            // Every session of the run so far: how many of the view's updates were heap-only.
+            let (updates, hot): (i64, i64) = sqlx::query_as(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'session_state'",
+            )
+            .fetch_one(pool)
+            .await
+            .unwrap_or((0, 0));
+            println!(
+                "{label}: session_state updates in this run: {updates}, heap-only (HOT) {:.0} %",
+                100.0 * hot as f64 / updates.max(1) as f64
+            );
+        }
         (events, sizes)
     });
     db.close().await;

@@ -339,4 +339,36 @@ mod tests {
         };
         assert_eq!(kinds(&decision_cells("s", &d)), DECISION_KINDS);
     }
+
+    #[test]
+    fn the_idle_deadline_is_the_exact_one_rounded_up_to_the_minute() {
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let view = |last: &str, status| SessionStateView {
+            status,
+            idle_ttl_minutes: 30,
+            last_activity_at: Some(at(last)),
+            ..Default::default()
+        };
+        let open = SessionStatus::WaitingForUser;
+        let deadline = |last| view(last, open).idle_deadline();
+        assert_eq!(
+            deadline("2026-12-01T10:00:00.000001Z"),
+            Some(at("2026-12-01T10:31:00Z"))
+        );
+        assert_eq!(
+            deadline("2026-12-01T10:00:59.9Z"),
+            Some(at("2026-12-01T10:31:00Z"))
+        );
+        assert_eq!(
+            deadline("2026-12-01T10:00:00Z"),
+            Some(at("2026-12-01T10:30:00Z"))
+        );
+        // Activity within the minute leaves the stored deadline where it is.
+        assert_eq!(
+            deadline("2026-12-01T10:00:10Z"),
+            deadline("2026-12-01T10:00:50Z")
+        );
+        let ended = view("2026-12-01T10:00:10Z", SessionStatus::Completed);
+        assert_eq!(ended.idle_deadline(), None);
+    }
 }

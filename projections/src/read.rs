@@ -371,8 +371,9 @@ pub async fn sessions_awaiting_interviewer(
 ) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_scalar(
-            "SELECT session_id FROM session_state WHERE status IN ('created', 'active') \
-             AND last_seq > 0 AND updated_at <= $1 ORDER BY updated_at LIMIT $2",
+            "SELECT session_id FROM session_state WHERE idle_deadline IS NOT NULL \
+             AND status IN ('created', 'active') AND last_seq > 0 AND updated_at <= $1 \
+             ORDER BY updated_at LIMIT $2",
         )
         .bind(idle_since)
         .bind(limit)

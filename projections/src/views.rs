@@ -125,13 +125,22 @@ pub struct TranscriptRow {
 }
 
 impl SessionStateView {
-    /// When the session counts as idle, if it is still open.
+    /// When the session counts as idle, if it is still open: its last activity plus its study's
+    /// TTL, rounded up to the next whole minute. Rounded, the stored deadline moves at most once
+    /// a minute, so most updates of the row leave its indexes alone (HOT on PostgreSQL); the
+    /// sweeper closes a session at most a minute later than the exact deadline, and the
+    /// aggregate, which checks the exact one, always agrees by then.
     pub fn idle_deadline(&self) -> Option<DateTime<Utc>> {
         if self.status.is_terminal() {
             return None;
         }
         let ttl = chrono::Duration::minutes(i64::from(self.idle_ttl_minutes));
-        self.last_activity_at.map(|at| at + ttl)
+        let exact = self.last_activity_at? + ttl;
+        const MINUTE: i64 = 60_000_000;
+        let micros = exact.timestamp_micros();
+        DateTime::from_timestamp_micros(
+            micros.div_euclid(MINUTE) * MINUTE + MINUTE * i64::from(micros.rem_euclid(MINUTE) != 0),
+        )
     }
 
     /// Where an ended session sends a panel participant (the study's template, filled in).

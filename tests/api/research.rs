@@ -304,6 +304,32 @@ async fn session_read_apis_serve_researchers_only(store: Store) {
     .await;
 }
 
+/// The completion commit drives the post-session extraction: with the recovery sweep only at
+/// start-up and then hourly, it is done at once.
+async fn the_post_session_extraction_follows_the_completion_commit(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 3600).await;
+    // Past the start-up sweep.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let session = interview(&app, false, true).await;
+    let mut view = Value::Null;
+    for _ in 0..250 {
+        view = app.researcher_view(&session).await;
+        if view["current_phase"] == "END" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(view["current_phase"], "END", "{view}");
+    let log: Value = serde_json::from_str(&app.event_log(&session).await).unwrap();
+    let finals = log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "extraction.completed" && e["payload"]["final"] == true)
+        .count();
+    assert_eq!(finals, 1);
+}
+
 async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store: Store) {
     let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 0).await;
     let session = interview(&app, false, true).await;
@@ -558,4 +584,5 @@ both_stores!(
     results_and_exports_hold_completed_sessions_only,
     session_read_apis_serve_researchers_only,
     the_post_session_extraction_runs_once_and_survives_a_dead_worker,
+    the_post_session_extraction_follows_the_completion_commit,
 );

@@ -566,6 +566,7 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
         app.db(),
         Arc::new(projector),
         Arc::new(interview_runtime::stream_hub::StreamHub::default()),
+        interview_runtime::extraction::Completions::ignored(),
     ));
     let record = |n: usize| interview_session::SessionCommand::RecordError {
         source: "test".into(),
@@ -676,6 +677,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
         app.db(),
         Arc::new(projector),
         hub.clone(),
+        interview_runtime::extraction::Completions::ignored(),
     ));
     let other = Harness::new(app.db().clone(), other_store, hub, None);
     other.run(&session).await.unwrap();
