@@ -19,7 +19,7 @@ use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use interview_projections::read;
 use interview_session::events::SubmitStatus;
-use interview_session::{FollowingMessage, SessionCommand};
+use interview_session::{EventBody, FollowingMessage, SessionCommand, SessionEvent, SessionStatus};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
@@ -64,9 +64,9 @@ pub async fn run(
         .map_err(|what| ApiError::Overloaded { what })?;
     // Subscribe before acting, so nothing the interviewer streams is missed.
     let subscription = state.hub.subscribe(&id);
-    let from = read::session_state(&state.db, &id)
+    let (from, status) = read::session_state(&state.db, &id)
         .await?
-        .map_or(0, |v| v.last_seq);
+        .map_or((0, SessionStatus::Created), |v| (v.last_seq, v.status));
     // The new user message, checked before anything is written.
     let message = match input.new_user_message() {
         Some((message_id, text)) => {
@@ -145,7 +145,8 @@ pub async fn run(
     }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        pump(state.clone(), id, input, from, subscription, tx).await;
+        let folded = Folded { seq: from, status };
+        pump(state.clone(), id, input, folded, subscription, tx).await;
         drop(slot);
     });
     Ok(crate::routes::stream::event_stream(rx))
@@ -162,12 +163,33 @@ async fn send_all(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> Result<(), ()
     Ok(())
 }
 
+/// How far a run has folded the session: its last sequence, and the status the events up to it
+/// leave.
+struct Folded {
+    seq: u64,
+    status: SessionStatus,
+}
+
+impl Folded {
+    fn fold(&mut self, seq: u64, event: &SessionEvent) {
+        self.seq = seq;
+        if let EventBody::StatusChanged { to, .. } = event.body {
+            self.status = to;
+        }
+    }
+
+    /// The interviewer has had its turn: the session waits for the participant or has ended.
+    fn turn_is_over(&self) -> bool {
+        !matches!(self.status, SessionStatus::Created | SessionStatus::Active)
+    }
+}
+
 /// Streams one run: live deltas and committed events until the interviewer has had its turn.
 async fn pump(
     state: web::Data<AppState>,
     session_id: String,
     input: RunAgentInput,
-    mut folded: u64,
+    mut folded: Folded,
     mut sub: Subscription,
     tx: mpsc::Sender<Bytes>,
 ) {
@@ -188,24 +210,25 @@ async fn pump(
         let mut read_log = true;
         loop {
             if read_log {
-                let batch = read::decoded_events_after(&state.db, &session_id, folded)
+                let batch = read::decoded_events_after(&state.db, &session_id, folded.seq)
                     .await
                     .map_err(|_| "read")?;
                 for (seq, e) in batch {
-                    folded = seq;
+                    folded.fold(seq, &e);
                     send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
                 }
                 read_log = false;
             }
-            if state
-                .harness
-                .is_idle(&session_id)
-                .await
-                .map_err(|_| "read")?
-            {
-                // Commits announced before the idle note have all been folded by now (the
-                // channel keeps order); one made elsewhere meanwhile is read once more.
-                let tail = read::decoded_events_after(&state.db, &session_id, folded)
+            // Idle: no run here, and the events folded leave the session waiting. Nothing is
+            // read for it: this process's commits come with their notes, in order.
+            if !state.harness.is_running(&session_id) && folded.turn_is_over() {
+                // On PostgreSQL a commit made by another process meanwhile may not have been
+                // announced yet: the log's tail is read once more. The embedded store has one
+                // process.
+                if !state.db.is_postgres() {
+                    return Ok(());
+                }
+                let tail = read::decoded_events_after(&state.db, &session_id, folded.seq)
                     .await
                     .map_err(|_| "read")?;
                 if tail.is_empty() {
@@ -238,13 +261,16 @@ async fn pump(
                     }) => send_all(&tx, t.delta(&message_id, &content))
                         .await
                         .map_err(|_| "gone")?,
-                    Ok(Live::Committed { last, .. }) if last <= folded => {}
+                    Ok(Live::Committed { last, .. }) if last <= folded.seq => {}
                     Ok(Live::Committed {
                         events: Some(events),
                         ..
-                    }) if events.first().is_some_and(|(seq, _)| *seq == folded + 1) => {
+                    }) if events
+                        .first()
+                        .is_some_and(|(seq, _)| *seq == folded.seq + 1) =>
+                    {
                         for (seq, e) in events.iter() {
-                            folded = *seq;
+                            folded.fold(*seq, e);
                             send_all(&tx, t.event(e)).await.map_err(|_| "gone")?;
                         }
                         break;
