@@ -20,6 +20,8 @@ const T = zh
       rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
       confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？",
       nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
+      chosen: (n, max) => `已选 ${n} 项（最多 ${max} 项）`, characters: (n, max) => `${n} / ${max} 字`,
+      tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -35,6 +37,8 @@ const T = zh
       newInterview: "Start a new interview",
       confirmYes: "Yes, that's right", confirmAdd: "Add something", addPlaceholder: "What would you add or correct?",
       nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
+      chosen: (n, max) => `${n} of at most ${max} chosen`, characters: (n, max) => `${n} / ${max} characters`,
+      tooLongField: (max) => `At most ${max} characters — please shorten it.`, notChosen: "Not chosen yet",
     };
 
 const $ = (id) => document.getElementById(id);
@@ -278,8 +282,12 @@ function actions(interaction, getValue, { skippable = true, submitLabel = T.subm
   return row;
 }
 
-/** A group of toggle buttons; `multi` allows several. Returns the group and a value getter. */
-function choiceGroup(options, multi, label) {
+/**
+ * A group of toggle buttons; `multi` allows several, at most `max` (further picks are refused
+ * until one is taken back). `onchange(count)` follows every change. Returns the group and the
+ * chosen ids.
+ */
+function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {} } = {}) {
   const group = el("div", { class: "choices", role: multi ? "group" : "radiogroup", "aria-label": label });
   const chosen = new Set();
   const buttons = options.map((o, i) => {
@@ -289,8 +297,15 @@ function choiceGroup(options, multi, label) {
       onclick: () => {
         if (!multi) chosen.clear();
         if (chosen.has(o.id)) chosen.delete(o.id);
-        else chosen.add(o.id);
-        buttons.forEach((x, j) => x.setAttribute("aria-checked", chosen.has(options[j].id) ? "true" : "false"));
+        else if (chosen.size < max) chosen.add(o.id);
+        const full = multi && chosen.size >= max;
+        buttons.forEach((x, j) => {
+          const on = chosen.has(options[j].id);
+          x.setAttribute("aria-checked", on ? "true" : "false");
+          if (full && !on) x.setAttribute("aria-disabled", "true");
+          else x.removeAttribute("aria-disabled");
+        });
+        onchange(chosen.size);
       },
       onkeydown: (e) => {
         if (multi || !["ArrowDown", "ArrowUp", "ArrowRight", "ArrowLeft"].includes(e.key)) return;
@@ -328,12 +343,14 @@ function showWidget(it) {
     case "single_choice":
     case "multiple_choice": {
       const multi = it.type === "multiple_choice";
-      const { group, chosen } = choiceGroup(it.options, multi, it.prompt);
+      const min = schema.minItems ?? 1;
+      const max = multi ? (schema.maxItems ?? it.options.length) : 1;
+      // How many are chosen, said as it changes.
+      const count = el("p", { class: "hint count", "aria-live": "polite", text: T.chosen(0, max) });
+      const { group, chosen } = choiceGroup(it.options, multi, it.prompt, { max, onchange: (n) => (count.textContent = T.chosen(n, max)) });
       ui.widget.append(group);
       if (multi) {
-        const min = schema.minItems ?? 1;
-        const max = schema.maxItems ?? it.options.length;
-        ui.widget.append(el("p", { class: "hint", text: T.chooseBetween(min, max) }));
+        ui.widget.append(el("p", { class: "hint", text: T.chooseBetween(min, max) }), count);
         ui.widget.append(actions(it, () => {
           if (chosen.size < min || chosen.size > max) {
             notice(T.chooseBetween(min, max));
@@ -364,10 +381,20 @@ function showWidget(it) {
       const min = it.min ?? schema.minimum ?? 0;
       const max = it.max ?? schema.maximum ?? 10;
       const step = it.step ?? 1;
-      const output = el("output", { text: String(min) });
+      // No value until the participant moves it: an untouched slider is not an answer.
+      const output = el("output", { text: T.notChosen });
       const input = el("input", { type: "range", min, max, step, value: min, "aria-labelledby": heading.id,
-        oninput: () => (output.textContent = input.value) });
-      ui.widget.append(input, el("p", { class: "hint" }, output), actions(it, () => Number(input.value)));
+        "aria-valuetext": T.notChosen,
+        oninput: () => {
+          output.textContent = input.value;
+          input.setAttribute("aria-valuetext", input.value);
+          row.querySelector("button.primary").disabled = false;
+        } });
+      const row = actions(it, () => Number(input.value));
+      row.querySelector("button.primary").disabled = true;
+      ui.widget.append(input,
+        el("div", { class: "scale-labels" }, el("span", { text: String(min) }), el("span", { text: String(max) })),
+        el("p", { class: "hint" }, output), row);
       break;
     }
     case "ranking": {
@@ -406,8 +433,23 @@ function showWidget(it) {
       break;
     }
     default: {
-      const area = el("textarea", { class: "answer", rows: "3", maxlength: it.max_length || schema.maxLength || 2000, "aria-labelledby": heading.id });
-      ui.widget.append(area, actions(it, () => area.value));
+      // Nothing is cut: the participant sees the count and shortens it; an empty answer is not an
+      // answer (Skip is there for that).
+      const max = it.max_length || schema.maxLength || 2000;
+      const count = el("p", { class: "hint count", "aria-live": "polite" });
+      const area = el("textarea", { class: "answer", rows: "3", "aria-labelledby": heading.id });
+      const row = actions(it, () => area.value.trim());
+      const submitButton = row.querySelector("button.primary");
+      const changed = () => {
+        const n = [...area.value.trim()].length;
+        const over = n > max;
+        count.textContent = over ? T.tooLongField(max) : T.characters(n, max);
+        count.classList.toggle("over", over);
+        submitButton.disabled = n === 0 || over;
+      };
+      area.addEventListener("input", changed);
+      changed();
+      ui.widget.append(area, count, row);
       break;
     }
   }
@@ -529,8 +571,18 @@ function init() {
   ui.text.placeholder = T.placeholder;
   ui.composer.addEventListener("submit", send);
   ui.text.addEventListener("input", composerChanged);
+  // The Enter that commits an IME composition is not a send. Chromium flags it as composing;
+  // Safari ends the composition first and sends the Enter after it, so an Enter right after a
+  // compositionend is ignored too.
+  let compositionEnded = -Infinity;
+  ui.text.addEventListener("compositionend", (e) => (compositionEnded = e.timeStamp));
   ui.text.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
+    if (e.key !== "Enter" || e.shiftKey) return;
+    if (e.isComposing || e.keyCode === 229 || e.timeStamp - compositionEnded < 100) {
+      e.preventDefault();
+      return;
+    }
+    send(e);
   });
   $("end").addEventListener("click", endInterview);
   $("start").addEventListener("click", begin);

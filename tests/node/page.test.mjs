@@ -167,18 +167,36 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
       await w.locator(".rank li").first().locator("button").nth(1).click(); // move the first one down
       await w.locator("button.primary").click();
     } else if (kind === "rating") {
+      // Untouched, the slider is no answer yet.
+      assert.ok(await w.locator("button.primary").isDisabled());
+      assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "Not chosen yet");
       await w.locator("input[type=range]").focus();
       await page.keyboard.press("ArrowRight");
+      assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "0.5");
       await w.locator("button.primary").click();
     } else if (kind === "free_text") {
-      await w.locator("textarea.answer").fill("Nothing else, thanks.");
+      // 80 characters where 60 are allowed: nothing is cut, the participant is told and shortens it.
+      const area = w.locator("textarea.answer");
+      await area.fill("x".repeat(80));
+      assert.equal((await area.inputValue()).length, 80);
+      assert.ok(await w.locator("button.primary").isDisabled());
+      assert.match(await w.locator(".count").textContent(), /At most 60 characters/);
+      await area.fill("   ");
+      assert.ok(await w.locator("button.primary").isDisabled(), "an empty answer is not a submit");
+      await area.fill("Nothing else, thanks.");
+      assert.match(await w.locator(".count").textContent(), /21 \/ 60 characters/);
       await w.locator("button.primary").click();
     } else if (kind === "likert") {
       await w.locator(".scale button").nth(3).click();
       await w.locator("button.primary").click();
     } else if (kind === "multiple_choice") {
+      // At most two: a third pick is refused, and the count says so as it changes.
       await w.locator(".choice").nth(0).click();
       await w.locator(".choice").nth(1).click();
+      await w.locator(".choice").nth(2).click({ force: true }); // marked aria-disabled: a tap anyway
+      assert.equal(await w.locator(".choice[aria-checked=true]").count(), 2);
+      assert.equal(await w.locator(".choice").nth(2).getAttribute("aria-disabled"), "true");
+      assert.equal(await w.locator(".count").textContent(), "2 of at most 2 chosen");
       await w.locator("button.primary").click();
     } else if (kind === "single_choice") {
       // Keyboard: focus lands on the first option; arrows move and choose.
@@ -245,6 +263,20 @@ test("the answer box grows, says when an answer is too long as the server counts
   await box.fill("我".repeat(2300)); // 6,900 bytes: near the limit, allowed
   assert.ok(await page.locator("#send").isEnabled());
   assert.match(await page.locator("#limit").textContent(), /8\d% of the length limit/);
+  // The Enter that commits an IME composition sends nothing — also as Safari orders it
+  // (compositionend first, then an Enter not flagged as composing).
+  await box.fill("你好");
+  const mine = await page.locator("#log li.me").count();
+  await box.evaluate((t) => {
+    t.dispatchEvent(new CompositionEvent("compositionstart", { data: "" }));
+    t.dispatchEvent(new CompositionEvent("compositionend", { data: "你好" }));
+    t.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+  });
+  await page.waitForTimeout(200);
+  assert.equal(await page.locator("#log li.me").count(), mine);
+  assert.equal(await box.inputValue(), "你好");
+  await page.keyboard.press("Enter");
+  await page.waitForFunction((n) => document.querySelectorAll("#log li.me").length > n, mine);
   assert.deepEqual(missing, [], "no request of the page is a 404 (the icon included)");
   await context.close();
 });
