@@ -22,6 +22,7 @@ const T = zh
       nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
       chosen: (n, max) => `已选 ${n} 项（最多 ${max} 项）`, characters: (n, max) => `${n} / ${max} 字`,
       tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
+      newer: "有新消息 ↓", notSent: "没有发出去 — 点这里重试", interviewer: "访谈者：", you: "你：",
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -39,6 +40,7 @@ const T = zh
       nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
       chosen: (n, max) => `${n} of at most ${max} chosen`, characters: (n, max) => `${n} / ${max} characters`,
       tooLongField: (max) => `At most ${max} characters — please shorten it.`, notChosen: "Not chosen yet",
+      newer: "New message ↓", notSent: "Not sent — tap to retry", interviewer: "Interviewer: ", you: "You: ",
     };
 
 const $ = (id) => document.getElementById(id);
@@ -121,14 +123,33 @@ function friendly(error) {
   return T.failed;
 }
 
-function scrollDown() {
-  window.scrollTo({ top: document.body.scrollHeight, behavior: "smooth" });
+// The page follows the conversation only while the reader is at its end: someone who scrolled
+// up to reread is left there, with a button to come back. Jumps, not animations (nothing
+// moves on its own for a reader who asked for reduced motion, or for anyone mid-sentence).
+let following = true;
+const atEnd = () => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80;
+window.addEventListener("scroll", () => {
+  following = atEnd();
+  if (following) $("newer").hidden = true;
+}, { passive: true });
+
+function scrollDown(force = false) {
+  if (!following && !force) {
+    $("newer").hidden = false;
+    return;
+  }
+  following = true;
+  $("newer").hidden = true;
+  window.scrollTo({ top: document.documentElement.scrollHeight, behavior: "auto" });
 }
+
+// Who speaks, for assistive technology (a CSS label, so the bubble's text stays the words).
+const speaker = (role) => (role === "user" ? T.you : T.interviewer);
 
 function bubble(id, role, text) {
   let li = bubbles.get(id);
   if (!li) {
-    li = el("li", { class: role === "user" ? "me" : "them" });
+    li = el("li", { class: role === "user" ? "me" : "them", "data-speaker": speaker(role) });
     bubbles.set(id, li);
     ui.log.append(li);
   }
@@ -174,7 +195,10 @@ function quickReplies(show) {
 function connect() {
   const url = `/api/sessions/${session.id}/stream?token=${encodeURIComponent(session.token)}`;
   events = new EventSource(url);
-  events.onopen = () => notice("");
+  events.onopen = () => {
+    notice("");
+    if (unsent && status === "waiting_for_user") resend();
+  };
   events.onerror = () => {
     if (status !== "completed" && status !== "abandoned") notice(T.reconnecting);
   };
@@ -187,15 +211,18 @@ function connect() {
   on("message.delta", (d) => {
     const li = bubble(d.message_id, "assistant");
     li.textContent += d.content;
+    scrollDown();
     firstCharacter();
     thinking(false);
   });
   on("message.completed", (d) => {
     if (d.role === "user") {
       // The participant's own message: already shown if it was sent from this page.
-      const mine = [...ui.log.querySelectorAll("li.me[data-pending]")].find((li) => li.textContent === d.content);
+      const mine = [...ui.log.querySelectorAll("li.me[data-pending]")].find((li) => li.dataset.text === d.content);
       if (mine) {
         mine.removeAttribute("data-pending");
+        mine.classList.remove("failed");
+        mine.querySelector(".retry")?.remove();
         bubbles.set(d.turn_id, mine);
       } else if (!bubbles.has(d.turn_id)) {
         bubble(d.turn_id, "user", d.content);
@@ -204,6 +231,8 @@ function connect() {
     }
     firstCharacter();
     bubble(d.message_id, "assistant", d.content);
+    // The interviewer's words, once whole, are what a screen reader announces.
+    $("spoken").textContent = d.content;
   });
   on("interaction.render", (d) => {
     awaitingFirstCharacter = false; // the answer is a widget, not words
@@ -244,7 +273,7 @@ function answerWords(it, value) {
 function answeredNote(it, d) {
   if (!it) return el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered });
   const answer = d.status === "skipped" ? T.skipped : d.value === undefined ? T.answered : answerWords(it, d.value);
-  return el("li", { class: "note answered" }, el("span", { class: "question", text: it.prompt }), el("span", { class: "answer", text: answer }));
+  return el("li", { class: "note answered", "data-speaker": T.you }, el("span", { class: "question", text: it.prompt }), el("span", { class: "answer", text: answer }));
 }
 
 function hideWidget() {
@@ -500,36 +529,67 @@ function composerChanged() {
   limit.hidden = used < maxBytes * 0.8;
   limit.classList.toggle("over", over);
   limit.textContent = over ? T.tooLong : T.nearLimit(Math.floor((used * 100) / maxBytes));
-  $("send").disabled = over || ui.text.disabled;
+  $("send").disabled = over || ui.text.disabled || unsent !== null;
 }
+
+// A message the server could not take (it was down, or overloaded) stays in the conversation
+// as "not sent", and goes again — with the same id, so it is written once — when the
+// participant taps it or the stream reconnects.
+let unsent = null; // { li, text, id }
 
 async function send(e) {
   e.preventDefault();
   const text = ui.text.value.trim();
-  if (!text || status !== "waiting_for_user" || bytes(text) > maxBytes) return;
-  window.__metrics.turns.push({ sent: performance.now(), accepted: null, first: null });
-  awaitingFirstCharacter = true;
-  const li = el("li", { class: "me", "data-pending": "", text });
+  if (!text || status !== "waiting_for_user" || bytes(text) > maxBytes || unsent) return;
+  const li = el("li", { class: "me", "data-pending": "", "data-speaker": T.you, "data-text": text, text });
   ui.log.append(li);
   ui.text.value = "";
   ui.text.placeholder = T.placeholder;
   composerChanged();
+  scrollDown(true);
+  await post({ li, text, id: crypto.randomUUID() });
+}
+
+async function post(message) {
+  const { li, text, id } = message;
+  window.__metrics.turns.push({ sent: performance.now(), accepted: null, first: null });
+  awaitingFirstCharacter = true;
   setStatus("active");
   thinking(true);
   notice("");
   try {
-    const answer = await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: crypto.randomUUID() });
+    const answer = await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: id });
     lastTurn().accepted = performance.now();
+    unsent = null;
+    li.classList.remove("failed");
+    li.querySelector(".retry")?.remove();
     if (!bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
   } catch (error) {
     awaitingFirstCharacter = false;
-    li.remove();
-    ui.text.value = text;
-    composerChanged();
     thinking(false);
-    setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
-    notice(friendly(error));
+    const unreachable = error.status === undefined || error.status >= 500 || error.status === 429;
+    if (unreachable) {
+      unsent = message;
+      li.classList.add("failed");
+      if (!li.querySelector(".retry")) {
+        li.append(el("button", { type: "button", class: "retry quiet", text: T.notSent, onclick: resend }));
+      }
+      setStatus("waiting_for_user");
+      $("send").disabled = true; // one message at a time: this one first
+    } else {
+      li.remove();
+      ui.text.value = text;
+      composerChanged();
+      setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
+      notice(friendly(error));
+    }
+    // Keyboard focus stays where the participant was typing.
+    ui.text.focus();
   }
+}
+
+function resend() {
+  if (unsent && status === "waiting_for_user") post(unsent);
 }
 
 async function endInterview() {
@@ -565,6 +625,8 @@ async function begin() {
 function init() {
   $("start").textContent = T.start;
   $("send").textContent = T.send;
+  $("newer").textContent = T.newer;
+  $("newer").addEventListener("click", () => scrollDown(true));
   $("end").textContent = T.end;
   $("thinking-text").textContent = T.thinking;
   $("text-label").textContent = T.messageLabel;

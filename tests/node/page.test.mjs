@@ -281,6 +281,52 @@ test("the answer box grows, says when an answer is too long as the server counts
   await context.close();
 });
 
+test("a reader who scrolled up stays there, a message the server could not take waits to be sent again, and speakers are named", async () => {
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/demo`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await assistant(page).first().waitFor();
+  // Speakers are named for assistive technology (CSS labels: the bubbles' text stays the words);
+  // only the interviewer's whole utterances are announced; the composer is a landmark.
+  const label = await assistant(page).first().evaluate((li) => getComputedStyle(li, "::before").content);
+  assert.equal(label, '"Interviewer: "');
+  assert.equal(await page.locator("#log").getAttribute("aria-live"), null);
+  await page.waitForFunction(() => /To start/.test(document.querySelector("#spoken").textContent));
+  assert.equal(await page.locator("#composer").getAttribute("aria-labelledby"), "text-label");
+
+  // The server cannot be reached: the message stays, marked not sent, and focus stays in the box.
+  const long = "We sit down on Sunday evening and go through the fridge, then ".repeat(12).trim();
+  await page.route("**/messages", (route) => route.abort());
+  await say(page, long);
+  await page.locator("#log li.me.failed .retry").waitFor();
+  assert.equal(await page.evaluate(() => document.activeElement.id), "text");
+  assert.equal(await page.locator("#log li.me").count(), 1);
+  await page.unroute("**/messages");
+  await page.locator("#log li.me .retry").click();
+  await assistant(page).nth(1).waitFor();
+  assert.equal(await page.locator("#log li.me.failed").count(), 0);
+  assert.equal(await page.locator("#log li.me").count(), 1, "sent once, shown once");
+
+  // Scrolled up to reread: what the interviewer says next does not pull the page down.
+  await say(page, long);
+  // The interviewer's next move: a question or a widget.
+  await page.waitForFunction(() => document.querySelectorAll("#log li.them").length > 2 || !document.querySelector("#widget").hidden);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.waitForTimeout(100);
+  const { id, token } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:demo")));
+  await fetch(`${server.base}/api/sessions/${id}/end`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+  await page.waitForFunction(() => /Did I get that right/.test(document.querySelector("#log li.them:last-of-type")?.textContent ?? ""));
+  await page.waitForTimeout(200);
+  assert.equal(await page.evaluate(() => window.scrollY), 0, "left where the reader was");
+  await page.locator("#newer").waitFor();
+  await page.locator("#newer").click();
+  assert.ok(await page.evaluate(() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 80));
+  assert.ok(await page.locator("#newer").isHidden());
+  await context.close();
+});
+
 test("the thinking indicator speaks the study's language", async () => {
   const study = JSON.parse(
     await (await import("node:fs/promises")).readFile(new URL("../../examples/demo-study.json", import.meta.url), "utf8"),
