@@ -3,7 +3,7 @@
 //! compiled into the binary; the page talks to the same REST routes and event stream as any
 //! other client.
 
-use actix_web::{get, web, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse};
 use interview_projections::read;
 use serde_json::json;
 
@@ -85,7 +85,7 @@ fn render(template: &str, value_of: impl Fn(&str) -> Option<String>) -> String {
     out
 }
 
-fn page(boot: serde_json::Value) -> HttpResponse {
+fn page(req: &HttpRequest, boot: serde_json::Value) -> HttpResponse {
     let title = boot["title"].as_str().unwrap_or("Interview");
     let locale = boot["locale"].as_str().unwrap_or("en");
     let html = render(PAGE, |name| match name {
@@ -95,14 +95,26 @@ fn page(boot: serde_json::Value) -> HttpResponse {
         "boot" => Some(script_safe_json(&boot)),
         _ => None,
     });
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
+    let mut res = HttpResponse::Ok();
+    res.content_type("text/html; charset=utf-8")
         .insert_header(("cache-control", "no-cache"))
         .insert_header(("content-security-policy", CONTENT_SECURITY_POLICY))
         .insert_header(("x-content-type-options", "nosniff"))
         .insert_header(("referrer-policy", "no-referrer"))
         .insert_header(("x-frame-options", "DENY"))
-        .body(html)
+        .insert_header(("vary", "accept-encoding"));
+    if accepts_gzip(req) {
+        res.insert_header(("content-encoding", "gzip"));
+        return res.body(gzip(html.as_bytes()));
+    }
+    res.body(html)
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
 }
 
 /// The study as the page shows it, or the page with a friendly "not found".
@@ -130,9 +142,10 @@ async fn study_boot(state: &AppState, slug: &str) -> Result<serde_json::Value, A
 #[get("/interview/{public_slug}")]
 pub async fn study_page(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(page(study_boot(&state, &path).await?))
+    Ok(page(&req, study_boot(&state, &path).await?))
 }
 
 /// The participant page reopening a session (its token is in the browser that started it).
@@ -142,11 +155,12 @@ pub async fn study_page(
 #[get("/interview/s/{session_id}")]
 pub async fn session_page(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     // Only a well-formed id goes into the page; anything else is simply "not found".
     let Ok(id) = uuid::Uuid::try_parse(&path) else {
-        return Ok(page(json!({ "error": "session_not_found" })));
+        return Ok(page(&req, json!({ "error": "session_not_found" })));
     };
     let id = id.to_string();
     let slug = read::session_state(&state.db, &id)
@@ -157,7 +171,7 @@ pub async fn session_page(
         None => json!({ "error": "session_not_found" }),
     };
     boot["session_id"] = json!(id);
-    Ok(page(boot))
+    Ok(page(&req, boot))
 }
 
 /// The page's script and style.
@@ -165,23 +179,71 @@ pub async fn session_page(
     params(("file" = String, Path, description = "app.js or app.css")),
     responses((status = 200, description = "a static asset"), (status = 404)))]
 #[get("/interview/assets/{file}")]
-pub async fn asset(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let (body, kind) = match path.as_str() {
-        "app.js" => (SCRIPT, "text/javascript; charset=utf-8"),
-        "app.css" => (STYLE, "text/css; charset=utf-8"),
-        "icon.svg" => (ICON, "image/svg+xml"),
+pub async fn asset(req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (index, kind) = match path.as_str() {
+        "app.js" => (0, "text/javascript; charset=utf-8"),
+        "app.css" => (1, "text/css; charset=utf-8"),
+        "icon.svg" => (2, "image/svg+xml"),
         _ => return Err(ApiError::not_found("not_found", "no such file")),
     };
-    Ok(HttpResponse::Ok()
-        .content_type(kind)
+    let mut res = HttpResponse::Ok();
+    res.content_type(kind)
         .insert_header(("cache-control", "public, max-age=86400, immutable"))
         .insert_header(("x-content-type-options", "nosniff"))
-        .body(body))
+        .insert_header(("vary", "accept-encoding"));
+    if accepts_gzip(&req) {
+        res.insert_header(("content-encoding", "gzip"));
+        return Ok(res.body(&gzipped()[index][..]));
+    }
+    Ok(res.body([SCRIPT, STYLE, ICON][index]))
+}
+
+/// Whether the client takes gzip (`Accept-Encoding: gzip`, not refused with `q=0`).
+fn accepts_gzip(req: &HttpRequest) -> bool {
+    req.headers()
+        .get_all("accept-encoding")
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            parts.next().is_some_and(|c| c.eq_ignore_ascii_case("gzip"))
+                && !parts.any(|p| p.replace(' ', "") == "q=0")
+        })
+}
+
+/// The script, style and icon, gzipped once on first use (they are compiled in).
+fn gzipped() -> &'static [Vec<u8>; 3] {
+    static GZIPPED: std::sync::OnceLock<[Vec<u8>; 3]> = std::sync::OnceLock::new();
+    GZIPPED.get_or_init(|| [SCRIPT, STYLE, ICON].map(|text| gzip(text.as_bytes())))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_is_sent_to_clients_that_take_it_and_reads_back_whole() {
+        let with = |value: &str| {
+            let req = actix_web::test::TestRequest::default()
+                .insert_header(("accept-encoding", value))
+                .to_http_request();
+            accepts_gzip(&req)
+        };
+        assert!(with("gzip, deflate, br"));
+        assert!(with("br;q=1.0, GZIP;q=0.5"));
+        assert!(!with("gzip;q=0"));
+        assert!(!with("br, deflate"));
+        assert!(!accepts_gzip(&actix_web::test::TestRequest::default().to_http_request()));
+        use std::io::Read;
+        for (i, text) in [SCRIPT, STYLE, ICON].iter().enumerate() {
+            let mut back = String::new();
+            flate2::read::GzDecoder::new(&gzipped()[i][..])
+                .read_to_string(&mut back)
+                .unwrap();
+            assert_eq!(&back, text);
+        }
+        assert!(gzipped()[0].len() * 2 < SCRIPT.len(), "the script compresses");
+    }
 
     #[test]
     fn placeholders_are_filled_once_and_values_never_break_out() {

@@ -100,6 +100,7 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   const first = turns.filter((t) => t.first !== null).map((t) => (t.first - t.sent).toFixed(1));
   const accepted = turns.map((t) => (t.accepted - t.sent).toFixed(1));
   console.log(`# page weight (first load, bytes transferred): ${firstLoadBytes}`);
+  assert.ok(firstLoadBytes < 40_000, `the first load stays under 40 KB: ${firstLoadBytes}`);
   console.log(`# message sent → first character shown (ms): ${first.join(", ")}`);
   console.log(`# message sent → 202 received (ms): ${accepted.join(", ")}`);
   assert.ok(first.length >= 1, JSON.stringify(turns));
