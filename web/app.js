@@ -23,6 +23,7 @@ const T = zh
       chosen: (n, max) => `已选 ${n} 项（最多 ${max} 项）`, characters: (n, max) => `${n} / ${max} 字`,
       tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
       newer: "有新消息 ↓", notSent: "没有发出去 — 点这里重试", interviewer: "访谈者：", you: "你：",
+      minutes: (n) => `大约需要 ${n} 分钟`, withName: (name) => `与你交谈的是 ${name}。`, named: (name) => `${name}：`,
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -41,6 +42,8 @@ const T = zh
       chosen: (n, max) => `${n} of at most ${max} chosen`, characters: (n, max) => `${n} / ${max} characters`,
       tooLongField: (max) => `At most ${max} characters — please shorten it.`, notChosen: "Not chosen yet",
       newer: "New message ↓", notSent: "Not sent — tap to retry", interviewer: "Interviewer: ", you: "You: ",
+      minutes: (n) => `About ${n} minute${n === 1 ? "" : "s"}`, withName: (name) => `You'll be talking with ${name}.`,
+      named: (name) => `${name}: `,
     };
 
 const $ = (id) => document.getElementById(id);
@@ -144,7 +147,7 @@ function scrollDown(force = false) {
 }
 
 // Who speaks, for assistive technology (a CSS label, so the bubble's text stays the words).
-const speaker = (role) => (role === "user" ? T.you : T.interviewer);
+const speaker = (role) => (role === "user" ? T.you : boot.interviewer_name ? T.named(boot.interviewer_name) : T.interviewer);
 
 function bubble(id, role, text) {
   let li = bubbles.get(id);
@@ -661,7 +664,12 @@ function init() {
   } else if (boot.session_id) {
     notice(T.missing);
   } else {
+    // Before consent: what the study is, how long it takes, and who asks.
+    $("intro-title").textContent = boot.title || "";
     $("intro-text").textContent = boot.description || "";
+    const facts = [boot.estimated_minutes ? T.minutes(boot.estimated_minutes) : "", boot.interviewer_name ? T.withName(boot.interviewer_name) : ""];
+    $("intro-facts").textContent = facts.filter(Boolean).join(" · ");
+    $("intro-facts").hidden = !facts.some(Boolean);
     $("intro").hidden = false;
   }
 }

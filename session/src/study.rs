@@ -42,6 +42,13 @@ pub struct StudyDefinition {
     /// `false` lets one reference hold several sessions at once.
     #[serde(default = "yes")]
     pub one_active_session_per_participant: bool,
+    /// About how long the interview takes, shown before consent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_minutes: Option<u32>,
+    /// The name the interviewer goes by on the page (and for screen readers), if the study gives
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interviewer_name: Option<String>,
 }
 
 fn yes() -> bool {
@@ -335,6 +342,11 @@ pub struct StudyConfig {
     /// Serialized only when off, so studies published before it existed keep their version id.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub one_active_session_per_participant: bool,
+    /// These two serialized only when set, for the same reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_minutes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interviewer_name: Option<String>,
 }
 
 /// The four version ids a session pins (FR-04-2).
@@ -453,6 +465,21 @@ impl StudyDefinition {
         if let Some(url) = &self.completion_redirect_url {
             if !(url.starts_with("https://") || url.starts_with("http://")) {
                 return Err(invalid("completion_redirect_url", "must be an http(s) URL"));
+            }
+        }
+        if self
+            .estimated_minutes
+            .is_some_and(|m| !(1..=600).contains(&m))
+        {
+            return Err(invalid(
+                "estimated_minutes",
+                "must be between 1 and 600 (leave it out to show none)",
+            ));
+        }
+        if let Some(name) = &self.interviewer_name {
+            non_empty("interviewer_name", name)?;
+            if name.chars().count() > 60 {
+                return Err(invalid("interviewer_name", "at most 60 characters"));
             }
         }
         Ok(())
@@ -598,6 +625,8 @@ impl StudyDefinition {
             limits: self.limits.clone(),
             completion_redirect_url: self.completion_redirect_url.clone(),
             one_active_session_per_participant: self.one_active_session_per_participant,
+            estimated_minutes: self.estimated_minutes,
+            interviewer_name: self.interviewer_name.clone(),
         };
         let config_versions = ConfigVersions {
             study_config_version_id: content_id("scv", &study_config),
@@ -740,6 +769,15 @@ mod tests {
                 "model.max_tokens_per_session",
             ),
             (|d| d.objectives.clear(), "objectives"),
+            (|d| d.estimated_minutes = Some(0), "estimated_minutes"),
+            (
+                |d| d.interviewer_name = Some("  ".into()),
+                "interviewer_name",
+            ),
+            (
+                |d| d.interviewer_name = Some("n".repeat(61)),
+                "interviewer_name",
+            ),
         ];
         for (mutate, field) in cases {
             let mut d = definition();

@@ -128,6 +128,8 @@ async fn study_boot(state: &AppState, slug: &str) -> Result<serde_json::Value, A
             "title": p.study_config.title,
             "description": p.study_config.description,
             "locale": p.study_config.locale,
+            "estimated_minutes": p.study_config.estimated_minutes,
+            "interviewer_name": p.study_config.interviewer_name,
             // What the server takes, counted as it counts (UTF-8 bytes).
             "max_message_bytes": state.settings.max_message_bytes,
         }),
@@ -233,7 +235,9 @@ mod tests {
         assert!(with("br;q=1.0, GZIP;q=0.5"));
         assert!(!with("gzip;q=0"));
         assert!(!with("br, deflate"));
-        assert!(!accepts_gzip(&actix_web::test::TestRequest::default().to_http_request()));
+        assert!(!accepts_gzip(
+            &actix_web::test::TestRequest::default().to_http_request()
+        ));
         use std::io::Read;
         for (i, text) in [SCRIPT, STYLE, ICON].iter().enumerate() {
             let mut back = String::new();
@@ -242,7 +246,10 @@ mod tests {
                 .unwrap();
             assert_eq!(&back, text);
         }
-        assert!(gzipped()[0].len() * 2 < SCRIPT.len(), "the script compresses");
+        assert!(
+            gzipped()[0].len() * 2 < SCRIPT.len(),
+            "the script compresses"
+        );
     }
 
     #[test]

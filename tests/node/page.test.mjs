@@ -334,6 +334,7 @@ test("the thinking indicator speaks the study's language", async () => {
   );
   study.public_slug = "zh-demo";
   study.locale = "zh-CN";
+  study.interviewer_name = "小安";
   const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
   const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
   const published = await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
@@ -342,6 +343,15 @@ test("the thinking indicator speaks the study's language", async () => {
   await page.goto(`${server.base}/interview/zh-demo`);
   assert.equal(await page.locator("#thinking-text").textContent(), "正在思考…");
   assert.equal(await page.locator("#start").textContent(), "开始访谈");
+  // Before consent: the study's title, description, duration and interviewer.
+  assert.equal(await page.locator("#intro-title").textContent(), study.title);
+  assert.equal(await page.locator("#intro-text").textContent(), study.description);
+  assert.equal(await page.locator("#intro-facts").textContent(), "大约需要 10 分钟 · 与你交谈的是 小安。");
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await assistant(page).first().waitFor();
+  assert.equal(await assistant(page).first().evaluate((li) => getComputedStyle(li, "::before").content), '"小安："');
   await page.goto(`${server.base}/interview/no-such-study`);
   assert.ok(await page.locator("#notice").isVisible());
   await context.close();
