@@ -84,7 +84,14 @@ function notice(text) {
   const n = $("notice");
   n.textContent = text || "";
   n.hidden = !text;
+  if (text) n.scrollIntoView({ block: "nearest" });
 }
+
+// The page's end stays clear of the fixed input bar however tall the bar grows, so nothing
+// (a notice, the last words) sits hidden under it.
+new ResizeObserver(() => {
+  $("main").style.paddingBottom = `${ui.composer.offsetHeight + 24}px`;
+}).observe(ui.composer);
 
 function thinking(on) {
   $("thinking").hidden = !on;
@@ -167,7 +174,10 @@ function setStatus(next) {
   ui.composer.hidden = status === "completed" || status === "abandoned";
   ui.text.disabled = !open;
   $("send").disabled = !open;
-  ui.text.placeholder = status === "waiting_for_tool" ? T.answerAbove : T.placeholder;
+  // Said in full above the box (a placeholder is cut off on a phone).
+  ui.text.placeholder = T.placeholder;
+  $("hint").textContent = T.answerAbove;
+  $("hint").hidden = status !== "waiting_for_tool";
   $("end").hidden = status === "completed" || status === "abandoned" || !session;
   if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
   if (open && document.activeElement === document.body) ui.text.focus();
@@ -432,14 +442,17 @@ function showWidget(it) {
     case "ranking": {
       const order = it.options.slice();
       const list = el("ol", { class: "rank", "aria-label": T.rankHint });
+      // Focus follows the item that moved: its button that can still move it (at the top or
+      // the bottom one of the two is disabled).
+      const refocus = (index) => list.children[index].querySelector("button:not(:disabled)")?.focus();
       const draw = () => {
         list.replaceChildren(...order.map((o, i) => {
           const li = el("li", { draggable: "true", "data-index": i },
             el("span", { text: o.label }),
             el("button", { type: "button", "aria-label": `${T.up}: ${o.label}`, text: "↑", disabled: i === 0,
-              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); list.children[i - 1].querySelector("button").focus(); } }),
+              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); refocus(i - 1); } }),
             el("button", { type: "button", "aria-label": `${T.down}: ${o.label}`, text: "↓", disabled: i === order.length - 1,
-              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); list.children[i + 1].querySelectorAll("button")[1].focus(); } }));
+              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); refocus(i + 1); } }));
           li.addEventListener("dragstart", (e) => { e.dataTransfer.setData("text/plain", String(i)); li.classList.add("dragging"); });
           li.addEventListener("dragend", () => li.classList.remove("dragging"));
           li.addEventListener("dragover", (e) => e.preventDefault());
@@ -485,7 +498,7 @@ function showWidget(it) {
       break;
     }
   }
-  setTimeout(() => ui.widget.querySelector("button, input, textarea")?.focus(), 0);
+  setTimeout(() => ui.widget.querySelector("button:not(:disabled), input, textarea")?.focus(), 0);
   scrollDown();
 }
 

@@ -27,12 +27,36 @@ after(async () => {
   await server?.stop();
 });
 
-async function phone() {
-  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true });
+// `bypassCSP` lets a test inject axe-core (the page's policy allows only its own script).
+async function phone({ bypassCSP = false } = {}) {
+  const context = await browser.newContext({ viewport: { width: 390, height: 844 }, hasTouch: true, bypassCSP });
   return { context, page: await context.newPage() };
 }
 
 const assistant = (page) => page.locator("#log li.them");
+
+// axe-core over the page as it stands: every violation, named with its nodes.
+const AXE = new URL("./node_modules/axe-core/axe.min.js", import.meta.url);
+async function axe(page, step) {
+  if (!(await page.evaluate(() => typeof window.axe !== "undefined"))) {
+    await page.addScriptTag({ path: AXE.pathname });
+  }
+  const { violations, passes } = await page.evaluate(async () => {
+    const result = await window.axe.run(document);
+    return {
+      violations: result.violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
+      passes: result.passes.length,
+    };
+  });
+  assert.ok(passes > 10, `axe ran at ${step}: ${passes} rules passed`);
+  assert.deepEqual(violations, [], `axe at ${step}`);
+}
+
+// With SCREENSHOTS set (`scripts/screenshots`), the README's pictures are taken here.
+const SHOTS = new URL("../../docs/screenshots/", import.meta.url);
+async function screenshot(page, name) {
+  if (process.env.SCREENSHOTS) await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname });
+}
 
 async function say(page, text) {
   await page.locator("#text").fill(text);
@@ -133,10 +157,12 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
   const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
   const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
   await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
-  const { context, page } = await phone();
+  const { context, page } = await phone({ bypassCSP: true });
   await page.goto(`${server.base}/interview/every-type`);
+  await axe(page, "the landing");
   await page.locator("#start").click();
   await page.locator("#widget .consent-text").waitFor();
+  await axe(page, "consent");
   await page.locator("#widget button.primary").click();
   // The consent widget stays on screen until its answer is acknowledged; wait for that, or the
   // loop below would read it again.
@@ -146,7 +172,9 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled || !document.querySelector("#done").hidden);
     if (!(await page.locator("#done").isHidden())) break;
     if (await page.locator("#widget").isHidden()) {
-      const text = /Did I get that right/.test(await assistant(page).last().textContent())
+      const summary = /Did I get that right/.test(await assistant(page).last().textContent());
+      await axe(page, summary ? "the summary" : "a question");
+      const text = summary
         ? "Yes, that's right"
         : "Every Saturday morning I compare prices in two stores and then buy for the week";
       await say(page, text);
@@ -157,6 +185,7 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     const resolved = await page.locator("#log li.note").count();
     const kind = await w.getAttribute("data-type");
     seen.push(kind);
+    await axe(page, kind);
     // Every tap target is at least 44 × 44 px (WCAG 2.5.5).
     const small = await page.evaluate(() => [...document.querySelectorAll("#widget button, #end")]
       .filter((b) => b.offsetParent !== null)
@@ -165,7 +194,14 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
       .map(([t, r]) => `${t} ${Math.round(r.width)}×${Math.round(r.height)}`));
     assert.deepEqual(small, [], `${kind}: small tap targets`);
     if (kind === "ranking") {
+      // Focus is on the list when it appears, and follows the item that moved.
+      await page.waitForFunction(() => document.activeElement?.closest(".rank"));
       await w.locator(".rank li").first().locator("button").nth(1).click(); // move the first one down
+      assert.equal(await page.evaluate(() => document.activeElement.closest("li")?.querySelector("span").textContent), "Option PRICE");
+      await w.locator(".rank li").nth(1).locator("button").nth(1).click(); // and down again, to the end
+      assert.equal(await page.evaluate(() => document.activeElement.closest("li")?.querySelector("span").textContent), "Option PRICE");
+      assert.equal(await page.evaluate(() => document.activeElement.textContent), "↑", "the button that can still move it");
+      await w.locator(".rank li").nth(2).locator("button").first().click(); // back up one
       await w.locator("button.primary").click();
     } else if (kind === "rating") {
       // Untouched, the slider is no answer yet.
@@ -189,6 +225,7 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
       await w.locator("button.primary").click();
     } else if (kind === "likert") {
       await w.locator(".scale button").nth(3).click();
+      await screenshot(page, "phone-widget");
       await w.locator("button.primary").click();
     } else if (kind === "multiple_choice") {
       // At most two: a third pick is refused, and the count says so as it changes.
@@ -200,9 +237,22 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
       assert.equal(await w.locator(".count").textContent(), "2 of at most 2 chosen");
       await w.locator("button.primary").click();
     } else if (kind === "single_choice") {
+      // While a widget waits, the box says so in full above it (not a cut-off placeholder).
+      const hint = page.locator("#hint");
+      assert.ok(await hint.isVisible());
+      assert.equal(await hint.textContent(), "Please answer the question above first.");
+      assert.ok(await hint.evaluate((h) => h.scrollWidth <= h.clientWidth && h.getBoundingClientRect().right <= innerWidth));
       // Keyboard: focus lands on the first option; arrows move and choose.
       await w.locator(".choice").first().focus();
       await page.keyboard.press("ArrowDown");
+      // The chosen option has a filled mark of its own, and the focus ring is dark (≥ 3:1 on white).
+      const marks = await w.locator(".choice").evaluateAll((bs) => bs.map((b) => getComputedStyle(b, "::before").backgroundColor));
+      assert.notEqual(marks[1], marks[0], "the chosen mark differs from the others");
+      const ring = await w.locator(".choice").nth(1).evaluate((b) => {
+        const style = getComputedStyle(b);
+        return [b.matches(":focus-visible"), style.outlineStyle, style.outlineColor];
+      });
+      assert.deepEqual(ring, [true, "solid", "rgb(29, 35, 48)"]);
       await w.locator("button.primary").click();
     } else {
       assert.equal(kind, "yes_no");
@@ -211,6 +261,9 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     await page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, resolved);
   }
   assert.deepEqual(seen, ["single_choice", "multiple_choice", "likert", "rating", "ranking", "yes_no", "free_text"]);
+  await page.locator("#done h2").waitFor();
+  await axe(page, "the completion");
+  await screenshot(page, "phone-completion");
   // Each widget's question and the answer given stay in the conversation, in words.
   const notes = await page.locator("#log li.answered").allTextContents();
   const joined = notes.join("\n");
@@ -283,7 +336,7 @@ test("the answer box grows, says when an answer is too long as the server counts
 });
 
 test("a reader who scrolled up stays there, a message the server could not take waits to be sent again, and speakers are named", async () => {
-  const { context, page } = await phone();
+  const { context, page } = await phone({ bypassCSP: true });
   await page.goto(`${server.base}/interview/demo`);
   await page.locator("#start").click();
   await page.locator("#widget .consent-text").waitFor();
@@ -303,6 +356,7 @@ test("a reader who scrolled up stays there, a message the server could not take 
   await say(page, long);
   await page.locator("#log li.me.failed .retry").waitFor();
   assert.equal(await page.evaluate(() => document.activeElement.id), "text");
+  await axe(page, "a message not sent");
   assert.equal(await page.locator("#log li.me").count(), 1);
   await page.unroute("**/messages");
   await page.locator("#log li.me .retry").click();
