@@ -297,7 +297,9 @@ function hideWidget() {
 }
 
 async function submit(interaction, value, skipped) {
-  const buttons = ui.widget.querySelectorAll("button");
+  const buttons = [...ui.widget.querySelectorAll("button")];
+  const was = buttons.map((b) => b.disabled);
+  const focused = document.activeElement;
   buttons.forEach((b) => (b.disabled = true));
   notice("");
   try {
@@ -306,7 +308,9 @@ async function submit(interaction, value, skipped) {
     thinking(true);
   } catch (error) {
     notice(friendly(error));
-    buttons.forEach((b) => (b.disabled = false));
+    buttons.forEach((b, i) => (b.disabled = was[i]));
+    // Keyboard focus goes back where it was (a disabled button had dropped it).
+    (ui.widget.contains(focused) ? focused : ui.widget.querySelector("button:not(:disabled)"))?.focus();
   }
 }
 

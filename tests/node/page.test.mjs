@@ -309,6 +309,15 @@ test("the answer box grows, says when an answer is too long as the server counts
   await box.fill(Array(40).fill("line").join("\n"));
   const many = await box.evaluate((t) => t.clientHeight);
   assert.ok(many < oneLine * 8, `it stops growing at about six lines: ${many}`);
+  // However tall the bar grows, a notice is never hidden under it.
+  await page.evaluate(() => notice("Something to read"));
+  await page.waitForTimeout(100);
+  const [noticeBottom, barTop] = await page.evaluate(() => [
+    document.querySelector("#notice").getBoundingClientRect().bottom,
+    document.querySelector("#composer").getBoundingClientRect().top,
+  ]);
+  assert.ok(noticeBottom <= barTop, `the notice ends at ${noticeBottom}, the bar starts at ${barTop}`);
+  await page.evaluate(() => notice(""));
   // 3,000 Chinese characters are 9,000 bytes: over the server's 8,192, said before sending.
   await box.fill("我".repeat(3000));
   await page.locator("#limit.over").waitFor();
@@ -337,10 +346,20 @@ test("the answer box grows, says when an answer is too long as the server counts
 
 test("a reader who scrolled up stays there, a message the server could not take waits to be sent again, and speakers are named", async () => {
   const { context, page } = await phone({ bypassCSP: true });
+  await page.emulateMedia({ reducedMotion: "reduce" });
   await page.goto(`${server.base}/interview/demo`);
   await page.locator("#start").click();
   await page.locator("#widget .consent-text").waitFor();
-  await page.locator("#widget button.primary").click();
+  // Nothing moves on its own for a reader who asked for reduced motion.
+  assert.equal(await page.locator("#thinking .dots").evaluate((d) => getComputedStyle(d, "::before").animationName), "none");
+  // A widget answer the server could not take: said, and keyboard focus stays on the button.
+  await page.route("**/submit", (route) => route.abort());
+  await page.locator("#widget button.primary").focus();
+  await page.keyboard.press("Enter");
+  await page.locator("#notice").waitFor();
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), "I agree");
+  await page.unroute("**/submit");
+  await page.keyboard.press("Enter");
   await assistant(page).first().waitFor();
   // Speakers are named for assistive technology (CSS labels: the bubbles' text stays the words);
   // only the interviewer's whole utterances are announced; the composer is a landmark.
