@@ -66,6 +66,7 @@ const lastTurn = () => window.__metrics.turns[window.__metrics.turns.length - 1]
 const ui = { log: $("log"), widget: $("widget"), composer: $("composer"), text: $("text") };
 let session = null; // { id, token }
 let status = "created";
+let streamStatus = "created"; // the last status the stream reported (the UI may run ahead of it)
 let phase = "";
 let pending = null; // the interaction waiting for an answer
 let events = null;
@@ -82,15 +83,23 @@ function firstCharacter() {
 
 function notice(text) {
   const n = $("notice");
+  // The same words again (a reconnect that failed again) are not announced again.
+  if ((n.textContent === (text || "")) && n.hidden === !text) return;
   n.textContent = text || "";
   n.hidden = !text;
-  if (text) n.scrollIntoView({ block: "nearest" });
+  if (text && following) scrollDown();
+}
+
+// Short state changes for screen readers (a limit crossed), apart from the interviewer's words.
+function announce(text) {
+  $("announce").textContent = text;
 }
 
 // The page's end stays clear of the fixed input bar however tall the bar grows, so nothing
 // (a notice, the last words) sits hidden under it.
 new ResizeObserver(() => {
   $("main").style.paddingBottom = `${ui.composer.offsetHeight + 24}px`;
+  $("newer").style.bottom = `${ui.composer.offsetHeight + 12}px`;
 }).observe(ui.composer);
 
 function thinking(on) {
@@ -101,10 +110,31 @@ function storageKey() {
   return boot.session_id ? `interview:s:${boot.session_id}` : `interview:${boot.slug}`;
 }
 
+// Storage may be refused (cookies blocked): the interview still works, only a reload forgets it.
 function save() {
   const value = JSON.stringify(session);
-  localStorage.setItem(storageKey(), value);
-  localStorage.setItem(`interview:s:${session.id}`, value);
+  try {
+    localStorage.setItem(storageKey(), value);
+    localStorage.setItem(`interview:s:${session.id}`, value);
+  } catch {
+    // kept in memory only
+  }
+}
+
+function saved() {
+  try {
+    return localStorage.getItem(storageKey());
+  } catch {
+    return null;
+  }
+}
+
+function forget() {
+  try {
+    localStorage.removeItem(storageKey());
+  } catch {
+    // nothing kept
+  }
 }
 
 async function api(method, path, body) {
@@ -169,11 +199,13 @@ function bubble(id, role, text) {
 }
 
 function setStatus(next) {
+  // An ended interview stays ended, whatever a late failure says.
+  if (status === "completed" || status === "abandoned") return;
   status = next;
   const open = status === "waiting_for_user";
   ui.composer.hidden = status === "completed" || status === "abandoned";
   ui.text.disabled = !open;
-  $("send").disabled = !open;
+  $("send").disabled = !open || unsent !== null;
   // Said in full above the box (a placeholder is cut off on a phone).
   ui.text.placeholder = T.placeholder;
   $("hint").textContent = T.answerAbove;
@@ -209,11 +241,16 @@ function connect() {
   const url = `/api/sessions/${session.id}/stream?token=${encodeURIComponent(session.token)}`;
   events = new EventSource(url);
   events.onopen = () => {
+    reopenDelay = 1000;
     notice("");
     if (unsent && status === "waiting_for_user") resend();
   };
   events.onerror = () => {
-    if (status !== "completed" && status !== "abandoned") notice(T.reconnecting);
+    if (status === "completed" || status === "abandoned") return;
+    notice(T.reconnecting);
+    // EventSource gives up for good on an HTTP error (an overloaded server's 503, a proxy's
+    // 502, a token this server no longer knows): try again, and find out which it was.
+    if (events.readyState === EventSource.CLOSED) reopenLater();
   };
   // The browser's own connection errors are `error` events too, without data: only the
   // server's (a plain-words notice) carry JSON.
@@ -236,6 +273,11 @@ function connect() {
         mine.removeAttribute("data-pending");
         mine.classList.remove("failed");
         mine.querySelector(".retry")?.remove();
+        // The server has it: nothing is left to resend.
+        if (unsent && unsent.li === mine) {
+          unsent = null;
+          composerChanged();
+        }
         bubbles.set(d.turn_id, mine);
       } else if (!bubbles.has(d.turn_id)) {
         bubble(d.turn_id, "user", d.content);
@@ -258,11 +300,37 @@ function connect() {
   });
   on("session.status", (d) => {
     phase = d.phase || phase;
+    streamStatus = d.status;
     setStatus(d.status);
     if (d.status === "completed" || d.status === "abandoned") finish(null, d.redirect_url);
   });
   on("session.completed", (d) => finish(d.summary, d.redirect_url));
   on("error", (d) => notice(d.message || T.failed));
+}
+
+let reopenDelay = 1000;
+function reopenLater() {
+  setTimeout(async () => {
+    try {
+      await api("GET", `/api/sessions/${session.id}`);
+    } catch (error) {
+      if (error.status === 401 || error.status === 403 || error.status === 404) {
+        // The saved session is not this server's (any more): start again.
+        forget();
+        events.close();
+        session = null;
+        ui.composer.hidden = true;
+        $("end").hidden = true;
+        thinking(false);
+        notice(boot.session_id ? T.missing : "");
+        if (!boot.session_id) showIntro();
+        return;
+      }
+    }
+    reopenDelay = Math.min(reopenDelay * 2, 15000);
+    events.close();
+    connect();
+  }, reopenDelay);
 }
 
 // ---- widgets ------------------------------------------------------------------------------
@@ -286,7 +354,9 @@ function answerWords(it, value) {
 function answeredNote(it, d) {
   if (!it) return el("li", { class: "note", text: d.status === "skipped" ? T.skipped : T.answered });
   const answer = d.status === "skipped" ? T.skipped : d.value === undefined ? T.answered : answerWords(it, d.value);
-  return el("li", { class: "note answered", "data-speaker": T.you }, el("span", { class: "question", text: it.prompt }), el("span", { class: "answer", text: answer }));
+  return el("li", { class: "note answered" },
+    el("span", { class: "question", "data-speaker": speaker("assistant"), text: it.prompt }),
+    el("span", { class: "answer", "data-speaker": T.you, text: answer }));
 }
 
 function hideWidget() {
@@ -302,11 +372,13 @@ async function submit(interaction, value, skipped) {
   const focused = document.activeElement;
   buttons.forEach((b) => (b.disabled = true));
   notice("");
+  // Before the answer: the stream may bring the next step before the response does.
+  thinking(true);
   try {
     const body = skipped ? { status: "skipped" } : { status: "submitted", value };
     await api("POST", `/api/sessions/${session.id}/interactions/${interaction.interaction_id}/submit`, body);
-    thinking(true);
   } catch (error) {
+    thinking(false);
     notice(friendly(error));
     buttons.forEach((b, i) => (b.disabled = was[i]));
     // Keyboard focus goes back where it was (a disabled button had dropped it).
@@ -348,6 +420,7 @@ function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {
         buttons.forEach((x, j) => {
           const on = chosen.has(options[j].id);
           x.setAttribute("aria-checked", on ? "true" : "false");
+          if (!multi) x.tabIndex = on ? 0 : -1;
           if (full && !on) x.setAttribute("aria-disabled", "true");
           else x.removeAttribute("aria-disabled");
         });
@@ -428,14 +501,18 @@ function showWidget(it) {
       const max = it.max ?? schema.maximum ?? 10;
       const step = it.step ?? 1;
       // No value until the participant moves it: an untouched slider is not an answer.
-      const output = el("output", { text: T.notChosen });
+      // A plain span (an <output> is a live region: the value would be spoken twice).
+      const output = el("span", { "aria-hidden": "true", text: T.notChosen });
+      const touched = () => {
+        output.textContent = input.value;
+        input.setAttribute("aria-valuetext", input.value);
+        row.querySelector("button.primary").disabled = false;
+      };
+      // Home or a tap at the minimum fires no input event: pressing a key or the pointer on it
+      // counts as choosing its value too.
       const input = el("input", { type: "range", min, max, step, value: min, "aria-labelledby": heading.id,
-        "aria-valuetext": T.notChosen,
-        oninput: () => {
-          output.textContent = input.value;
-          input.setAttribute("aria-valuetext", input.value);
-          row.querySelector("button.primary").disabled = false;
-        } });
+        "aria-valuetext": T.notChosen, oninput: touched, onchange: touched, onpointerup: touched,
+        onkeyup: (e) => ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(e.key) && touched() });
       const row = actions(it, () => Number(input.value));
       row.querySelector("button.primary").disabled = true;
       ui.widget.append(input,
@@ -448,15 +525,18 @@ function showWidget(it) {
       const list = el("ol", { class: "rank", "aria-label": T.rankHint });
       // Focus follows the item that moved: its button that can still move it (at the top or
       // the bottom one of the two is disabled).
-      const refocus = (index) => list.children[index].querySelector("button:not(:disabled)")?.focus();
+      const refocus = (index, down) => {
+        const [up, dn] = list.children[index].querySelectorAll("button");
+        ((down ? dn : up).disabled ? (down ? up : dn) : down ? dn : up).focus();
+      };
       const draw = () => {
         list.replaceChildren(...order.map((o, i) => {
           const li = el("li", { draggable: "true", "data-index": i },
             el("span", { text: o.label }),
             el("button", { type: "button", "aria-label": `${T.up}: ${o.label}`, text: "↑", disabled: i === 0,
-              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); refocus(i - 1); } }),
+              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); refocus(i - 1, false); } }),
             el("button", { type: "button", "aria-label": `${T.down}: ${o.label}`, text: "↓", disabled: i === order.length - 1,
-              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); refocus(i + 1); } }));
+              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); refocus(i + 1, true); } }));
           li.addEventListener("dragstart", (e) => { e.dataTransfer.setData("text/plain", String(i)); li.classList.add("dragging"); });
           li.addEventListener("dragend", () => li.classList.remove("dragging"));
           li.addEventListener("dragover", (e) => e.preventDefault());
@@ -485,8 +565,9 @@ function showWidget(it) {
       // Nothing is cut: the participant sees the count and shortens it; an empty answer is not an
       // answer (Skip is there for that).
       const max = it.max_length || schema.maxLength || 2000;
-      const count = el("p", { class: "hint count", "aria-live": "polite" });
-      const area = el("textarea", { class: "answer", rows: "3", "aria-labelledby": heading.id });
+      const count = el("p", { class: "hint count", id: `c-${it.interaction_id}` });
+      const area = el("textarea", { class: "answer", rows: "3", "aria-labelledby": heading.id, "aria-describedby": count.id });
+      let wasOver = false;
       const row = actions(it, () => area.value.trim());
       const submitButton = row.querySelector("button.primary");
       const changed = () => {
@@ -494,6 +575,8 @@ function showWidget(it) {
         const over = n > max;
         count.textContent = over ? T.tooLongField(max) : T.characters(n, max);
         count.classList.toggle("over", over);
+        if (over !== wasOver) announce(over ? T.tooLongField(max) : "");
+        wasOver = over;
         submitButton.disabled = n === 0 || over;
       };
       area.addEventListener("input", changed);
@@ -526,7 +609,7 @@ function finish(summary, redirect) {
   if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "button primary", text: T.returnLink })));
   if (!boot.session_id) {
     done.append(el("p", {}, el("button", { type: "button", class: redirect ? "quiet" : "", text: T.newInterview, onclick: () => {
-      localStorage.removeItem(storageKey());
+      forget();
       location.reload();
     } })));
   }
@@ -549,6 +632,8 @@ function composerChanged() {
   limit.hidden = used < maxBytes * 0.8;
   limit.classList.toggle("over", over);
   limit.textContent = over ? T.tooLong : T.nearLimit(Math.floor((used * 100) / maxBytes));
+  if (over !== (limit.dataset.over === "true")) announce(over ? T.tooLong : "");
+  limit.dataset.over = String(over);
   $("send").disabled = over || ui.text.disabled || unsent !== null;
 }
 
@@ -584,11 +669,20 @@ async function post(message) {
     li.classList.remove("failed");
     li.querySelector(".retry")?.remove();
     if (!bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
+    // Sent again after the server already had it: the stream has moved on, and its word stands.
+    if (!li.hasAttribute("data-pending") && streamStatus !== "active") {
+      setStatus(streamStatus);
+      composerChanged();
+    }
   } catch (error) {
     awaitingFirstCharacter = false;
     thinking(false);
     const unreachable = error.status === undefined || error.status >= 500 || error.status === 429;
-    if (unreachable) {
+    if (!li.hasAttribute("data-pending")) {
+      // The stream already showed the server has it (the response was lost on the way back).
+      unsent = null;
+      setStatus(streamStatus);
+    } else if (unreachable) {
       unsent = message;
       li.classList.add("failed");
       if (!li.querySelector(".retry")) {
@@ -600,11 +694,11 @@ async function post(message) {
       li.remove();
       ui.text.value = text;
       composerChanged();
-      setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
+      if (error.status !== 410) setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
       notice(friendly(error));
     }
-    // Keyboard focus stays where the participant was typing.
-    ui.text.focus();
+    // Keyboard focus stays where the participant was typing (or goes to the widget that waits).
+    (ui.text.disabled ? ui.widget.querySelector("button:not(:disabled), input, textarea") : ui.text)?.focus();
   }
 }
 
@@ -672,23 +766,28 @@ function init() {
     notice(boot.error === "study_not_found" ? T.notFound : T.failed);
     return;
   }
-  const saved = localStorage.getItem(storageKey());
-  if (saved) {
-    session = JSON.parse(saved);
+  const kept = saved();
+  if (kept) {
+    session = JSON.parse(kept);
     ui.composer.hidden = false;
     setStatus("active");
     connect();
   } else if (boot.session_id) {
     notice(T.missing);
   } else {
-    // Before consent: what the study is, how long it takes, and who asks.
-    $("intro-title").textContent = boot.title || "";
-    $("intro-text").textContent = boot.description || "";
-    const facts = [boot.estimated_minutes ? T.minutes(boot.estimated_minutes) : "", boot.interviewer_name ? T.withName(boot.interviewer_name) : ""];
-    $("intro-facts").textContent = facts.filter(Boolean).join(" · ");
-    $("intro-facts").hidden = !facts.some(Boolean);
-    $("intro").hidden = false;
+    showIntro();
   }
+}
+
+// Before consent: what the study is, how long it takes, and who asks.
+function showIntro() {
+  $("intro-title").textContent = boot.title || "";
+  $("intro-text").textContent = boot.description || "";
+  const facts = [boot.estimated_minutes ? T.minutes(boot.estimated_minutes) : "", boot.interviewer_name ? T.withName(boot.interviewer_name) : ""];
+  $("intro-facts").textContent = facts.filter(Boolean).join(" · ");
+  $("intro-facts").hidden = !facts.some(Boolean);
+  $("intro").hidden = false;
+  $("start").disabled = false;
 }
 
 init();

@@ -31,6 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(page::study_page)
         .service(page::session_page)
         .service(page::asset)
+        .service(page::favicon)
         .service(research::study_sessions)
         .service(research::results_csv)
         .service(research::results_jsonl)

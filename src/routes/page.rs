@@ -188,16 +188,29 @@ pub async fn asset(req: HttpRequest, path: web::Path<String>) -> Result<HttpResp
         "icon.svg" => (2, "image/svg+xml"),
         _ => return Err(ApiError::not_found("not_found", "no such file")),
     };
+    Ok(static_file(&req, index, kind))
+}
+
+/// `/favicon.ico`, for clients that ask by that name: the page's icon (SVG).
+#[utoipa::path(get, path = "/favicon.ico", tag = "page",
+    responses((status = 200, description = "the page's icon, image/svg+xml")))]
+#[get("/favicon.ico")]
+pub async fn favicon(req: HttpRequest) -> HttpResponse {
+    static_file(&req, 2, "image/svg+xml")
+}
+
+/// One of the compiled-in files (0 script, 1 style, 2 icon), gzipped when the client takes it.
+fn static_file(req: &HttpRequest, index: usize, kind: &str) -> HttpResponse {
     let mut res = HttpResponse::Ok();
     res.content_type(kind)
         .insert_header(("cache-control", "public, max-age=86400, immutable"))
         .insert_header(("x-content-type-options", "nosniff"))
         .insert_header(("vary", "accept-encoding"));
-    if accepts_gzip(&req) {
+    if accepts_gzip(req) {
         res.insert_header(("content-encoding", "gzip"));
-        return Ok(res.body(&gzipped()[index][..]));
+        return res.body(&gzipped()[index][..]);
     }
-    Ok(res.body([SCRIPT, STYLE, ICON][index]))
+    res.body([SCRIPT, STYLE, ICON][index])
 }
 
 /// Whether the client takes gzip (`Accept-Encoding: gzip`, not refused with `q=0`).

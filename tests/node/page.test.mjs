@@ -196,18 +196,23 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     if (kind === "ranking") {
       // Focus is on the list when it appears, and follows the item that moved.
       await page.waitForFunction(() => document.activeElement?.closest(".rank"));
-      await w.locator(".rank li").first().locator("button").nth(1).click(); // move the first one down
-      assert.equal(await page.evaluate(() => document.activeElement.closest("li")?.querySelector("span").textContent), "Option PRICE");
-      await w.locator(".rank li").nth(1).locator("button").nth(1).click(); // and down again, to the end
-      assert.equal(await page.evaluate(() => document.activeElement.closest("li")?.querySelector("span").textContent), "Option PRICE");
-      assert.equal(await page.evaluate(() => document.activeElement.textContent), "↑", "the button that can still move it");
-      await w.locator(".rank li").nth(2).locator("button").first().click(); // back up one
+      const focused = () => page.evaluate(() => [document.activeElement.closest("li")?.querySelector("span").textContent, document.activeElement.textContent]);
+      await w.locator(".rank li").first().locator("button").nth(1).focus();
+      await page.keyboard.press("Enter"); // the first one down
+      assert.deepEqual(await focused(), ["Option PRICE", "↓"]);
+      await page.keyboard.press("Enter"); // and down again, to the end
+      assert.deepEqual(await focused(), ["Option PRICE", "↑"], "the button that can still move it");
+      await page.keyboard.press("Enter"); // back up one
       await w.locator("button.primary").click();
     } else if (kind === "rating") {
       // Untouched, the slider is no answer yet.
       assert.ok(await w.locator("button.primary").isDisabled());
       assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "Not chosen yet");
       await w.locator("input[type=range]").focus();
+      // The minimum can be chosen too (Home at the minimum moves nothing).
+      await page.keyboard.press("Home");
+      assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "0");
+      assert.ok(await w.locator("button.primary").isEnabled());
       await page.keyboard.press("ArrowRight");
       assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "0.5");
       await w.locator("button.primary").click();
@@ -341,6 +346,9 @@ test("the answer box grows, says when an answer is too long as the server counts
   await page.keyboard.press("Enter");
   await page.waitForFunction((n) => document.querySelectorAll("#log li.me").length > n, mine);
   assert.deepEqual(missing, [], "no request of the page is a 404 (the icon included)");
+  const favicon = await fetch(`${server.base}/favicon.ico`);
+  assert.equal(favicon.status, 200, "a client that asks for /favicon.ico gets the icon");
+  assert.equal(favicon.headers.get("content-type"), "image/svg+xml");
   await context.close();
 });
 
@@ -369,24 +377,36 @@ test("a reader who scrolled up stays there, a message the server could not take 
   await page.waitForFunction(() => /To start/.test(document.querySelector("#spoken").textContent));
   assert.equal(await page.locator("#composer").getAttribute("aria-labelledby"), "text-label");
 
-  // The server cannot be reached: the message stays, marked not sent, and focus stays in the box.
+  // The server takes a message but its answer is lost on the way back: the stream says it
+  // arrived, so nothing is marked not sent and the conversation goes on.
+  await page.route("**/messages", async (route) => {
+    await route.fetch();
+    await route.abort();
+  });
   const long = "We sit down on Sunday evening and go through the fridge, then ".repeat(12).trim();
+  await say(page, long);
+  await assistant(page).nth(1).waitFor();
+  await page.unroute("**/messages");
+  await page.waitForFunction(() => !document.querySelector("#text").disabled);
+  assert.equal(await page.locator("#log li.me.failed").count(), 0);
+  await page.locator("#text").fill("typing works");
+  assert.ok(await page.locator("#send").isEnabled());
+  await page.locator("#text").fill("");
+  // The server cannot be reached: the message stays, marked not sent, and focus stays in the box.
   await page.route("**/messages", (route) => route.abort());
   await say(page, long);
   await page.locator("#log li.me.failed .retry").waitFor();
   assert.equal(await page.evaluate(() => document.activeElement.id), "text");
   await axe(page, "a message not sent");
-  assert.equal(await page.locator("#log li.me").count(), 1);
+  assert.equal(await page.locator("#log li.me").count(), 2);
   await page.unroute("**/messages");
   await page.locator("#log li.me .retry").click();
-  await assistant(page).nth(1).waitFor();
-  assert.equal(await page.locator("#log li.me.failed").count(), 0);
-  assert.equal(await page.locator("#log li.me").count(), 1, "sent once, shown once");
-
-  // Scrolled up to reread: what the interviewer says next does not pull the page down.
-  await say(page, long);
   // The interviewer's next move: a question or a widget.
   await page.waitForFunction(() => document.querySelectorAll("#log li.them").length > 2 || !document.querySelector("#widget").hidden);
+  assert.equal(await page.locator("#log li.me.failed").count(), 0);
+  assert.equal(await page.locator("#log li.me").count(), 2, "sent once, shown once");
+
+  // Scrolled up to reread: what the interviewer says next does not pull the page down.
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.waitForTimeout(100);
   const { id, token } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:demo")));
