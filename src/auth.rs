@@ -125,6 +125,19 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
 }
 
 /// Researchers only: 401 without a valid token, 403 for a participant token.
+/// `/metrics`: `METRICS_TOKEN` when set (in the header), or a researcher token.
+pub async fn require_metrics_reader(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+    if let (Some(expected), Some((token, Carrier::Header))) =
+        (&state.settings.metrics_token, presented_token(req))
+    {
+        // Compared as digests: the comparison takes the same time wherever the tokens differ.
+        if sha256_hex(token.as_bytes()) == sha256_hex(expected.0.as_bytes()) {
+            return Ok(());
+        }
+    }
+    require_researcher(state, req).await
+}
+
 pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     match authenticate(state, req).await? {
         Caller::Researcher => Ok(()),

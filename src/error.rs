@@ -167,6 +167,12 @@ impl ResponseError for ApiError {
         if let Some(details) = self.details() {
             error["details"] = details;
         }
+        if matches!(
+            self,
+            Self::TooManyRequests { .. } | Self::Overloaded { .. } | Self::ShuttingDown
+        ) {
+            metrics::counter!("interview_refusals_total", "code" => self.code()).increment(1);
+        }
         let mut response = HttpResponse::build(self.status_code());
         match self {
             Self::Unavailable(_) | Self::Overloaded { .. } | Self::ShuttingDown => {

@@ -86,7 +86,11 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
         Ok(()) => {}
         // Done, or another worker holds a fresh claim.
         Err(AggregateError::UserError(SessionError::InvalidState { .. }))
-        | Err(AggregateError::AggregateConflict) => return Ok(false),
+        | Err(AggregateError::AggregateConflict) => {
+            metrics::counter!("interview_final_extractions_total", "outcome" => "skipped")
+                .increment(1);
+            return Ok(false);
+        }
         Err(e) => return Err(e.into()),
     }
     let result = match harness::load(&state.db, &id).await {
@@ -109,7 +113,11 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
         Err(e) => Err(e.to_string()),
     };
     match result {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            metrics::counter!("interview_final_extractions_total", "outcome" => "completed")
+                .increment(1);
+            Ok(true)
+        }
         Err(message) => {
             // Kept in the permanent log: short, nothing token-shaped.
             let message = crate::llm::redact::redact(&message, None);
@@ -128,6 +136,8 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
                 .store
                 .execute(&id, error, Actor::System, "final-extraction")
                 .await;
+            metrics::counter!("interview_final_extractions_total", "outcome" => "failed")
+                .increment(1);
             Ok(false)
         }
     }

@@ -14,6 +14,7 @@ pub mod extraction;
 pub mod harness;
 pub mod limits;
 pub mod llm;
+pub mod meters;
 pub mod openapi;
 pub mod query;
 pub mod routes;

@@ -14,7 +14,7 @@ use crate::routes::{health, research, sessions, stream, studies};
         health::healthz, health::readyz,
         studies::create, studies::list, studies::get, studies::replace, studies::publish, studies::pause, studies::resume,
         sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::agui::run,
-        crate::routes::page::study_page, crate::routes::page::session_page, crate::routes::page::asset, crate::routes::page::favicon,
+        crate::routes::page::study_page, crate::routes::page::session_page, crate::routes::page::asset, crate::routes::page::favicon, crate::meters::scrape,
         stream::stream,
         research::study_sessions, research::transcript, research::session_state, research::decisions,
         research::tool_calls, research::interaction_events, research::events,

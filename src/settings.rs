@@ -65,6 +65,10 @@ pub struct Overrides {
     /// into DATA_DIR/researcher-token. Required with PostgreSQL.
     #[arg(long, env = "RESEARCHER_TOKENS", hide_env_values = true)]
     pub researcher_tokens: Option<Secret>,
+    /// A bearer token that may read /metrics (and nothing else), for a Prometheus scraper;
+    /// researcher tokens may too.
+    #[arg(long, env = "METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<Secret>,
     /// Base URL of an OpenAI-compatible API (used by studies in llm mode).
     #[arg(long, env = "OPENAI_BASE_URL", hide_env_values = true)]
     pub openai_base_url: Option<String>,
@@ -158,6 +162,7 @@ pub struct Settings {
     pub database_url: Option<String>,
     pub data_dir: PathBuf,
     pub researcher_tokens: Vec<Secret>,
+    pub metrics_token: Option<Secret>,
     pub openai_base_url: Option<String>,
     pub openai_api_key: Option<Secret>,
     pub demo_study: bool,
@@ -192,6 +197,7 @@ impl Default for Settings {
             database_url: None,
             data_dir: PathBuf::from("./data"),
             researcher_tokens: Vec::new(),
+            metrics_token: None,
             openai_base_url: None,
             openai_api_key: None,
             demo_study: true,
@@ -295,6 +301,9 @@ impl Settings {
         }
         if o.public_base_url.is_some() {
             self.public_base_url = o.public_base_url;
+        }
+        if let Some(token) = o.metrics_token.filter(|t| !t.0.is_empty()) {
+            self.metrics_token = Some(token);
         }
         if let Some(origins) = o.cors_allowed_origins {
             self.cors_allowed_origins = origins

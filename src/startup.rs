@@ -74,6 +74,7 @@ impl Application {
     /// Connects, migrates, catches projections up, publishes the demo study and binds the
     /// listener (port 0 picks a free port; [`Application::port`] tells which).
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        crate::meters::install();
         let url = settings.effective_database_url();
         let pool = PoolSettings {
             max_connections: settings.db_max_connections,

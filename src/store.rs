@@ -140,6 +140,14 @@ impl SessionStore {
                         .await
                 }
             };
+            let outcome = match &result {
+                Ok(()) => "accepted",
+                Err(AggregateError::UserError(_)) => "refused",
+                Err(AggregateError::AggregateConflict) => "lost_race",
+                Err(_) => "error",
+            };
+            metrics::counter!("interview_commands_total", "command" => command_name(&command), "outcome" => outcome)
+                .increment(1);
             match result {
                 Err(AggregateError::AggregateConflict) if attempt < CONFLICT_RETRIES => {
                     attempt += 1

@@ -45,6 +45,7 @@ pub async fn sweep_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, A
         }
     }
     if closed > 0 {
+        metrics::counter!("interview_sweeper_closed_sessions_total").increment(closed as u64);
         tracing::info!(closed, "idle sessions closed");
     }
     Ok(closed)

@@ -75,7 +75,10 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
             }
         }
         let commands: Vec<&[NewEvent]> = jobs.iter().map(|j| j.events.as_slice()).collect();
+        let started = std::time::Instant::now();
         let outcomes = commit(&db, &recent, &commands).await;
+        metrics::histogram!("interview_commit_batch_commands").record(commands.len() as f64);
+        metrics::histogram!("interview_commit_seconds").record(started.elapsed().as_secs_f64());
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
             // A caller that went away no longer needs its answer.
             let _ = job.reply.send(outcome);

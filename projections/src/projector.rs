@@ -182,6 +182,8 @@ impl Projector {
         for session_id in &lagging {
             applied += self.project(session_id).await?;
         }
+        metrics::counter!("interview_projection_caught_up_events_total").increment(applied);
+        metrics::gauge!("interview_projection_lag_events").set(applied as f64);
         if applied > 0 {
             tracing::info!(
                 sessions = lagging.len(),

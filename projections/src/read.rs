@@ -446,3 +446,17 @@ pub async fn session_status(db: &Db, session_id: &str) -> Result<Option<String>,
         .await
     })
 }
+
+/// How many sessions there are of each status and phase (previews included): `/metrics`.
+pub async fn sessions_by_status_and_phase(
+    db: &Db,
+) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_as(
+            "SELECT status, current_phase, COUNT(*) FROM session_state WHERE last_seq > 0 \
+             GROUP BY status, current_phase ORDER BY 1, 2",
+        )
+        .fetch_all(pool)
+        .await
+    })
+}

@@ -179,6 +179,12 @@ impl Harness {
         };
         self.daily
             .spend(u64::from(provenance.token_usage.total_tokens), now);
+        let usage = &provenance.token_usage;
+        metrics::counter!("interview_model_tokens_total", "direction" => "prompt")
+            .increment(u64::from(usage.prompt_tokens));
+        metrics::counter!("interview_model_tokens_total", "direction" => "completion")
+            .increment(u64::from(usage.completion_tokens));
+        metrics::histogram!("interview_model_call_seconds").record(turn.latency_ms as f64 / 1e3);
         provenance
     }
 
@@ -197,6 +203,10 @@ impl Harness {
             Ok(turn) => (turn, None),
             Err((error, turn)) => (turn, Some((error.code().to_string(), error.to_string()))),
         };
+        let outcome = failure
+            .as_ref()
+            .map_or("ok".to_string(), |(code, _)| code.clone());
+        metrics::counter!("interview_model_calls_total", "outcome" => outcome).increment(1);
         let provenance = self.charge(&turn, study, prompt_version_id, prompt_chars, now);
         (turn, failure, provenance)
     }

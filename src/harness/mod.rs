@@ -477,6 +477,8 @@ impl Harness {
     ) {
         // The gateway already trims upstream text; this is the last line before the log.
         let message = &crate::llm::redact::redact(message, None);
+        metrics::counter!("interview_fallbacks_total", "source" => source.to_string(), "code" => code.to_string())
+            .increment(1);
         tracing::warn!(
             session_id,
             source,

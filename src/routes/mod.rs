@@ -32,6 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(page::session_page)
         .service(page::asset)
         .service(page::favicon)
+        .service(crate::meters::scrape)
         .service(research::study_sessions)
         .service(research::results_csv)
         .service(research::results_jsonl)

@@ -10,6 +10,7 @@ mod llm;
 mod llm_budget;
 mod llm_final;
 mod llm_realistic;
+mod metrics;
 mod operations;
 mod participant;
 mod pg_restart;

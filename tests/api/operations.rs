@@ -72,6 +72,8 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "GET /interview/{public_slug}",
         "GET /interview/s/{session_id}",
         "GET /interview/assets/{file}",
+        "GET /favicon.ico",
+        "GET /metrics",
         "GET /api/sessions/{session_id}/stream",
         "GET /api/studies/{study_id}/sessions",
         "GET /api/studies/{study_id}/results",
