@@ -1,8 +1,11 @@
 //! The cqrs-es `EventStore` the server runs commands on: what cqrs-es's plain event store does
 //! (load by folding the stream, commit by appending), plus the folded `Session` of recently used
-//! sessions kept in memory. Events are read with the postgres-es / sqlite-es repository and
-//! decoded through the one decode point (`interview_session::codec`); they are appended through
-//! the projector, typed and encoded side by side, with the views they change.
+//! sessions kept in memory. Events are read with `interview_projections::log` (the table is the
+//! one postgres-es and sqlite-es define, plus the `hash` column their reads do not return) and
+//! decoded through the one decode point (`interview_session::codec`), so a session goes on from
+//! the hash that is stored, never from one recomputed from a payload a store may have rewritten;
+//! they are appended through the projector, typed and encoded side by side, with the views they
+//! change.
 //!
 //! Without it every command decodes and folds its session's whole stream (a 20-turn interview
 //! has ~180 events) only to append two or three. With it a command starts from the kept state
@@ -19,14 +22,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use cqrs_es::persist::{EventStoreAggregateContext, PersistedEventRepository, SerializedEvent};
+use cqrs_es::persist::EventStoreAggregateContext;
 use cqrs_es::{Aggregate, AggregateError, EventEnvelope, EventStore};
 use hashlink::LruCache;
 use interview_projections::log::{self, NewEvent};
 use interview_projections::{Db, Projector};
-use interview_session::codec::{self, Stored};
 use interview_session::hash::GENESIS_HASH;
-use interview_session::{Session, SessionError, SessionEvent};
+use interview_session::{Session, SessionError};
 
 /// How many sessions' folded state is kept. A miss costs one full read of the stream.
 const KEPT_SESSIONS: usize = 1024;
@@ -75,49 +77,25 @@ impl KeptSessions {
     }
 }
 
-pub struct CachingEventStore<R> {
-    /// Reads: postgres-es or sqlite-es.
-    repo: R,
-    /// Appends (with the views), and the pinned studies' documents.
+pub struct CachingEventStore {
+    /// Appends (with the views).
     projector: Arc<Projector>,
+    /// Reads, and the pinned studies' documents.
     db: Db,
     sessions: Arc<KeptSessions>,
 }
 
-impl<R: PersistedEventRepository> CachingEventStore<R> {
-    pub fn new(repo: R, projector: Arc<Projector>, db: Db, sessions: Arc<KeptSessions>) -> Self {
+fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateError<SessionError> {
+    AggregateError::UnexpectedError(Box::new(e))
+}
+
+impl CachingEventStore {
+    pub fn new(projector: Arc<Projector>, db: Db, sessions: Arc<KeptSessions>) -> Self {
         Self {
-            repo,
             projector,
             db,
             sessions,
         }
-    }
-
-    /// Decodes events the repository read, in order, after the event whose hash is `prev` (the
-    /// repository does not read the hash column: version 2 hashes are recomputed from the chain).
-    async fn decode(
-        &self,
-        serialized: &[SerializedEvent],
-        mut prev: String,
-    ) -> Result<Vec<(usize, SessionEvent)>, AggregateError<SessionError>> {
-        let missing: Vec<String> = serialized
-            .iter()
-            .flat_map(|e| codec::documents_needed(stored(e)))
-            .collect();
-        if !missing.is_empty() {
-            log::load_documents(&self.db, &missing)
-                .await
-                .map_err(|e| AggregateError::UnexpectedError(Box::new(e)))?;
-        }
-        let mut out = Vec::with_capacity(serialized.len());
-        for e in serialized {
-            let event = codec::decode(stored(e), &prev, &log::KeptDocuments)
-                .map_err(|err| AggregateError::DeserializationError(Box::new(err)))?;
-            prev = event.hash.clone();
-            out.push((e.sequence, event));
-        }
-        Ok(out)
     }
 
     fn kept(&self, id: &str) -> Option<(Session, usize)> {
@@ -146,34 +124,36 @@ impl<R: PersistedEventRepository> CachingEventStore<R> {
     }
 }
 
-/// A repository row as the decode point takes it (without the hash column).
-fn stored(e: &SerializedEvent) -> Stored<'_> {
-    Stored {
-        event_type: &e.event_type,
-        event_version: &e.event_version,
-        payload: &e.payload,
-        hash: None,
-    }
-}
-
-impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
+impl EventStore<Session> for CachingEventStore {
     type AC = EventStoreAggregateContext<Session>;
 
     async fn load_events(
         &self,
         aggregate_id: &str,
     ) -> Result<Vec<EventEnvelope<Session>>, AggregateError<SessionError>> {
-        let serialized = self.repo.get_events::<Session>(aggregate_id).await?;
-        let decoded = self.decode(&serialized, GENESIS_HASH.into()).await?;
-        serialized
-            .into_iter()
+        let rows = log::all_rows(&self.db, aggregate_id)
+            .await
+            .map_err(unexpected)?;
+        let missing = log::missing_documents(&rows);
+        log::load_documents(&self.db, &missing)
+            .await
+            .map_err(unexpected)?;
+        let decoded = log::decode_rows(
+            aggregate_id,
+            &rows,
+            GENESIS_HASH.into(),
+            &log::KeptDocuments,
+        )
+        .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
+        rows.into_iter()
             .zip(decoded)
-            .map(|(e, (sequence, payload))| {
+            .map(|(row, (sequence, payload))| {
                 Ok(EventEnvelope {
-                    aggregate_id: e.aggregate_id,
-                    sequence,
+                    aggregate_id: aggregate_id.to_string(),
+                    sequence: sequence as usize,
                     payload,
-                    metadata: serde_json::from_value(e.metadata)?,
+                    // Metadata values are strings; anything else reads as none.
+                    metadata: serde_json::from_value(row.metadata).unwrap_or_default(),
                 })
             })
             .collect()
@@ -195,14 +175,16 @@ impl<R: PersistedEventRepository> EventStore<Session> for CachingEventStore<R> {
         }
         let (mut aggregate, mut sequence) = kept.unwrap_or_default();
         // `sequence > 0` is the whole stream.
-        let newer = self
-            .repo
-            .get_last_events::<Session>(aggregate_id, sequence)
-            .await?;
-        let prev = aggregate.head_hash().to_string();
-        for (seq, event) in self.decode(&newer, prev).await? {
+        // `sequence` 0 is the whole stream.
+        let newer = log::read_between(&self.db, aggregate_id, sequence as u64, u64::MAX)
+            .await
+            .map_err(|e| match e {
+                interview_projections::ProjectionError::Db(e) => unexpected(e),
+                decode => AggregateError::DeserializationError(Box::new(decode)),
+            })?;
+        for (seq, event) in newer {
             aggregate.apply(event);
-            sequence = seq;
+            sequence = seq as usize;
         }
         Ok(EventStoreAggregateContext {
             aggregate_id: aggregate_id.to_string(),

@@ -14,15 +14,12 @@ use std::sync::Arc;
 use cqrs_es::{AggregateError, CqrsFramework};
 use interview_projections::{Db, Projector};
 use interview_session::{Session, SessionCommand, SessionError};
-use postgres_es::PostgresEventRepository;
-use sqlite_es::SqliteEventRepository;
 use tokio::sync::Mutex;
 
 use crate::event_store::{CachingEventStore, KeptSessions};
 use crate::stream_hub::{StreamHub, StreamNotifier};
 
-type PgCqrs = CqrsFramework<Session, CachingEventStore<PostgresEventRepository>>;
-type SqliteCqrs = CqrsFramework<Session, CachingEventStore<SqliteEventRepository>>;
+type Cqrs = CqrsFramework<Session, CachingEventStore>;
 
 /// Who sent a command; stored in each event's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +41,8 @@ impl Actor {
     }
 }
 
-enum Framework {
-    Postgres(PgCqrs),
-    Sqlite(SqliteCqrs),
-}
-
 pub struct SessionStore {
-    framework: Framework,
+    framework: Cqrs,
     /// The folded sessions the event store keeps (see `event_store`).
     kept: Arc<KeptSessions>,
     /// Commands on one session are serialized inside this process, so concurrent requests
@@ -79,18 +71,8 @@ impl SessionStore {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
             vec![Box::new(StreamNotifier(hub)), Box::new(completions)];
         let kept = Arc::new(KeptSessions::default());
-        let framework = match db {
-            Db::Postgres(pool) => {
-                let repo = PostgresEventRepository::new(pool.clone());
-                let store = CachingEventStore::new(repo, projector, db.clone(), kept.clone());
-                Framework::Postgres(CqrsFramework::new(store, queries, ()))
-            }
-            Db::Sqlite(sqlite) => {
-                let repo = SqliteEventRepository::new(sqlite.read.clone());
-                let store = CachingEventStore::new(repo, projector, db.clone(), kept.clone());
-                Framework::Sqlite(CqrsFramework::new(store, queries, ()))
-            }
-        };
+        let store = CachingEventStore::new(projector, db.clone(), kept.clone());
+        let framework = CqrsFramework::new(store, queries, ());
         SessionStore {
             framework,
             kept,
@@ -130,16 +112,10 @@ impl SessionStore {
         let mut attempt = 0;
         let mut doubted = false;
         loop {
-            let result = match &self.framework {
-                Framework::Postgres(cqrs) => {
-                    cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
-                        .await
-                }
-                Framework::Sqlite(cqrs) => {
-                    cqrs.execute_with_metadata(id, command.clone(), metadata.clone())
-                        .await
-                }
-            };
+            let result = self
+                .framework
+                .execute_with_metadata(id, command.clone(), metadata.clone())
+                .await;
             let outcome = match &result {
                 Ok(()) => "accepted",
                 Err(AggregateError::UserError(_)) => "refused",

@@ -204,8 +204,11 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
     ];
     // Sessions of this version name these documents: kept in memory, their first reads need no
     // query (they are content-addressed, so a copy never goes stale).
-    for (id, _, doc) in &documents {
+    let mut documents = documents;
+    for (id, _, doc) in &mut documents {
         if let Ok(doc) = doc {
+            // Stored as any store gives it back, so its content id checks out after a round trip.
+            interview_session::hash::normalize_numbers(doc);
             interview_projections::log::keep_document(id, doc);
         }
     }

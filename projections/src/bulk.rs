@@ -32,8 +32,12 @@ struct TextRow {
     hash: Option<Vec<u8>>,
 }
 
-/// Reads into the document cache what the batch's `session.created` events name.
-async fn load_documents(db: &crate::Db, rows: &[TextRow]) -> Result<(), ProjectionError> {
+/// The documents the batch's `session.created` events name, in a map of the batch's own (a
+/// batch may name more than the process-wide cache keeps).
+async fn load_documents(
+    db: &crate::Db,
+    rows: &[TextRow],
+) -> Result<std::collections::HashMap<String, serde_json::Value>, ProjectionError> {
     let mut missing = Vec::new();
     for row in rows.iter().filter(|r| r.event_type == "session.created") {
         let Ok(payload) = serde_json::from_str::<serde_json::Value>(&row.payload) else {
@@ -47,12 +51,21 @@ async fn load_documents(db: &crate::Db, rows: &[TextRow]) -> Result<(), Projecti
             hash: None,
             metadata: serde_json::Value::Null,
         };
-        missing.extend(crate::log::missing_documents(std::slice::from_ref(&stored)));
+        missing.extend(interview_session::codec::documents_needed(stored.stored()));
     }
     missing.sort();
     missing.dedup();
-    crate::log::load_documents(db, &missing).await?;
-    Ok(())
+    let mut documents = std::collections::HashMap::new();
+    use interview_session::codec::Documents;
+    for id in missing {
+        if KeptDocuments.document(&id).is_none() {
+            crate::log::load_documents(db, std::slice::from_ref(&id)).await?;
+        }
+        if let Some(document) = KeptDocuments.document(&id) {
+            documents.insert(id, document);
+        }
+    }
+    Ok(documents)
 }
 
 /// One session's rebuilt views.
@@ -137,7 +150,7 @@ impl Projector {
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
         let events = rows.len() as u64;
-        load_documents(self.db(), &rows).await?;
+        let documents = load_documents(self.db(), &rows).await?;
         let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
         let mut prev = GENESIS_HASH.to_string();
         for row in rows {
@@ -155,7 +168,7 @@ impl Projector {
                 &row.payload,
                 row.hash.as_deref(),
                 &prev,
-                &KeptDocuments,
+                &documents,
             )
             .map_err(|source| ProjectionError::Decode {
                 session_id: row.session_id.clone(),

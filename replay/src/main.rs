@@ -92,8 +92,8 @@ enum Command {
     /// event), the sequence, the aggregate's rules over the stream, and every column of the
     /// stored read models (session_state, transcript, decision_log, results) against the rows
     /// rebuilt from the log. Not covered: event metadata (actor, request_id) — stored beside the
-    /// payload, outside the hash — and the studies tables (a session carries its own pinned
-    /// copy of its study, which is covered).
+    /// payload, outside the hash — and the studies table (a session pins its study's
+    /// documents by content id, and each is checked against its id).
     Verify {
         #[arg(required_unless_present_any = ["all", "bundle"])]
         session_id: Option<String>,

@@ -221,16 +221,24 @@ async fn one_session(server: &Server, seed: u64) -> Result<(), String> {
     let mut log = vec![format!("seed {seed}")];
     let llm = rng.chance(40);
     let slug = if llm { "gen-llm" } else { "gen-rules" };
-    let created: Value = server
+    let res = server
         .post(
             &format!("/api/public/studies/{slug}/sessions"),
             None,
             json!({}),
         )
+        .await;
+    let status = res.status();
+    let body = res
+        .bytes()
         .await
-        .json()
-        .await
-        .map_err(|e| format!("create: {e}"))?;
+        .map_err(|e| format!("create ({status}): {e:?}"))?;
+    let created: Value = serde_json::from_slice(&body).map_err(|e| {
+        format!(
+            "create ({status}): {e}: {:?}",
+            String::from_utf8_lossy(&body)
+        )
+    })?;
     let session = created["session_id"]
         .as_str()
         .ok_or("no session id")?

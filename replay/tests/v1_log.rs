@@ -209,6 +209,85 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
     }
 }
 
+/// The server goes on from the hash that is stored, not from one it recomputes from a payload:
+/// an edited payload breaks the chain at that event only, even for events written after it by a
+/// process that read the log cold.
+async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
+    let first = start(store).await;
+    let events = fixture_events();
+    let session = events[0]["payload"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cut = events
+        .iter()
+        .position(|e| {
+            e["event_type"] == "session.status_changed" && e["payload"]["to"] == "waiting_for_user"
+        })
+        .unwrap();
+    insert(&first.db, &session, &events[..=cut]).await;
+    let later = chrono::Utc::now() + chrono::Duration::days(2);
+    let system = |command| {
+        let state = first.state.clone();
+        let session = session.clone();
+        async move {
+            state
+                .store
+                .execute(
+                    &session,
+                    command,
+                    interview_runtime::store::Actor::System,
+                    "test",
+                )
+                .await
+                .unwrap()
+        }
+    };
+    system(interview_session::SessionCommand::Expire { at: later }).await;
+    // An edit of a version 2 payload, under the session.
+    let sql = match store {
+        Store::Sqlite => format!("UPDATE events SET payload = json_set(payload, '$.reason', 'participant_requested_end') WHERE aggregate_id = '{session}' AND event_type = 'session.abandoned'"),
+        Store::Postgres => format!("UPDATE events SET payload = jsonb_set(payload, '{{reason}}', '\"participant_requested_end\"') WHERE aggregate_id = '{session}' AND event_type = 'session.abandoned'"),
+    };
+    interview_projections::on_db!(write(&first.db), |pool| {
+        sqlx::query(&sql).execute(pool).await.unwrap();
+    });
+    // Another process, cold, writes after it.
+    let settings = Settings {
+        bind: "127.0.0.1:0".into(),
+        database_url: Some(first.url.clone()),
+        data_dir: std::env::temp_dir().join(format!("replay-v1-{}", uuid::Uuid::new_v4().simple())),
+        researcher_tokens: vec![Secret("r".into())],
+        sweep_interval_secs: 0,
+        demo_study: false,
+        ..Settings::default()
+    };
+    let second = Application::build(settings).await.unwrap();
+    second
+        .state()
+        .store
+        .execute(
+            &session,
+            interview_session::SessionCommand::RecordError {
+                source: "test".into(),
+                code: "after_the_edit".into(),
+                message: "written by a cold process".into(),
+                at: later,
+            },
+            interview_runtime::store::Actor::System,
+            "test",
+        )
+        .await
+        .unwrap();
+    let (code, out, _) = replay(&first.url, &["verify", &session]);
+    assert_eq!(code, 1, "{out}");
+    let broken: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("does not match"))
+        .collect();
+    assert_eq!(broken.len(), 1, "only the edited event: {out}");
+}
+
 mod sqlite {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time() {
@@ -218,6 +297,10 @@ mod sqlite {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
         super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Sqlite).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edited_payload_breaks_the_chain_at_that_event_only() {
+        super::an_edited_payload_breaks_the_chain_at_that_event_only(super::Store::Sqlite).await
     }
 }
 
@@ -230,5 +313,9 @@ mod postgres {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
         super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Postgres).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_edited_payload_breaks_the_chain_at_that_event_only() {
+        super::an_edited_payload_breaks_the_chain_at_that_event_only(super::Store::Postgres).await
     }
 }

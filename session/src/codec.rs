@@ -112,8 +112,15 @@ const STUDY_DOCUMENTS: [(&str, &str, &str); 4] = [
     ("model_config", "model_config_version_id", "mcv"),
 ];
 
-/// The version 2 payload of an event (what its hash covers).
+/// The version 2 payload of an event (what its hash covers), its numbers normalized
+/// (`hash::normalize_numbers`): what any store gives back.
 pub fn payload(body: &EventBody, at: DateTime<Utc>) -> Value {
+    payload_and_changed(body, at).0
+}
+
+/// [`payload`], and whether normalizing changed a number (the sealed body is then read back from
+/// it, so the event in memory is the one every reader decodes).
+pub fn payload_and_changed(body: &EventBody, at: DateTime<Utc>) -> (Value, bool) {
     let mut value = serde_json::to_value(V2Out { body, at }).expect("events serialize");
     let map = value.as_object_mut().expect("an event is an object");
     map.remove("type");
@@ -122,7 +129,21 @@ pub fn payload(body: &EventBody, at: DateTime<Utc>) -> Value {
             study.remove(field);
         }
     }
-    value
+    let changed = crate::hash::normalize_numbers(&mut value);
+    (value, changed)
+}
+
+/// The body as every reader decodes it from `payload` (see [`payload_and_changed`]).
+pub fn body_from(event_type: &str, payload: &Value, body: EventBody) -> EventBody {
+    let mut full = payload.clone();
+    if let Some(map) = full.as_object_mut() {
+        map.insert("type".into(), Value::String(event_type.into()));
+    }
+    match body {
+        // The study stays the one sealed (its documents are not in the payload).
+        EventBody::SessionCreated { .. } => body,
+        other => serde_json::from_value::<V2In>(full).map_or(other, |v| v.body),
+    }
 }
 
 /// The version 2 hash of `payload` after `prev_hash`.
@@ -174,6 +195,15 @@ pub fn decode(
                 .as_object_mut()
                 .ok_or_else(|| serde::de::Error::custom("the payload is not an object"))
                 .map_err(DecodeError::Malformed)?;
+            // Keys a version 2 payload never has: the column says the type, the chain the hashes.
+            if let Some(key) = ["type", "hash", "prev_hash"]
+                .into_iter()
+                .find(|k| map.contains_key(*k))
+            {
+                return Err(DecodeError::Malformed(serde::de::Error::custom(format!(
+                    "a version 2 payload has no {key:?} key"
+                ))));
+            }
             map.insert("type".into(), Value::String(row.event_type.into()));
             if row.event_type == "session.created" {
                 attach_documents(map, documents)?;
@@ -209,18 +239,29 @@ pub fn decode_text(
 ) -> Result<SessionEvent, DecodeError> {
     let fast = match (event_version, hash) {
         ("1", _) => Some(serde_json::from_str::<SessionEvent>(payload)?),
-        ("2", Some(hash)) if hash.len() == 32 && event_type != "session.created" => {
+        // The splice is only for payloads without the keys version 2 never has (those take the
+        // tree path and are refused there).
+        ("2", Some(hash))
+            if hash.len() == 32
+                && event_type != "session.created"
+                && !["\"type\"", "\"hash\"", "\"prev_hash\""]
+                    .iter()
+                    .any(|k| payload.contains(k)) =>
+        {
             // `{"at": …}` becomes `{"type": "<event_type>", "at": …}`.
             match payload.trim_start().strip_prefix('{') {
                 Some(rest) if !rest.trim_start().starts_with('}') => {
                     let text = format!("{{\"type\":{},{rest}", Value::from(event_type));
-                    let V2In { body, at } = serde_json::from_str(&text)?;
-                    Some(SessionEvent {
-                        body,
-                        at,
-                        prev_hash: prev_hash.to_string(),
-                        hash: hex(hash),
-                    })
+                    // Anything the fast path cannot read (a duplicated key in SQLite's text, say)
+                    // is read as the tree path reads it, so rebuild and verify agree.
+                    serde_json::from_str::<V2In>(&text)
+                        .ok()
+                        .map(|V2In { body, at }| SessionEvent {
+                            body,
+                            at,
+                            prev_hash: prev_hash.to_string(),
+                            hash: hex(hash),
+                        })
                 }
                 _ => None,
             }
@@ -272,9 +313,11 @@ fn attach_documents(
 }
 
 /// Whether `document` is the one its content id `id` names (`prefix_` + the first 128 bits of
-/// the SHA-256 of its canonical JSON).
+/// the SHA-256 of its canonical JSON, numbers normalized).
 pub fn document_matches(prefix: &str, id: &str, document: &Value) -> bool {
-    let digest = sha256_hex(canonical_json(document).as_bytes());
+    let mut document = document.clone();
+    crate::hash::normalize_numbers(&mut document);
+    let digest = sha256_hex(canonical_json(&document).as_bytes());
     id == format!("{prefix}_{}", &digest[..32])
 }
 

@@ -260,3 +260,95 @@ fn a_row_that_does_not_match_its_columns_is_refused() {
     assert_eq!(hex_to_bytes("0a f"), None);
     let _ = Utc::now();
 }
+
+#[test]
+fn numbers_are_stored_as_any_store_gives_them_back() {
+    // PostgreSQL's jsonb has no negative zero and prints 1e16 as 10000000000000000: the payload
+    // (and so the hash) is made of what comes back, and the sealed event is the one decoded.
+    let e = SessionEvent::seal(
+        EventBody::ToolCallCompleted {
+            tool_call_id: "tc".into(),
+            tool_result: json!({"value": -0.0, "big": 1e16, "small": 0.5, "n": 3}),
+        },
+        DateTime::UNIX_EPOCH,
+        GENESIS_HASH,
+    );
+    let enc = encode(&e);
+    assert_eq!(
+        enc.payload["tool_result"],
+        json!({"value": 0.0, "big": 10000000000000000u64, "small": 0.5, "n": 3})
+    );
+    let EventBody::ToolCallCompleted { tool_result, .. } = &e.body else {
+        unreachable!()
+    };
+    assert_eq!(tool_result, &enc.payload["tool_result"]);
+    // What a store gives back hashes the same.
+    let back: Value = serde_json::from_str(&enc.payload.to_string()).unwrap();
+    assert_eq!(hash(GENESIS_HASH, enc.event_type, &back), e.hash);
+    assert_eq!(decode(stored(&enc), GENESIS_HASH, &NoDocuments).unwrap(), e);
+}
+
+#[test]
+fn keys_a_version_2_payload_never_has_are_refused_and_every_key_is_hashed() {
+    let a = message(GENESIS_HASH, "Hi");
+    let mut enc = encode(&a);
+    enc.payload["hash"] = json!("not covered before");
+    assert!(decode(stored(&enc), GENESIS_HASH, &NoDocuments).is_err());
+    assert!(decode_text(
+        enc.event_type,
+        "2",
+        &enc.payload.to_string(),
+        Some(&enc.hash),
+        GENESIS_HASH,
+        &NoDocuments
+    )
+    .is_err());
+    // The added key is under the hash: the chain breaks there.
+    assert!(verify_chain([(1, enc.event_type, "2", &enc.payload, Some(&enc.hash[..]))]).is_err());
+    // A version 1 event after version 2 ones is flagged (nothing writes version 1 any more).
+    let b = message(&a.hash, "Then?");
+    let (payload_b, _) = v1(&b, &a.hash);
+    let ea = encode(&a);
+    let breaks = verify_chain([
+        (1, ea.event_type, "2", &ea.payload, Some(&ea.hash[..])),
+        (2, "agent.message.completed", "1", &payload_b, None),
+    ])
+    .unwrap_err();
+    assert!(
+        breaks
+            .iter()
+            .any(|b| b.problem.contains("version 1 event after")),
+        "{breaks:?}"
+    );
+}
+
+#[test]
+fn the_text_path_reads_a_duplicated_key_as_the_tree_path_does() {
+    let a = message(GENESIS_HASH, "orig");
+    let enc = encode(&a);
+    // SQLite keeps the text as written: a key added ahead of the real one.
+    let text = enc
+        .payload
+        .to_string()
+        .replacen('{', "{\"content\":\"FORGED\",", 1);
+    let tree: Value = serde_json::from_str(&text).unwrap();
+    let by_tree = decode(
+        Stored {
+            payload: &tree,
+            ..stored(&enc)
+        },
+        GENESIS_HASH,
+        &NoDocuments,
+    )
+    .unwrap();
+    let by_text = decode_text(
+        enc.event_type,
+        "2",
+        &text,
+        Some(&enc.hash),
+        GENESIS_HASH,
+        &NoDocuments,
+    )
+    .unwrap();
+    assert_eq!(by_text, by_tree);
+}

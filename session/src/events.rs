@@ -291,8 +291,13 @@ pub struct SessionEvent {
 impl SessionEvent {
     /// Seals `body` onto the chain after `prev_hash`.
     pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
-        let payload = crate::codec::payload(&body, at);
+        let (payload, changed) = crate::codec::payload_and_changed(&body, at);
         let hash = crate::codec::hash(prev_hash, body.event_type(), &payload);
+        let body = if changed {
+            crate::codec::body_from(body.event_type(), &payload, body)
+        } else {
+            body
+        };
         Self {
             body,
             at,

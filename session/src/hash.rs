@@ -13,6 +13,46 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// Rewrites the numbers a store would give back differently, so a payload hashes the same before
+/// and after a round trip through PostgreSQL's `jsonb` (whose `numeric` has no negative zero and
+/// prints large whole numbers without an exponent): `-0.0` becomes `0.0`, and a whole float of
+/// 1e16 or more (serialized as `1e16`) becomes the integer it is, when one holds it. Returns
+/// whether anything changed.
+pub fn normalize_numbers(value: &mut Value) -> bool {
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if n.is_f64() && x == 0.0 && x.is_sign_negative() => {
+                *value = serde_json::json!(0.0);
+                true
+            }
+            Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() >= 1e16 => {
+                let whole = if (0.0..18_446_744_073_709_551_616.0).contains(&x) {
+                    Some(Value::from(x as u64))
+                } else if (-9_223_372_036_854_775_808.0..0.0).contains(&x) {
+                    Some(Value::from(x as i64))
+                } else {
+                    None
+                };
+                match whole {
+                    Some(w) => {
+                        *value = w;
+                        true
+                    }
+                    None => false,
+                }
+            }
+            _ => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |c, v| normalize_numbers(v) | c),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |c, v| normalize_numbers(v) | c),
+        _ => false,
+    }
+}
+
 /// `prev_hash` of a session's first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -76,8 +116,9 @@ pub fn event_hash(
     event_version: &str,
     payload: &Value,
 ) -> String {
+    // A version 1 payload carries its own hash; from version 2 every key is under the hash.
     let canonical = match payload {
-        Value::Object(map) if map.contains_key("hash") => {
+        Value::Object(map) if event_version == "1" && map.contains_key("hash") => {
             let mut without = map.clone();
             without.remove("hash");
             canonical_json(&Value::Object(without))
@@ -118,6 +159,7 @@ pub fn verify_chain<'a>(
     let mut breaks = Vec::new();
     let mut expected_prev = GENESIS_HASH.to_string();
     let mut expected_seq = 1usize;
+    let mut seen_v2 = false;
     for (sequence, event_type, event_version, payload, column) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
@@ -127,6 +169,11 @@ pub fn verify_chain<'a>(
         }
         expected_seq = sequence + 1;
         let mut problem = |problem: String| breaks.push(ChainBreak { sequence, problem });
+        if event_version == "1" && seen_v2 {
+            // Nothing writes version 1 any more: one after a later version was put there.
+            problem("a version 1 event after events of a later version".into());
+        }
+        seen_v2 |= event_version != "1";
         let stored = if event_version == "1" {
             let prev = payload
                 .get("prev_hash")

@@ -396,7 +396,9 @@ impl VersionedDocuments {
 
 /// `prefix_` + the first 128 bits of the SHA-256 of the document's canonical JSON.
 pub fn content_id<T: Serialize>(prefix: &str, doc: &T) -> String {
-    let value = serde_json::to_value(doc).expect("configuration documents serialize");
+    let mut value = serde_json::to_value(doc).expect("configuration documents serialize");
+    // As a store gives it back (see `hash::normalize_numbers`).
+    crate::hash::normalize_numbers(&mut value);
     let digest = sha256_hex(canonical_json(&value).as_bytes());
     format!("{prefix}_{}", &digest[..32])
 }
