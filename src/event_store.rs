@@ -89,6 +89,14 @@ fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateErr
     AggregateError::UnexpectedError(Box::new(e))
 }
 
+/// A failed read of the log: the database's error, or an event that does not decode.
+fn reading(e: interview_projections::ProjectionError) -> AggregateError<SessionError> {
+    match e {
+        interview_projections::ProjectionError::Db(e) => unexpected(e),
+        decode => AggregateError::DeserializationError(Box::new(decode)),
+    }
+}
+
 impl CachingEventStore {
     pub fn new(projector: Arc<Projector>, db: Db, sessions: Arc<KeptSessions>) -> Self {
         Self {
@@ -134,17 +142,9 @@ impl EventStore<Session> for CachingEventStore {
         let rows = log::all_rows(&self.db, aggregate_id)
             .await
             .map_err(unexpected)?;
-        let missing = log::missing_documents(&rows);
-        log::load_documents(&self.db, &missing)
+        let decoded = log::decode_read(&self.db, aggregate_id, &rows, GENESIS_HASH.into())
             .await
-            .map_err(unexpected)?;
-        let decoded = log::decode_rows(
-            aggregate_id,
-            &rows,
-            GENESIS_HASH.into(),
-            &log::KeptDocuments,
-        )
-        .map_err(|e| AggregateError::DeserializationError(Box::new(e)))?;
+            .map_err(reading)?;
         rows.into_iter()
             .zip(decoded)
             .map(|(row, (sequence, payload))| {
@@ -178,10 +178,7 @@ impl EventStore<Session> for CachingEventStore {
         // `sequence` 0 is the whole stream.
         let newer = log::read_between(&self.db, aggregate_id, sequence as u64, u64::MAX)
             .await
-            .map_err(|e| match e {
-                interview_projections::ProjectionError::Db(e) => unexpected(e),
-                decode => AggregateError::DeserializationError(Box::new(decode)),
-            })?;
+            .map_err(reading)?;
         for (seq, event) in newer {
             aggregate.apply(event);
             sequence = seq as usize;

@@ -43,15 +43,14 @@ async fn load_documents(
         let Ok(payload) = serde_json::from_str::<serde_json::Value>(&row.payload) else {
             continue;
         };
-        let stored = crate::log::Row {
-            sequence: row.sequence,
-            event_type: row.event_type.clone(),
-            event_version: row.event_version.clone(),
-            payload,
-            hash: None,
-            metadata: serde_json::Value::Null,
-        };
-        missing.extend(interview_session::codec::documents_needed(stored.stored()));
+        missing.extend(interview_session::codec::documents_needed(
+            interview_session::codec::Stored {
+                event_type: &row.event_type,
+                event_version: &row.event_version,
+                payload: &payload,
+                hash: None,
+            },
+        ));
     }
     missing.sort();
     missing.dedup();

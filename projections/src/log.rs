@@ -209,9 +209,19 @@ pub async fn read_between(
         Some(first) if after > 0 && first.sequence == after => row_hash(&rows.remove(0)),
         _ => GENESIS_HASH.to_string(),
     };
-    let missing = missing_documents(&rows);
+    decode_read(db, session_id, &rows, prev).await
+}
+
+/// [`decode_rows`] for rows read from `db`, after reading the study documents they name.
+pub async fn decode_read(
+    db: &Db,
+    session_id: &str,
+    rows: &[Row],
+    prev: String,
+) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
+    let missing = missing_documents(rows);
     if !missing.is_empty() {
         load_documents(db, &missing).await?;
     }
-    decode_rows(session_id, &rows, prev, &KeptDocuments)
+    decode_rows(session_id, rows, prev, &KeptDocuments)
 }

@@ -64,10 +64,12 @@ pub async fn events(
     session_id: &str,
 ) -> Result<Vec<(u64, String, Value, Value)>, crate::ProjectionError> {
     let rows = crate::log::all_rows(db, session_id).await?;
+    // The rows already read, decoded (only needed when some are not shown as stored).
     let decoded = if rows.iter().all(|r| r.event_version == "1") {
         Vec::new()
     } else {
-        crate::log::read_between(db, session_id, 0, u64::MAX).await?
+        let genesis = interview_session::hash::GENESIS_HASH.to_string();
+        crate::log::decode_read(db, session_id, &rows, genesis).await?
     };
     // A version 2 command's request id is stored on its first event only.
     let mut request_id = Value::Null;

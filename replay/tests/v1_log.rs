@@ -288,34 +288,22 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
     assert_eq!(broken.len(), 1, "only the edited event: {out}");
 }
 
-mod sqlite {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time() {
-        super::a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(super::Store::Sqlite)
-            .await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
-        super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Sqlite).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_edited_payload_breaks_the_chain_at_that_event_only() {
-        super::an_edited_payload_breaks_the_chain_at_that_event_only(super::Store::Sqlite).await
-    }
+/// One `#[tokio::test]` per store for each named `async fn(Store)`.
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Store::Sqlite).await } )*
+        }
+        mod postgres {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Store::Postgres).await } )*
+        }
+    };
 }
 
-mod postgres {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time() {
-        super::a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(super::Store::Postgres)
-            .await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_session_left_open_in_version_1_goes_on_in_version_2() {
-        super::a_session_left_open_in_version_1_goes_on_in_version_2(super::Store::Postgres).await
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_edited_payload_breaks_the_chain_at_that_event_only() {
-        super::an_edited_payload_breaks_the_chain_at_that_event_only(super::Store::Postgres).await
-    }
-}
+both_stores!(
+    a_version_1_log_verifies_and_rebuilds_the_views_of_its_time,
+    a_session_left_open_in_version_1_goes_on_in_version_2,
+    an_edited_payload_breaks_the_chain_at_that_event_only,
+);
