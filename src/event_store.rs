@@ -230,7 +230,13 @@ impl EventStore<Session> for CachingEventStore {
                 )
             })
             .collect();
-        if let Err(e) = self.projector.append_and_project(&rows).await {
+        // The session's contribution to its study overview, when this command moved it.
+        let moved = envelopes
+            .iter()
+            .any(|e| interview_session::aggregate::moves_overview(&e.payload.body))
+            .then(|| interview_projections::overview::Moved::of(&aggregate_id, &aggregate))
+            .flatten();
+        if let Err(e) = self.projector.append_and_project(&rows, moved).await {
             self.keep(&aggregate_id, None);
             return Err(e.into());
         }

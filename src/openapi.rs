@@ -12,7 +12,7 @@ use crate::routes::{health, research, sessions, stream, studies};
     info(title = "Interview Runtime API", description = "Event-sourced AI interview runtime"),
     paths(
         health::healthz, health::readyz,
-        studies::create, studies::list, studies::get, studies::replace, studies::publish, studies::pause, studies::resume,
+        studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume,
         sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::agui::run,
         crate::routes::page::study_page, crate::routes::page::session_page, crate::routes::page::asset, crate::routes::page::favicon, crate::meters::scrape,
         stream::stream,

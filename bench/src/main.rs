@@ -10,6 +10,7 @@
 mod agui;
 mod growth;
 mod load;
+mod overview;
 #[allow(dead_code)]
 #[path = "../../tests/api/participant.rs"]
 mod participant;
@@ -67,6 +68,9 @@ struct Args {
     /// Only the llm path against the hosted-model simulation, per store.
     #[arg(long)]
     hosted_only: bool,
+    /// Only the study overview on a study of 10,000 sessions, per store.
+    #[arg(long)]
+    overview_only: bool,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -243,6 +247,10 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     }
     if args.growth_only {
         growth::run(label, &server, &http).await;
+        return;
+    }
+    if args.overview_only {
+        overview::run(label, &server, &http).await;
         return;
     }
     if args.commands_only {
@@ -437,7 +445,12 @@ fn main() {
                 None => eprintln!("TEST_DATABASE_URL is unset: skipping PostgreSQL (scripts/bench starts one)"),
             }
         }
-        if !args.commands_only && !args.hosted_only && !args.growth_only && !args.agui_only {
+        if !args.commands_only
+            && !args.hosted_only
+            && !args.growth_only
+            && !args.agui_only
+            && !args.overview_only
+        {
             scale::idle_streams(&args.server_binary).await;
         }
     });

@@ -72,6 +72,8 @@ struct Folded {
     session_id: String,
     view: SessionStateView,
     rows: NewRows,
+    /// The session itself, for its study overview contribution.
+    session: interview_session::Session,
 }
 
 impl Projector {
@@ -159,6 +161,7 @@ impl Projector {
                     session_id: row.session_id.clone(),
                     view: SessionStateView::default(),
                     rows: NewRows::default(),
+                    session: interview_session::Session::default(),
                 });
             }
             let event = codec::decode_text(
@@ -176,7 +179,8 @@ impl Projector {
             })?;
             let f = folded.last_mut().expect("just pushed");
             f.view.apply(row.sequence, &event, &mut f.rows);
-            prev = event.hash;
+            prev = event.hash.clone();
+            cqrs_es::Aggregate::apply(&mut f.session, event);
         }
         Ok((folded, events))
     }
@@ -234,6 +238,11 @@ impl Projector {
                 .collect();
             crate::view_writes::insert_decisions(&mut tx, &decisions).await?;
             crate::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view)).await?;
+            let moved: Vec<_> = folded
+                .iter()
+                .filter_map(|f| crate::overview::Moved::of(&f.session_id, &f.session))
+                .collect();
+            crate::overview::write(&mut tx, &moved).await?;
             tx.commit().await?;
         });
         Ok(())

@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::log::NewEvent;
+use crate::overview::{self, Moved};
 use crate::projector::{fold_pending, placeholders, RecentViews};
 use crate::views::{NewRows, SessionStateView};
 use crate::{on_db, view_writes, Db, ProjectionError};
@@ -32,8 +33,13 @@ const MAX_BATCH: usize = 64;
 
 struct Job {
     events: Vec<NewEvent>,
+    moved: Option<Moved>,
     reply: oneshot::Sender<Result<(), PersistenceError>>,
 }
+
+/// One command's events, and its session's new contribution to the study overview when the
+/// command moved it.
+pub(crate) type Command<'a> = (&'a [NewEvent], Option<&'a Moved>);
 
 /// The sending side; the committing task ends when it is dropped.
 #[derive(Clone, Debug)]
@@ -48,10 +54,15 @@ impl GroupCommit {
     }
 
     /// Commits `events` with whatever else is waiting; returns once they are committed (or not).
-    pub(crate) async fn submit(&self, events: &[NewEvent]) -> Result<(), PersistenceError> {
+    pub(crate) async fn submit(
+        &self,
+        events: &[NewEvent],
+        moved: Option<Moved>,
+    ) -> Result<(), PersistenceError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             events: events.to_vec(),
+            moved,
             reply,
         };
         if self.0.send(job).is_err() {
@@ -74,7 +85,10 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
                 Err(_) => break,
             }
         }
-        let commands: Vec<&[NewEvent]> = jobs.iter().map(|j| j.events.as_slice()).collect();
+        let commands: Vec<Command> = jobs
+            .iter()
+            .map(|j| (j.events.as_slice(), j.moved.as_ref()))
+            .collect();
         let started = std::time::Instant::now();
         let outcomes = commit(&db, &recent, &commands).await;
         metrics::histogram!("interview_commit_batch_commands").record(commands.len() as f64);
@@ -97,7 +111,7 @@ async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<J
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
-    commands: &[&[NewEvent]],
+    commands: &[Command<'_>],
 ) -> Vec<Result<(), PersistenceError>> {
     let postgres = db.is_postgres();
     let result = on_db!(write(db), |pool| {
@@ -179,7 +193,7 @@ struct Fast<'a> {
 async fn try_commit<DB>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
-    commands: &[&[NewEvent]],
+    commands: &[Command<'_>],
     postgres: bool,
 ) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError>
 where
@@ -208,7 +222,7 @@ where
 
     // 1. Every command's events in one insert; a taken sequence is skipped, not an error.
     // In one order on every process, so two batches touching the same sessions lock alike.
-    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.iter()).collect();
+    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
     all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let mut inserted: HashSet<(String, i64)> = HashSet::new();
     for chunk in all.chunks(4_000) {
@@ -233,7 +247,7 @@ where
             inserted.insert((row.try_get(0)?, row.try_get(1)?));
         }
     }
-    for (command, outcome) in commands.iter().zip(outcomes.iter_mut()) {
+    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
         let ours: Vec<i64> = command
             .iter()
             .map(|e| e.sequence as i64)
@@ -259,7 +273,7 @@ where
     // 2. Fold in memory what starts from a kept view; the rest from the stored rows.
     let mut fast: Vec<Fast> = Vec::new();
     let mut slow: Vec<usize> = Vec::new();
-    for (i, command) in commands.iter().enumerate() {
+    for (i, (command, _)) in commands.iter().enumerate() {
         let Some(first) = command.first() else {
             continue;
         };
@@ -314,13 +328,21 @@ where
     }
     let mut folded: Vec<SessionStateView> = fast.into_iter().map(|f| f.view).collect();
     for i in slow {
-        if let Some(view) = fold_pending(&mut tx, &commands[i][0].aggregate_id, postgres)
+        if let Some(view) = fold_pending(&mut tx, &commands[i].0[0].aggregate_id, postgres, false)
             .await?
             .1
         {
             folded.push(view);
         }
     }
+    // 3. The study overview, for the commands that moved it (their sessions are distinct).
+    let moved: Vec<Moved> = commands
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, outcome)| outcome.is_ok())
+        .filter_map(|((_, moved), _)| moved.cloned())
+        .collect();
+    overview::write(&mut tx, &moved).await?;
     tx.commit().await?;
     for view in folded {
         recent.keep(view);

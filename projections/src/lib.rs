@@ -13,6 +13,7 @@ pub mod db;
 pub mod group_commit;
 pub mod locks;
 pub mod log;
+pub mod overview;
 pub mod processes;
 pub mod projector;
 pub mod read;

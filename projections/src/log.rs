@@ -225,3 +225,48 @@ pub async fn decode_read(
     }
     decode_rows(session_id, rows, prev, &KeptDocuments)
 }
+
+/// A session's rows from `from` on, read in the caller's transaction (which sees its own
+/// uncommitted events), with the documents they name kept for decoding.
+pub(crate) async fn rows_in<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+    from: i64,
+) -> Result<Vec<Row>, sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> Value: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+{
+    use sqlx::Row as _;
+    let stored = sqlx::query(&format!(
+        "SELECT {ROW_COLUMNS} FROM events \
+         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence >= $3 ORDER BY sequence"
+    ))
+    .bind(AGGREGATE_TYPE)
+    .bind(session_id)
+    .bind(from)
+    .fetch_all(&mut **tx)
+    .await?;
+    let rows = stored
+        .iter()
+        .map(Row::from_sql)
+        .collect::<Result<Vec<_>, _>>()?;
+    for id in missing_documents(&rows) {
+        let found = sqlx::query("SELECT document FROM config_documents WHERE version_id = $1")
+            .bind(&id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(found) = found {
+            keep_document(&id, &found.try_get::<Value, _>(0)?);
+        }
+    }
+    Ok(rows)
+}

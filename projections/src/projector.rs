@@ -19,6 +19,7 @@ use crate::db::Db;
 use crate::group_commit::{self, GroupCommit};
 use crate::log::{self, NewEvent};
 use crate::on_db;
+use crate::overview::Moved;
 use crate::view_writes;
 use crate::views::{NewRows, SessionStateView};
 
@@ -108,7 +109,7 @@ impl Projector {
         let postgres = self.db.is_postgres();
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            let (applied, _) = fold_pending(&mut tx, session_id, postgres).await?;
+            let (applied, _) = fold_pending(&mut tx, session_id, postgres, true).await?;
             if applied == 0 {
                 tx.rollback().await?;
             } else {
@@ -123,13 +124,19 @@ impl Projector {
     /// optimistic-lock race. With group commit on, the transaction is shared with whatever other
     /// commands are waiting ([`crate::group_commit`]).
     #[tracing::instrument(skip_all, err)]
-    pub async fn append_and_project(&self, events: &[NewEvent]) -> Result<(), PersistenceError> {
+    /// `moved` is the session's new contribution to its study's overview, when the command
+    /// wrote an event that moves it ([`interview_session::aggregate::moves_overview`]).
+    pub async fn append_and_project(
+        &self,
+        events: &[NewEvent],
+        moved: Option<Moved>,
+    ) -> Result<(), PersistenceError> {
         if events.is_empty() {
             return Ok(());
         }
         match &self.group {
-            Some(group) => group.submit(events).await,
-            None => group_commit::commit(&self.db, &self.recent, &[events])
+            Some(group) => group.submit(events, moved).await,
+            None => group_commit::commit(&self.db, &self.recent, &[(events, moved.as_ref())])
                 .await
                 .remove(0),
         }
@@ -182,6 +189,7 @@ impl Projector {
         for session_id in &lagging {
             applied += self.project(session_id).await?;
         }
+        self.backfill_overviews().await?;
         metrics::counter!("interview_projection_caught_up_events_total").increment(applied);
         metrics::gauge!("interview_projection_lag_events").set(applied as f64);
         if applied > 0 {
@@ -207,10 +215,13 @@ pub(crate) fn end_reason_text(view: &SessionStateView) -> Option<String> {
 
 /// Folds the session's events after the view's `last_seq` into the views, in the caller's
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
+/// With `overview`, a session whose new events move its study overview contribution is folded
+/// whole once more for it (a command's own contribution comes with its events instead).
 pub(crate) async fn fold_pending<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     postgres: bool,
+    overview: bool,
 ) -> Result<(u64, Option<SessionStateView>), ProjectionError>
 where
     DB: sqlx::Database,
@@ -246,20 +257,7 @@ where
         .await?;
     let last_seq: i64 = row.try_get("last_seq")?;
     // From the view's last event, for the hash the first new one links to.
-    let stored = sqlx::query(&format!(
-        "SELECT {} FROM events \
-         WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence >= $3 ORDER BY sequence",
-        log::ROW_COLUMNS
-    ))
-    .bind(AGGREGATE_TYPE)
-    .bind(session_id)
-    .bind(last_seq.max(1))
-    .fetch_all(&mut **tx)
-    .await?;
-    let mut rows = stored
-        .iter()
-        .map(log::Row::from_sql)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = log::rows_in(tx, session_id, last_seq.max(1)).await?;
     let prev = match rows.first() {
         Some(first) if last_seq > 0 && first.sequence == last_seq as u64 => {
             log::row_hash(&rows.remove(0))
@@ -268,15 +266,6 @@ where
     };
     if rows.is_empty() {
         return Ok((0, None));
-    }
-    for id in log::missing_documents(&rows) {
-        let found = sqlx::query("SELECT document FROM config_documents WHERE version_id = $1")
-            .bind(&id)
-            .fetch_optional(&mut **tx)
-            .await?;
-        if let Some(found) = found {
-            log::keep_document(&id, &found.try_get::<Value, _>(0)?);
-        }
     }
     let events = log::decode_rows(session_id, &rows, prev, &log::KeptDocuments)?;
     let mut view: SessionStateView = if last_seq == 0 {
@@ -300,6 +289,12 @@ where
     write_views(tx, session_id, &view, &new_rows, last_seq).await?;
     if postgres {
         view_writes::notify(tx, &[(session_id, view.last_seq)]).await?;
+    }
+    let moves = |(_, e): &(u64, interview_session::SessionEvent)| {
+        interview_session::aggregate::moves_overview(&e.body)
+    };
+    if overview && events.iter().any(moves) {
+        crate::overview::recompute(tx, session_id).await?;
     }
     Ok((events.len() as u64, Some(view)))
 }

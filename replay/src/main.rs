@@ -331,6 +331,7 @@ fn report(id: &str, count: usize, head: &str, problems: &[String]) -> Result<(),
 
 async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result<(), ExitCode> {
     let db = open(url, true).await?;
+    let single = session_id.is_some();
     let ids = match (session_id, all) {
         (Some(id), _) => vec![id],
         (None, _) => read::session_ids(&db)
@@ -338,6 +339,13 @@ async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result
             .map_err(|e| fail(SourceError::Database(e.to_string())))?,
     };
     let projector = Projector::new(db);
+    if !single {
+        // Every session is rebuilt: the study overviews are summed again from nothing.
+        projector
+            .forget_overviews()
+            .await
+            .map_err(|e| fail(SourceError::Database(e.to_string())))?;
+    }
     let bar = indicatif::ProgressBar::new(ids.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} sessions {msg}")

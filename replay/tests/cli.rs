@@ -211,6 +211,31 @@ impl Fixture {
     async fn exec_both(&self, sql: &str) {
         self.exec(sql, sql).await;
     }
+
+    /// The demo study's overview, as a researcher reads it.
+    async fn overview(&self) -> serde_json::Value {
+        let get = |path: String| {
+            let request = self
+                .http
+                .get(format!("{}{path}", self.base))
+                .bearer_auth("r");
+            async move {
+                request
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<serde_json::Value>()
+                    .await
+                    .unwrap()
+            }
+        };
+        let studies = get("/api/studies".into()).await;
+        let id = studies["studies"][0]["study_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        get(format!("/api/studies/{id}/overview")).await
+    }
 }
 
 async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: Store) {
@@ -301,9 +326,15 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         out.contains("column state differs at .turn_count: stored 99"),
         "{out}"
     );
+    // So is a study overview that drifted.
+    let overview = f.overview().await;
+    assert_eq!(overview["funnel"]["created"], 2, "{overview}");
+    f.exec_both("UPDATE study_overview SET n = n + 5").await;
+    assert_ne!(f.overview().await, overview);
     let (code, out, _) = replay(url, &["rebuild", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("events/s"), "{out}");
+    assert_eq!(f.overview().await, overview, "the overview summed again");
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
 

@@ -8,6 +8,7 @@
 mod check;
 mod coverage;
 mod decide;
+mod outcome;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +20,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 pub use check::check_stream;
+pub use outcome::{moves_overview, Contribution, OutcomeFacts};
 
 use crate::commands::SessionCommand;
 use crate::decision::{AgentAction, ConcludeReason, ExtractedField};
@@ -92,6 +94,12 @@ pub struct Session {
     /// An extraction has followed the latest reply to the summary (one is allowed).
     #[serde(default)]
     extracted_since_reply: bool,
+    /// A researcher's preview: left out of the study overview.
+    #[serde(default)]
+    preview: bool,
+    /// How the session ended and what its model calls cost (for the study overview).
+    #[serde(default)]
+    outcome: OutcomeFacts,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -801,10 +809,15 @@ impl Aggregate for Session {
         ) {
             self.may_add_message = false;
         }
+        self.outcome.note(self.phase, &event.body, event.at);
         match event.body {
             EventBody::SessionCreated {
-                session_id, study, ..
+                session_id,
+                study,
+                preview,
+                ..
             } => {
+                self.preview = preview;
                 self.session_id = Some(session_id);
                 self.study = Some(study);
                 self.created_at = Some(event.at);

@@ -313,6 +313,19 @@ pub struct ModelConfig {
     /// configs published before it existed keep their version id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens_per_session: Option<u64>,
+    /// What the model costs, for the study overview's spend per completed interview. Serialized
+    /// only when set, so configs published before it existed keep their version id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_per_million_tokens: Option<ModelPrice>,
+}
+
+/// US dollars per million tokens, prompt and completion apart. (Dollars per million tokens are
+/// micro-dollars per token, which is how the overview counts spend: in whole micro-dollars.)
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub prompt: f64,
+    pub completion: f64,
 }
 
 impl Default for ModelConfig {
@@ -323,6 +336,7 @@ impl Default for ModelConfig {
             max_output_tokens: 600,
             timeout_seconds: 30,
             max_tokens_per_session: None,
+            price_per_million_tokens: None,
         }
     }
 }
@@ -463,6 +477,16 @@ impl StudyDefinition {
                 "model.max_tokens_per_session",
                 "must be at least 1 (leave it out for no budget)",
             ));
+        }
+        if let Some(price) = m.price_per_million_tokens {
+            for (field, usd) in [("prompt", price.prompt), ("completion", price.completion)] {
+                if !(0.0..=10_000.0).contains(&usd) {
+                    return Err(invalid(
+                        format!("model.price_per_million_tokens.{field}"),
+                        "US dollars per million tokens, between 0 and 10000",
+                    ));
+                }
+            }
         }
         if let Some(url) = &self.completion_redirect_url {
             if !(url.starts_with("https://") || url.starts_with("http://")) {

@@ -17,6 +17,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(studies::create)
         .service(studies::list)
         .service(studies::get)
+        .service(studies::overview)
         .service(studies::replace)
         .service(studies::publish)
         .service(studies::pause)

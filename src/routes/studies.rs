@@ -213,3 +213,34 @@ pub async fn get(
     require_researcher(&state, &req).await?;
     Ok(HttpResponse::Ok().json(StudyResponse::from(studies::get(&state.db, &path).await?)))
 }
+
+/// A study's overview: the funnel, where sessions stopped, and over its completed interviews
+/// durations, turns, objective coverage, field fill rates and model spend (`docs/overview.md`).
+#[utoipa::path(get, path = "/api/studies/{study_id}/overview", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200), (status = 401), (status = 403), (status = 404)))]
+#[get("/api/studies/{study_id}/overview")]
+pub async fn overview(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let study = studies::get(&state.db, &path).await?;
+    let mut overview =
+        interview_projections::overview::overview(&state.db, &study.study_id).await?;
+    let definition = &study.definition;
+    let objectives: Vec<(&str, &str)> = definition
+        .objectives
+        .iter()
+        .map(|o| (o.id.as_str(), o.title.as_str()))
+        .collect();
+    let fields: Vec<&str> = definition
+        .output_schema
+        .fields
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect();
+    overview.arrange(&objectives, &fields);
+    Ok(HttpResponse::Ok().json(overview))
+}

@@ -133,6 +133,44 @@ async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: St
             .unwrap(),
         0
     );
+    // The study overview counts the model's calls and tokens from the events, the final call's
+    // included, and the model's confidence.
+    let events: Value = serde_json::from_str(&llm.app.event_log(&session).await).unwrap();
+    let (mut calls, mut prompt, mut completion) = (0, 0, 0);
+    for e in events["events"].as_array().unwrap() {
+        let p = &e["payload"];
+        let usage = match (&p["token_usage"], &p["decided_by"]["token_usage"]) {
+            (Value::Null, Value::Null) => continue,
+            (Value::Null, usage) | (usage, _) => usage,
+        };
+        calls += i64::from(p["model"] != "rules");
+        prompt += usage["prompt_tokens"].as_i64().unwrap();
+        completion += usage["completion_tokens"].as_i64().unwrap();
+    }
+    assert!(prompt > 0 && calls >= 4, "{events}");
+    let study = s["study_id"].as_str().unwrap();
+    let o = json_of(
+        llm.app
+            .get(
+                &format!("/api/studies/{study}/overview"),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await,
+    )
+    .await;
+    let m = &o["model"];
+    assert_eq!(m["sessions"], 1, "{o}");
+    assert_eq!(m["calls"], calls, "{o}");
+    assert_eq!(m["prompt_tokens"], prompt, "{o}");
+    assert_eq!(m["completion_tokens"], completion, "{o}");
+    assert_eq!(m["per_interview"]["prompt_tokens"], json!(prompt as f64));
+    let method = o["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field_id"] == "planning_method")
+        .unwrap();
+    assert_eq!(method["mean_confidence"], 0.85, "{o}");
 }
 
 async fn a_failed_final_call_falls_back_to_the_copier_and_is_recorded(store: Store) {

@@ -12,6 +12,7 @@ mod llm_final;
 mod llm_realistic;
 mod metrics;
 mod operations;
+mod overview;
 mod participant;
 mod pg_restart;
 mod process;

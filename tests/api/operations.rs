@@ -76,6 +76,7 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "GET /metrics",
         "GET /api/sessions/{session_id}/stream",
         "GET /api/studies/{study_id}/sessions",
+        "GET /api/studies/{study_id}/overview",
         "GET /api/studies/{study_id}/results",
         "GET /api/studies/{study_id}/results.csv",
         "GET /api/studies/{study_id}/results.jsonl",

@@ -1,0 +1,242 @@
+//! The `study_overview` read model (`docs/overview.md`): per study, named whole counts that each
+//! session contributes to (`interview_session::aggregate::outcome`), so a study's overview is
+//! one indexed read of a few hundred rows however many sessions it has.
+//!
+//! A transactional handler: it runs in the transaction that writes the events moving a
+//! contribution (a session created, consented, screened, ended, finally extracted), so the
+//! overview never lags or leads the log. Each session's last contribution is kept in
+//! `session_overview`; writing a new one adds the difference to its study's counts, which makes
+//! the write idempotent and lets any path (a command, catch-up, a rebuild) recompute a session
+//! without knowing what was counted before.
+
+mod report;
+
+use std::collections::BTreeMap;
+
+use interview_session::aggregate::Contribution;
+use interview_session::hash::GENESIS_HASH;
+use interview_session::Session;
+use serde_json::Value;
+
+use crate::projector::placeholders;
+use crate::{on_db, Db, ProjectionError};
+
+pub use report::{percentile, Overview};
+
+/// A session's new contribution to its study's overview.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    pub session_id: String,
+    pub study_id: String,
+    pub contribution: Contribution,
+}
+
+impl Moved {
+    /// The contribution of a folded session, if it has a study yet.
+    pub fn of(session_id: &str, session: &Session) -> Option<Self> {
+        Some(Self {
+            session_id: session_id.to_string(),
+            study_id: session.study()?.study_id.clone(),
+            contribution: session.overview_contribution(),
+        })
+    }
+}
+
+/// Rows per statement, well under both stores' limit of bound values.
+const ROWS: usize = 5_000;
+
+/// Stores each session's new contribution and adds the difference from its last one to its
+/// study's counts, in the caller's transaction. The counts are written in one order (study,
+/// name) on every process, so two transactions adding to the same rows lock them alike.
+pub(crate) async fn write<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    moved: &[Moved],
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+{
+    use sqlx::Row;
+    if moved.is_empty() {
+        return Ok(());
+    }
+    // One session may appear twice in a batch of catch-up work: its last contribution stands.
+    let mut latest: BTreeMap<&str, &Moved> = BTreeMap::new();
+    for m in moved {
+        latest.insert(&m.session_id, m);
+    }
+    let ids: Vec<&str> = latest.keys().copied().collect();
+    let mut before: BTreeMap<String, Contribution> = BTreeMap::new();
+    for chunk in ids.chunks(ROWS) {
+        let sql = format!(
+            "SELECT session_id, contribution FROM session_overview WHERE session_id IN ({})",
+            placeholders::<DB>(chunk.len(), 1)
+        );
+        let mut q = sqlx::query(&sql);
+        for id in chunk {
+            q = q.bind(id.to_string());
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            let id: String = row.try_get(0)?;
+            let stored: Value = row.try_get(1)?;
+            // A contribution that does not read counts as none: it is written again whole.
+            before.insert(id, serde_json::from_value(stored).unwrap_or_default());
+        }
+    }
+    let mut deltas: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut changed: Vec<&Moved> = Vec::new();
+    for m in latest.values() {
+        let old = before.get(&m.session_id);
+        if old == Some(&m.contribution) {
+            continue;
+        }
+        changed.push(m);
+        for (name, n) in &m.contribution {
+            *deltas.entry((&m.study_id, name)).or_default() += n;
+        }
+        for (name, n) in old.into_iter().flatten() {
+            *deltas.entry((&m.study_id, name)).or_default() -= n;
+        }
+    }
+    let deltas: Vec<((&str, &str), i64)> = deltas.into_iter().filter(|(_, n)| *n != 0).collect();
+    for chunk in deltas.chunks(ROWS) {
+        let sql = format!(
+            "INSERT INTO study_overview (study_id, name, n) VALUES {} \
+             ON CONFLICT (study_id, name) DO UPDATE SET n = study_overview.n + excluded.n",
+            placeholders::<DB>(chunk.len(), 3)
+        );
+        let mut q = sqlx::query(&sql);
+        for ((study, name), n) in chunk {
+            q = q.bind(study.to_string()).bind(name.to_string()).bind(*n);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    for chunk in changed.chunks(ROWS) {
+        let sql = format!(
+            "INSERT INTO session_overview (session_id, study_id, contribution) VALUES {} \
+             ON CONFLICT (session_id) DO UPDATE SET contribution = excluded.contribution",
+            placeholders::<DB>(chunk.len(), 3)
+        );
+        let mut q = sqlx::query(&sql);
+        for m in chunk {
+            let contribution = serde_json::to_value(&m.contribution).expect("counts serialize");
+            q = q
+                .bind(m.session_id.clone())
+                .bind(m.study_id.clone())
+                .bind(contribution);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Folds the whole session, in the caller's transaction, and writes its contribution: for the
+/// paths that fold views from the log rather than from a command (catch-up, one session's
+/// rebuild).
+pub(crate) async fn recompute<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+) -> Result<(), ProjectionError>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
+    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+{
+    let rows = crate::log::rows_in(tx, session_id, 1).await?;
+    let events = crate::log::decode_rows(
+        session_id,
+        &rows,
+        GENESIS_HASH.to_string(),
+        &crate::log::KeptDocuments,
+    )?;
+    let mut session = Session::default();
+    for (_, event) in events {
+        cqrs_es::Aggregate::apply(&mut session, event);
+    }
+    if let Some(moved) = Moved::of(session_id, &session) {
+        write(tx, &[moved]).await?;
+    }
+    Ok(())
+}
+
+impl crate::Projector {
+    /// Writes the contribution of every session that has none yet (sessions written before the
+    /// overview existed); returns how many. Part of catch-up.
+    #[tracing::instrument(skip(self), err)]
+    pub async fn backfill_overviews(&self) -> Result<u64, ProjectionError> {
+        let ids: Vec<String> = on_db!(read(self.db()), |pool| {
+            sqlx::query_scalar(
+                "SELECT s.session_id FROM session_state s WHERE s.last_seq > 0 AND NOT EXISTS \
+                 (SELECT 1 FROM session_overview o WHERE o.session_id = s.session_id)",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        // Locked like a command's fold, so a command on the session waits rather than have its
+        // newer contribution overwritten by one read before it.
+        let lock = if self.db().is_postgres() {
+            "SELECT session_id FROM session_state WHERE session_id = $1 FOR UPDATE"
+        } else {
+            "SELECT session_id FROM session_state WHERE session_id = $1"
+        };
+        for id in &ids {
+            on_db!(write(self.db()), |pool| {
+                let mut tx = pool.begin().await?;
+                sqlx::query(lock).bind(id).execute(&mut *tx).await?;
+                recompute(&mut tx, id).await?;
+                tx.commit().await?;
+            });
+        }
+        if !ids.is_empty() {
+            tracing::info!(sessions = ids.len(), "study overview contributions written");
+        }
+        Ok(ids.len() as u64)
+    }
+
+    /// Forgets every study's overview, for a rebuild of every session to write it anew.
+    #[tracing::instrument(skip(self), err)]
+    pub async fn forget_overviews(&self) -> Result<(), ProjectionError> {
+        on_db!(write(self.db()), |pool| {
+            let mut tx = pool.begin().await?;
+            for table in ["study_overview", "session_overview"] {
+                sqlx::query(&format!("DELETE FROM {table}"))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+}
+
+/// The study's counts, by name (zero counts left out).
+#[tracing::instrument(skip(db), err)]
+pub async fn counts(db: &Db, study_id: &str) -> Result<BTreeMap<String, i64>, ProjectionError> {
+    let rows: Vec<(String, i64)> = on_db!(read(db), |pool| {
+        sqlx::query_as("SELECT name, n FROM study_overview WHERE study_id = $1 AND n <> 0")
+            .bind(study_id)
+            .fetch_all(pool)
+            .await?
+    });
+    Ok(rows.into_iter().collect())
+}
+
+/// A study's overview, read from its counts.
+pub async fn overview(db: &Db, study_id: &str) -> Result<Overview, ProjectionError> {
+    Ok(Overview::from_counts(
+        study_id,
+        &counts(db, study_id).await?,
+    ))
+}
