@@ -14,7 +14,8 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_format);
+    // Kept until exit: dropping it sends the traces still buffered.
+    let _traces = telemetry::init_with(settings.log_format, settings.otlp_endpoint.as_deref());
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {

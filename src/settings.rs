@@ -110,6 +110,11 @@ pub struct Overrides {
     /// Log format [default: text].
     #[arg(long, env = "LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// OTLP/HTTP collector to send traces to (`http://collector:4318`); only in a server built
+    /// with `--features otlp` [default: none, no traces sent].
+    /// (Its value from the environment is not shown here.)
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", hide_env_values = true)]
+    pub otlp_endpoint: Option<String>,
     /// Base URL printed in the start-up log [default: http://BIND].
     #[arg(long, env = "PUBLIC_BASE_URL")]
     pub public_base_url: Option<String>,
@@ -176,6 +181,7 @@ pub struct Settings {
     pub model_tokens_per_day: u64,
     pub sweep_interval_secs: u64,
     pub log_format: LogFormat,
+    pub otlp_endpoint: Option<String>,
     pub public_base_url: Option<String>,
     pub cors_allowed_origins: Vec<String>,
     pub create_rate_per_address: u32,
@@ -211,6 +217,7 @@ impl Default for Settings {
             model_tokens_per_day: 0,
             sweep_interval_secs: 60,
             log_format: LogFormat::Text,
+            otlp_endpoint: None,
             public_base_url: None,
             cors_allowed_origins: Vec::new(),
             create_rate_per_address: 300,
@@ -301,6 +308,9 @@ impl Settings {
         }
         if o.public_base_url.is_some() {
             self.public_base_url = o.public_base_url;
+        }
+        if let Some(endpoint) = o.otlp_endpoint.filter(|e| !e.trim().is_empty()) {
+            self.otlp_endpoint = Some(endpoint);
         }
         if let Some(token) = o.metrics_token.filter(|t| !t.0.is_empty()) {
             self.metrics_token = Some(token);

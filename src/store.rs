@@ -92,7 +92,7 @@ impl SessionStore {
     }
 
     /// Executes `command` on session `id` in one transaction; retries lost races.
-    #[tracing::instrument(skip(self, command), fields(command = command_name(&command)))]
+    #[tracing::instrument(name = "command", skip(self, command), fields(command = command_name(&command)))]
     pub async fn execute(
         &self,
         id: &str,

@@ -123,9 +123,10 @@ impl Projector {
     /// never lag the log they are built from. A duplicate `(aggregate, sequence)` is a lost
     /// optimistic-lock race. With group commit on, the transaction is shared with whatever other
     /// commands are waiting ([`crate::group_commit`]).
-    #[tracing::instrument(skip_all, err)]
+    ///
     /// `moved` is the session's new contribution to its study's overview, when the command
     /// wrote an event that moves it ([`interview_session::aggregate::moves_overview`]).
+    #[tracing::instrument(name = "commit", skip_all, fields(events = events.len()), err)]
     pub async fn append_and_project(
         &self,
         events: &[NewEvent],

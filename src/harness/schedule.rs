@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use interview_projections::{processes, read, Db};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{Harness, HarnessError, RunOutcome};
@@ -72,7 +73,7 @@ impl Running {
 impl Harness {
     /// Runs the interviewer on a session until it waits for the participant. At most one run per
     /// session in this process: a second caller only asks the running one to look again.
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(name = "interviewer_run", skip(self))]
     pub async fn run(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
         if !self.running.enter(session_id) {
             return Ok(RunOutcome::Queued);
@@ -82,6 +83,19 @@ impl Harness {
 
     /// Runs while this process holds the session's slot, then gives the slot back.
     async fn drive(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+        let started = std::time::Instant::now();
+        let outcome = self.drive_rounds(session_id).await;
+        if let Ok(outcome) = &outcome {
+            tracing::info!(
+                outcome = ?outcome,
+                latency_us = started.elapsed().as_micros() as u64,
+                "interviewer run finished"
+            );
+        }
+        outcome
+    }
+
+    async fn drive_rounds(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
         loop {
             let outcome = match self.run_steps(session_id).await {
                 Ok(outcome) => outcome,
@@ -107,11 +121,15 @@ impl Harness {
         }
         let harness = self.clone();
         let id = session_id.to_string();
-        tokio::spawn(async move {
+        // A child of the caller's span (the request that gave the interviewer its turn, with its
+        // request id), so the run's commands, commits and model calls show under it.
+        let span = tracing::info_span!("interviewer_run", session_id = %id);
+        let run = async move {
             if let Err(error) = harness.drive(&id).await {
                 tracing::warn!(session_id = id, %error, "interviewer run failed; the recovery sweep will retry");
             }
-        });
+        };
+        tokio::spawn(run.instrument(span));
     }
 
     /// Whether a run on the session is going on in this process.

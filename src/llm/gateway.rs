@@ -222,7 +222,7 @@ impl ModelGateway {
     /// A failure carries what arrived before it (the caller shows or records it); the turn is
     /// returned by value once per model call, so its size does not matter.
     #[allow(clippy::result_large_err)]
-    #[tracing::instrument(skip_all, fields(model = %request.body["model"]))]
+    #[tracing::instrument(name = "model_call", skip_all, fields(model = %request.body["model"]))]
     pub async fn stream(
         &self,
         request: ModelRequest,

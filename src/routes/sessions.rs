@@ -124,6 +124,7 @@ pub(crate) async fn authorize(
 ) -> Result<(Caller, Uuid), ApiError> {
     let caller = authenticate(state, req).await?;
     let session_id = parse_session_id(raw_id)?;
+    crate::telemetry::note_session(session_id);
     match caller {
         // A participant token is only valid for a session that exists.
         Caller::Participant { session_id: own } if own == session_id => {}
@@ -278,6 +279,7 @@ pub async fn create(
         lock.release().await;
     }
     let (session_id, token, config_versions) = created?;
+    crate::telemetry::note_session(session_id);
     // The interviewer starts at once: consent, then the interview.
     state.harness.trigger(&session_id.to_string());
     let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())

@@ -27,4 +27,5 @@ mod sse;
 mod stream;
 mod studies;
 mod sweeper;
+mod traces;
 mod widget_values;

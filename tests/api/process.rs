@@ -14,7 +14,7 @@ pub(crate) fn free_port() -> u16 {
 
 /// Sends SIGTERM and waits (20 s at most) for the exit: its status, and stdout and stderr
 /// together.
-fn stop(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
+pub(crate) fn stop(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
     assert!(Command::new("sh")
         .args(["-c", &format!("kill -TERM {}", child.id())])
         .status()
