@@ -231,9 +231,8 @@ impl EventStore<Session> for CachingEventStore {
             })
             .collect();
         // The session's contribution to its study overview, when this command moved it.
-        let moved = envelopes
-            .iter()
-            .any(|e| interview_session::aggregate::moves_overview(&e.payload.body))
+        let moved = aggregate
+            .overview_may_move(envelopes.iter().map(|e| &e.payload.body))
             .then(|| interview_projections::overview::Moved::of(&aggregate_id, &aggregate))
             .flatten();
         if let Err(e) = self.projector.append_and_project(&rows, moved).await {

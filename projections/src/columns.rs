@@ -206,6 +206,22 @@ pub fn result_cells(view: &SessionStateView) -> Option<[Cell; 9]> {
     ])
 }
 
+/// `session_overview`, keyed by `session_id`: what the session adds to its study's overview.
+pub const OVERVIEW_COLUMNS: [&str; 3] = ["session_id", "study_id", "contribution"];
+
+pub const OVERVIEW_KINDS: [Kind; 3] = [Kind::Text, Kind::Text, Kind::Json];
+
+/// A session's `session_overview` row.
+pub fn overview_cells(moved: &crate::overview::Moved) -> [Cell; 3] {
+    [
+        Cell::Text(Some(moved.session_id.clone())),
+        Cell::Text(Some(moved.study_id.clone())),
+        Cell::Json(Some(
+            serde_json::to_value(&moved.contribution).expect("counts serialize"),
+        )),
+    ]
+}
+
 /// Binds `cells` in order onto a statement (the writers' side of the one list).
 pub(crate) fn bind_all<'q, DB>(
     mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,

@@ -328,9 +328,14 @@ where
     }
     let mut folded: Vec<SessionStateView> = fast.into_iter().map(|f| f.view).collect();
     for i in slow {
-        if let Some(view) = fold_pending(&mut tx, &commands[i].0[0].aggregate_id, postgres, false)
-            .await?
-            .1
+        // A stale view may have missed events that moved the overview (written by another
+        // process, or rolled back by a rebuild racing a command): folded again here, the session
+        // is recomputed unless the command brings its own contribution.
+        let (events, moved) = commands[i];
+        if let Some(view) =
+            fold_pending(&mut tx, &events[0].aggregate_id, postgres, moved.is_none())
+                .await?
+                .1
         {
             folded.push(view);
         }

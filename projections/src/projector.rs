@@ -294,7 +294,7 @@ where
     let moves = |(_, e): &(u64, interview_session::SessionEvent)| {
         interview_session::aggregate::moves_overview(&e.body)
     };
-    if overview && events.iter().any(moves) {
+    if overview && (view.status.is_terminal() || events.iter().any(moves)) {
         crate::overview::recompute(tx, session_id).await?;
     }
     Ok((events.len() as u64, Some(view)))

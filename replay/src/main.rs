@@ -306,9 +306,24 @@ async fn run_verify(
             failed += 1;
         }
     }
+    let mut drifted = false;
+    if all {
+        // Each study's overview counts against the sum of its sessions' contributions.
+        let drift = interview_projections::overview::drift(&db)
+            .await
+            .map_err(|e| fail(SourceError::Database(e.to_string())))?;
+        if !drift.is_empty() {
+            FAILED_SO_FAR.store(true, std::sync::atomic::Ordering::Relaxed);
+            outln!("FAILED    study overviews");
+            for p in &drift {
+                outln!("  - {p}");
+            }
+        }
+        drifted = !drift.is_empty();
+    }
     outln!("{} session(s) checked, {failed} failed", ids.len());
     outln!("(not audited: event metadata — actor, request_id — which the hash does not cover)");
-    if failed > 0 {
+    if failed > 0 || drifted {
         Err(ExitCode::from(VERIFY_FAILED))
     } else {
         Ok(())

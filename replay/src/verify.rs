@@ -102,8 +102,10 @@ struct Table<'a> {
 }
 
 /// Differences between the stored read models and the ones rebuilt from the log, column by
-/// column: `session_state`, `transcript`, `decision_log` and `results` (the rules are in
-/// `interview_projections::columns`).
+/// column: `session_state`, `transcript`, `decision_log`, `results` and the session's study
+/// overview contribution, `session_overview` (the rules are in `interview_projections::columns`).
+/// Whether each study's counts are the sum of its sessions' is checked by `verify --all`
+/// (`interview_projections::overview::drift`).
 pub async fn compare_views(
     db: &Db,
     session_id: &str,
@@ -113,6 +115,8 @@ pub async fn compare_views(
         return Ok(Vec::new());
     };
     let (rebuilt, rows) = fold_views(events, &decoded);
+    let session = interview_session::Session::from_events(decoded.iter().cloned());
+    let overview = interview_projections::overview::Moved::of(session_id, &session);
     let tables = [
         Table {
             name: "session_state",
@@ -155,6 +159,17 @@ pub async fn compare_views(
             expected: columns::result_cells(&rebuilt)
                 .map(|r| vec![r.to_vec()])
                 .unwrap_or_default(),
+        },
+        Table {
+            name: "session_overview",
+            columns: &columns::OVERVIEW_COLUMNS,
+            kinds: &columns::OVERVIEW_KINDS,
+            key: 1,
+            order_by: "session_id",
+            expected: overview
+                .iter()
+                .map(|m| columns::overview_cells(m).to_vec())
+                .collect(),
         },
     ];
     let mut problems = Vec::new();

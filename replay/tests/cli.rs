@@ -331,10 +331,19 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     assert_eq!(overview["funnel"]["created"], 2, "{overview}");
     f.exec_both("UPDATE study_overview SET n = n + 5").await;
     assert_ne!(f.overview().await, overview);
+    let (code, out, _) = replay(url, &["verify", "--all"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("FAILED    study overviews")
+            && out.contains("overview count created is 7, its sessions add up to 2"),
+        "{out}"
+    );
     let (code, out, _) = replay(url, &["rebuild", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("events/s"), "{out}");
     assert_eq!(f.overview().await, overview, "the overview summed again");
+    let (code, out, _) = replay(url, &["verify", "--all"]);
+    assert_eq!(code, 0, "{out}");
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
 
@@ -448,22 +457,29 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
 /// caught and named; a rebuild puts it right. Event metadata is said to be unaudited.
 async fn every_stored_column_and_field_is_audited(store: Store) {
     use interview_projections::columns::{
-        DECISION_COLUMNS, DECISION_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,
-        TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
+        DECISION_COLUMNS, DECISION_KINDS, OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS,
+        RESULT_KINDS, STATE_COLUMNS, STATE_KINDS, TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
     };
     let f = Fixture::start(store).await;
     let session = f.completed_session().await;
     let url = f.url.as_str();
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
-    let tables: [(&str, &[&str], &[Kind]); 4] = [
+    let tables: [(&str, &[&str], &[Kind]); 5] = [
         ("session_state", &STATE_COLUMNS, &STATE_KINDS),
         ("transcript", &TRANSCRIPT_COLUMNS, &TRANSCRIPT_KINDS),
         ("decision_log", &DECISION_COLUMNS, &DECISION_KINDS),
         ("results", &RESULT_COLUMNS, &RESULT_KINDS),
+        ("session_overview", &OVERVIEW_COLUMNS, &OVERVIEW_KINDS),
     ];
     let restore = || async {
-        for table in ["session_state", "transcript", "decision_log", "results"] {
+        for table in [
+            "session_state",
+            "transcript",
+            "decision_log",
+            "results",
+            "session_overview",
+        ] {
             f.exec_both(&format!(
                 "DELETE FROM {table} WHERE session_id LIKE '{session}%'"
             ))
@@ -492,7 +508,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             restore().await;
         }
     }
-    assert_eq!(caught, 14 + 8 + 15 + 9);
+    assert_eq!(caught, 14 + 8 + 15 + 9 + 3);
 
     // A results row deleted (what researchers export) is missing.
     f.exec_both(&format!(

@@ -122,6 +122,15 @@ pub fn micros(at: DateTime<Utc>) -> DateTime<Utc> {
 pub const CLAIM_TIMEOUT_SECS: i64 = 120;
 
 impl Session {
+    /// The session folded from its events, in order.
+    pub fn from_events(events: impl IntoIterator<Item = SessionEvent>) -> Self {
+        let mut session = Self::default();
+        for event in events {
+            session.apply(event);
+        }
+        session
+    }
+
     pub fn status(&self) -> SessionStatus {
         self.status
     }

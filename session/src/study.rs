@@ -425,6 +425,22 @@ pub struct DefinitionError {
     pub message: String,
 }
 
+/// Objectives and output fields a study may have: each is a row of every completed interview's
+/// study overview counts, and a line of every prompt.
+const MAX_OBJECTIVES: usize = 100;
+const MAX_FIELDS: usize = 500;
+/// Characters an objective or field id may have (ids key the overview's rows and CSV columns).
+const MAX_ID_CHARS: usize = 100;
+
+/// A non-empty id of at most [`MAX_ID_CHARS`] characters.
+fn short_id(field: &str, id: &str) -> Result<(), DefinitionError> {
+    non_empty(field, id)?;
+    if id.chars().count() > MAX_ID_CHARS {
+        return Err(invalid(field, format!("at most {MAX_ID_CHARS} characters")));
+    }
+    Ok(())
+}
+
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> DefinitionError {
     DefinitionError {
         field: field.into(),
@@ -549,9 +565,15 @@ impl StudyDefinition {
                 "a study needs at least one objective",
             ));
         }
+        if self.objectives.len() > MAX_OBJECTIVES {
+            return Err(invalid(
+                "objectives",
+                format!("at most {MAX_OBJECTIVES} objectives"),
+            ));
+        }
         for (i, o) in self.objectives.iter().enumerate() {
             let at = format!("objectives[{i}]");
-            non_empty(&format!("{at}.id"), &o.id)?;
+            short_id(&format!("{at}.id"), &o.id)?;
             if self.objectives[..i].iter().any(|p| p.id == o.id) {
                 return Err(invalid(
                     format!("{at}.id"),
@@ -582,9 +604,15 @@ impl StudyDefinition {
 
     fn validate_output_schema(&self) -> Result<(), DefinitionError> {
         let fields = &self.output_schema.fields;
+        if fields.len() > MAX_FIELDS {
+            return Err(invalid(
+                "output_schema.fields",
+                format!("at most {MAX_FIELDS} fields"),
+            ));
+        }
         for (i, f) in fields.iter().enumerate() {
             let at = format!("output_schema.fields[{i}]");
-            non_empty(&format!("{at}.id"), &f.id)?;
+            short_id(&format!("{at}.id"), &f.id)?;
             if fields[..i].iter().any(|p| p.id == f.id) {
                 return Err(invalid(
                     format!("{at}.id"),
@@ -795,6 +823,41 @@ mod tests {
                 "model.max_tokens_per_session",
             ),
             (|d| d.objectives.clear(), "objectives"),
+            (|d| d.objectives[0].id = "o".repeat(101), "objectives[0].id"),
+            (
+                |d| d.output_schema.fields[0].id = "f".repeat(101),
+                "output_schema.fields[0].id",
+            ),
+            (
+                |d| {
+                    let o = d.objectives[0].clone();
+                    d.objectives = (0..101)
+                        .map(|i| Objective {
+                            id: format!("o{i}"),
+                            ..o.clone()
+                        })
+                        .collect();
+                },
+                "objectives",
+            ),
+            (
+                |d| {
+                    d.model.price_per_million_tokens = Some(ModelPrice {
+                        prompt: f64::NAN,
+                        completion: 1.0,
+                    })
+                },
+                "model.price_per_million_tokens.prompt",
+            ),
+            (
+                |d| {
+                    d.model.price_per_million_tokens = Some(ModelPrice {
+                        prompt: 1.0,
+                        completion: -1.0,
+                    })
+                },
+                "model.price_per_million_tokens.completion",
+            ),
             (|d| d.estimated_minutes = Some(0), "estimated_minutes"),
             (
                 |d| d.interviewer_name = Some("  ".into()),

@@ -272,6 +272,23 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     assert_eq!(o["model"]["sessions"], 0);
     assert_eq!(o["model"]["per_interview"]["spend_usd"], Value::Null);
 
+    // A model call that fails after the interview ended (a run still going when the participant
+    // ended it) is counted when it is recorded, as a rebuild would count it.
+    let first = completed[0]["session_id"].as_str().unwrap();
+    app.execute(
+        first,
+        interview_session::SessionCommand::RecordError {
+            source: "model".into(),
+            code: "model_timeout".into(),
+            message: "the model did not answer".into(),
+            at: Utc::now(),
+        },
+    )
+    .await;
+    let o = overview(&app, &study).await;
+    assert_eq!(o["model"]["sessions"], 1, "{o:#}");
+    assert_eq!(o["model"]["calls"], 1, "{o:#}");
+
     // Lost and caught up; one session rebuilt; every session rebuilt: the same overview.
     let projector = Projector::new(app.db().clone());
     interview_projections::on_db!(write(app.db()), |pool| {
@@ -309,11 +326,12 @@ async fn the_overview_is_for_researchers_and_known_studies(store: Store) {
         "unauthorized",
     )
     .await;
-    let res = app.get(&path, Some(&token)).await;
-    assert!(matches!(
-        res.status(),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
-    ));
+    assert_error(
+        app.get(&path, Some(&token)).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
     assert_error(
         app.get(
             "/api/studies/no-such-study/overview",
@@ -324,7 +342,7 @@ async fn the_overview_is_for_researchers_and_known_studies(store: Store) {
         "study_not_found",
     )
     .await;
-    // A study with nothing yet: zeros and nulls, no error.
+    // A study with one session just started: no completed interview yet, so nulls, no error.
     let o = overview(&app, &study).await;
     assert_eq!(o["funnel"]["created"], 1);
     assert_eq!(o["completed"]["turns"]["median"], Value::Null);

@@ -63,26 +63,40 @@ impl OutcomeFacts {
                 self.prompt_tokens += u64::from(p.token_usage.prompt_tokens);
                 self.completion_tokens += u64::from(p.token_usage.completion_tokens);
             }
-            EventBody::ErrorRecorded { source, .. } if source == "model" => self.model_calls += 1,
+            // A failed call (its tokens, if any, are on the fallback's decision).
+            EventBody::ErrorRecorded { source, code, .. }
+                if source == "model" || source == "extraction" || code == "model_text_refused" =>
+            {
+                self.model_calls += 1
+            }
             _ => {}
         }
     }
 }
 
-/// Whether an event can move a session's contribution (the others never do): the projection
-/// computes contributions only for commands that wrote one.
+/// Whether an event can move the contribution of a session that is still open (the others
+/// never do): the funnel's steps and the end. Once a session has ended everything it adds is
+/// counted, so every command on an ended session (the final extraction, a model call that
+/// failed after the end) recomputes it — see [`Session::overview_may_move`].
 pub fn moves_overview(body: &EventBody) -> bool {
     matches!(
         body,
         EventBody::SessionCreated { .. }
             | EventBody::ConsentRecorded { .. }
             | EventBody::ScreeningEvaluated { .. }
-            | EventBody::StatusChanged { .. }
-            | EventBody::ExtractionCompleted { is_final: true, .. }
+            | EventBody::StatusChanged {
+                to: SessionStatus::Completed | SessionStatus::Abandoned,
+                ..
+            }
     )
 }
 
 impl Session {
+    /// Whether events just folded into this session may have moved its contribution.
+    pub fn overview_may_move<'a>(&self, mut folded: impl Iterator<Item = &'a EventBody>) -> bool {
+        self.status.is_terminal() || folded.any(moves_overview)
+    }
+
     /// What the session adds to its study's overview now. A preview adds nothing.
     pub fn overview_contribution(&self) -> Contribution {
         let mut c = Contribution::new();
