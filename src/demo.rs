@@ -4,8 +4,8 @@
 use interview_projections::Db;
 use interview_session::StudyDefinition;
 
-use crate::error::ApiError;
-use crate::studies;
+use crate::command::studies;
+use crate::http::error::ApiError;
 
 pub const DEMO_SLUG: &str = "demo";
 const DEMO_DEFINITION: &str = include_str!("../examples/demo-study.json");

@@ -1,30 +1,23 @@
 //! The interview runtime server: HTTP API, authentication, study publishing and wiring of the
 //! Session write model (`interview-session`) to its event store and projections.
+//!
+//! The folders say what lives in them (see `docs/architecture.md`): `http/` the front door and
+//! the routes, `command/` the command side, `live/` streams and fan-out, `jobs/` background
+//! work, `harness/` the interviewer and `llm/` its model client; at the top, settings, wiring
+//! (`startup`, `state`, `demo`), metrics (`meters`) and logs and traces (`telemetry`).
 #![forbid(unsafe_code)]
 
-pub mod agui;
-pub mod auth;
-pub mod body;
+pub mod command;
 pub mod demo;
-pub mod door;
-pub mod error;
-pub mod event_store;
-pub mod export;
-pub mod extraction;
 pub mod harness;
-pub mod limits;
+pub mod http;
+pub mod jobs;
+pub mod live;
 pub mod llm;
 pub mod meters;
-pub mod openapi;
-pub mod query;
-pub mod routes;
 pub mod settings;
 pub mod startup;
 pub mod state;
-pub mod store;
-pub mod stream_hub;
-pub mod studies;
-pub mod sweeper;
 pub mod telemetry;
 
 pub use settings::Settings;

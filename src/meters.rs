@@ -1,11 +1,11 @@
 //! Prometheus metrics for operators: `GET /metrics` in the text format, rendered by
 //! `metrics-exporter-prometheus` from what the server records through the `metrics` facade.
 //!
-//! Counters and histograms are recorded where things happen (commands in `store.rs`, commits in
-//! `projections/src/group_commit.rs`, model calls in `harness/llm_step.rs`, fallbacks in
-//! `harness/mod.rs`, refusals in `error.rs`, background work in `sweeper.rs` and
-//! `extraction.rs`); gauges that describe the present (sessions by status and phase, streams and
-//! requests open) are read when Prometheus scrapes. The route is protected: a researcher token,
+//! Counters and histograms are recorded where things happen (commands in `command/store.rs`,
+//! commits in `projections/src/group_commit.rs`, model calls in `harness/llm_step.rs`, fallbacks
+//! in `harness/mod.rs`, refusals in `http/error.rs`, background work in `jobs/sweeper.rs` and
+//! `jobs/extraction.rs`); gauges that describe the present (sessions by status and phase, streams
+//! and requests open) are read when Prometheus scrapes. The route is protected: a researcher token,
 //! or `METRICS_TOKEN` when set. The families are listed in the README.
 
 use std::sync::OnceLock;
@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// The process's recorder (one per process: every server built in it shares it).
@@ -127,7 +127,7 @@ pub async fn scrape(
     state: web::Data<AppState>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    crate::auth::require_metrics_reader(&state, &req).await?;
+    crate::http::auth::require_metrics_reader(&state, &req).await?;
     // What the present looks like, read now.
     for (status, phase, n) in
         interview_projections::read::sessions_by_status_and_phase(&state.db).await?

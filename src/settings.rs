@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use serde::Deserialize;
 
-pub use crate::door::Exempt;
+pub use crate::http::door::Exempt;
 
 /// A value that must never be printed.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]

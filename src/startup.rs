@@ -13,12 +13,12 @@ use interview_projections::db::PoolSettings;
 use interview_projections::{Db, Projector};
 use interview_session::hash::sha256_hex;
 
+use crate::command::store::SessionStore;
 use crate::harness::Harness;
+use crate::live::stream_hub::StreamHub;
 use crate::llm::ModelGateway;
 use crate::settings::{Secret, Settings};
 use crate::state::AppState;
-use crate::store::SessionStore;
-use crate::stream_hub::StreamHub;
 
 #[cfg(test)]
 mod tests {
@@ -102,10 +102,10 @@ impl Application {
             &db,
             projector.clone(),
             hub.clone(),
-            crate::extraction::Completions(completed_tx),
+            crate::jobs::extraction::Completions(completed_tx),
         ));
         if let Db::Postgres(pool) = &db {
-            crate::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
+            crate::live::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
         }
         let gateway = settings.openai_base_url.as_deref().map(|url| {
             let shown = without_userinfo(url);
@@ -137,16 +137,18 @@ impl Application {
             researcher_token_digests: tokens,
             participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
             participant_create_lock: tokio::sync::Mutex::new(()),
-            create_by_address: crate::limits::RateLimiter::new(settings.create_rate_per_address),
-            create_by_study: crate::limits::RateLimiter::new(settings.create_rate_per_study),
-            streams: crate::limits::StreamLimits::new(
+            create_by_address: crate::http::limits::RateLimiter::new(
+                settings.create_rate_per_address,
+            ),
+            create_by_study: crate::http::limits::RateLimiter::new(settings.create_rate_per_study),
+            streams: crate::http::limits::StreamLimits::new(
                 settings.max_streams,
                 settings.max_streams_per_session,
             ),
-            inflight: crate::limits::Gauge::new(settings.max_inflight_requests),
+            inflight: crate::http::limits::Gauge::new(settings.max_inflight_requests),
             readiness: tokio::sync::Mutex::new(None),
             draining: tokio::sync::watch::Sender::new(false),
-            body_budget: crate::door::BodyBudget::new(settings.max_pending_body_bytes),
+            body_budget: crate::http::door::BodyBudget::new(settings.max_pending_body_bytes),
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
@@ -164,11 +166,11 @@ impl Application {
             Ok(n) => tracing::info!(sessions = n, "answering turns left unanswered"),
             Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),
         }
-        crate::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
-        crate::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
+        crate::jobs::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
+        crate::jobs::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
         let app_state = state.clone();
         let origins = settings.cors_allowed_origins.clone();
-        let connections = crate::door::ConnectionCap::new(
+        let connections = crate::http::door::ConnectionCap::new(
             settings.max_connections_per_address,
             settings.connection_cap_exempt.clone(),
         );
@@ -176,19 +178,19 @@ impl Application {
             // Innermost first: the door (bodies, caps, content types), CORS, then the error
             // envelope around both (so their refusals are JSON too), the request span outside.
             App::new()
-                .wrap(from_fn(crate::door::door))
+                .wrap(from_fn(crate::http::door::door))
                 .wrap(cors(&origins))
-                .wrap(from_fn(crate::error::envelope))
+                .wrap(from_fn(crate::http::error::envelope))
                 .wrap(from_fn(crate::telemetry::request_span))
                 .wrap(
                     actix_web::middleware::DefaultHeaders::new()
                         .add(("x-content-type-options", "nosniff")),
                 )
                 .app_data(app_state.clone())
-                .configure(crate::routes::configure)
-                .default_service(web::to(crate::routes::not_found))
+                .configure(crate::http::routes::configure)
+                .default_service(web::to(crate::http::routes::not_found))
         })
-        .on_connect(move |conn, data| crate::door::on_connect(&connections, conn, data))
+        .on_connect(move |conn, data| crate::http::door::on_connect(&connections, conn, data))
         // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies
         // within BODY_READ_TIMEOUT_SECS (the door).
         .client_request_timeout(Duration::from_secs(5))
@@ -267,7 +269,7 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
-    let token = crate::auth::new_researcher_token();
+    let token = crate::http::auth::new_researcher_token();
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use interview_projections::{Db, Projector};
 
+use crate::command::store::SessionStore;
 use crate::harness::Harness;
+use crate::live::stream_hub::StreamHub;
 use crate::settings::Settings;
-use crate::store::SessionStore;
-use crate::stream_hub::StreamHub;
 
 pub struct AppState {
     pub db: Db,
@@ -26,15 +26,15 @@ pub struct AppState {
     /// follows it, in this process.
     pub participant_create_lock: tokio::sync::Mutex<()>,
     /// New sessions per client address, and per study.
-    pub create_by_address: crate::limits::RateLimiter,
-    pub create_by_study: crate::limits::RateLimiter,
+    pub create_by_address: crate::http::limits::RateLimiter,
+    pub create_by_study: crate::http::limits::RateLimiter,
     /// Open event streams, and requests in flight.
-    pub streams: crate::limits::StreamLimits,
-    pub inflight: crate::limits::Gauge,
+    pub streams: crate::http::limits::StreamLimits,
+    pub inflight: crate::http::limits::Gauge,
     /// Bytes of request bodies being read at the door.
-    pub body_budget: crate::door::BodyBudget,
+    pub body_budget: crate::http::door::BodyBudget,
     /// The last readiness check (`/readyz`) and when it ran: probes are outside the request
-    /// cap, so they share one database round trip per [`crate::routes::health::READY_FOR`].
+    /// cap, so they share one database round trip per [`crate::http::routes::health::READY_FOR`].
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,
     /// Set once the process is stopping (SIGTERM/SIGINT): event streams close at once with a
     /// retry hint, so clients reconnect elsewhere, and new requests answer 503.

@@ -185,7 +185,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
         .execute(
             &session,
             interview_session::SessionCommand::Expire { at: later },
-            interview_runtime::store::Actor::System,
+            interview_runtime::command::store::Actor::System,
             "v1-test",
         )
         .await
@@ -236,7 +236,7 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
                 .execute(
                     &session,
                     command,
-                    interview_runtime::store::Actor::System,
+                    interview_runtime::command::store::Actor::System,
                     "test",
                 )
                 .await
@@ -274,7 +274,7 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
                 message: "written by a cold process".into(),
                 at: later,
             },
-            interview_runtime::store::Actor::System,
+            interview_runtime::command::store::Actor::System,
             "test",
         )
         .await

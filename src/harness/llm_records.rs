@@ -94,7 +94,7 @@ impl Harness {
                     .execute(
                         session_id,
                         command,
-                        crate::store::Actor::System,
+                        crate::command::store::Actor::System,
                         "final-extraction",
                     )
                     .await

@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::conversation::Conversation;
 use super::{rules, Harness};
+use crate::live::stream_hub::Live;
 use crate::llm::visible::{Refused, Visible};
 use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
-use crate::stream_hub::Live;
 
 /// Identifies the decision being made.
 pub(super) struct Step<'a> {

@@ -30,9 +30,9 @@ use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
+use crate::command::store::{Actor, SessionStore};
+use crate::live::stream_hub::{Live, StreamHub};
 use crate::llm::ModelGateway;
-use crate::store::{Actor, SessionStore};
-use crate::stream_hub::{Live, StreamHub};
 use conversation::Conversation;
 
 /// Decisions one run may take before it yields (a guard against a policy that never waits).

@@ -101,13 +101,15 @@ impl Harness {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     self.running.leave(session_id);
-                    self.hub.publish(session_id, crate::stream_hub::Live::Idle);
+                    self.hub
+                        .publish(session_id, crate::live::stream_hub::Live::Idle);
                     return Err(e);
                 }
             };
             if !self.running.leave_or_again(session_id) {
                 // After the slot is free, so a waiter that looks finds the run gone.
-                self.hub.publish(session_id, crate::stream_hub::Live::Idle);
+                self.hub
+                    .publish(session_id, crate::live::stream_hub::Live::Idle);
                 return Ok(outcome);
             }
         }

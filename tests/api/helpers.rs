@@ -345,7 +345,7 @@ impl TestApp {
             .execute(
                 session,
                 command,
-                interview_runtime::store::Actor::System,
+                interview_runtime::command::store::Actor::System,
                 "test",
             )
             .await

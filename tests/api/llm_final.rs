@@ -86,7 +86,7 @@ async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: St
              "evidence_turn_ids": ["t2"], "quote": "my partner and I"}],
             "rationale": "Both fields are stated in the answer."}),
     ));
-    let done = interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+    let done = interview_runtime::jobs::extraction::run_once(&llm.app.state, chrono::Utc::now())
         .await
         .unwrap();
     assert_eq!(done, 1);
@@ -128,7 +128,7 @@ async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: St
         .starts_with("final-"));
     // Idempotent: nothing more to do.
     assert_eq!(
-        interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+        interview_runtime::jobs::extraction::run_once(&llm.app.state, chrono::Utc::now())
             .await
             .unwrap(),
         0
@@ -177,7 +177,7 @@ async fn a_failed_final_call_falls_back_to_the_copier_and_is_recorded(store: Sto
     let llm = start(store).await;
     let session = completed(&llm).await;
     llm.model.push_extraction(Reply::Garbage);
-    let done = interview_runtime::extraction::run_once(&llm.app.state, chrono::Utc::now())
+    let done = interview_runtime::jobs::extraction::run_once(&llm.app.state, chrono::Utc::now())
         .await
         .unwrap();
     assert_eq!(done, 1);

@@ -96,10 +96,10 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
     }
     // The sweeper closes an idle session (a day on).
     let later = chrono::Utc::now() + chrono::Duration::days(2);
-    interview_runtime::sweeper::sweep_once(&app.state, later)
+    interview_runtime::jobs::sweeper::sweep_once(&app.state, later)
         .await
         .unwrap();
-    interview_runtime::extraction::run_once(&app.state, later)
+    interview_runtime::jobs::extraction::run_once(&app.state, later)
         .await
         .unwrap();
     let after = scrape(app).await;

@@ -345,7 +345,7 @@ async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store:
     .await;
     let now = chrono::Utc::now();
     assert_eq!(
-        interview_runtime::extraction::run_once(&app.state, now)
+        interview_runtime::jobs::extraction::run_once(&app.state, now)
             .await
             .unwrap(),
         0,
@@ -353,14 +353,14 @@ async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store:
     );
     let later = now + chrono::Duration::minutes(3);
     assert_eq!(
-        interview_runtime::extraction::run_once(&app.state, later)
+        interview_runtime::jobs::extraction::run_once(&app.state, later)
             .await
             .unwrap(),
         1,
         "a stale claim is retried"
     );
     assert_eq!(
-        interview_runtime::extraction::run_once(&app.state, later)
+        interview_runtime::jobs::extraction::run_once(&app.state, later)
             .await
             .unwrap(),
         0,

@@ -166,7 +166,7 @@ async fn a_poisoned_command_fails_alone_in_a_full_batch(store: Store) {
                     .execute(
                         &session,
                         command,
-                        interview_runtime::store::Actor::System,
+                        interview_runtime::command::store::Actor::System,
                         "test",
                     )
                     .await
@@ -347,7 +347,7 @@ async fn keep_alive_is_withdrawn_under_pressure_from_one_address(store: Store) {
         assert!(!answer.contains("connection: close"), "{answer}");
         held.push(conn);
     }
-    for _ in 0..interview_runtime::door::KEEP_ALIVE_UP_TO {
+    for _ in 0..interview_runtime::http::door::KEEP_ALIVE_UP_TO {
         let mut conn = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         ask(&mut conn).await;
         held.push(conn);

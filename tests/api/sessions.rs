@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
-use interview_runtime::store::Actor;
+use interview_runtime::command::store::Actor;
 
 async fn creating_a_session_answers_the_contract(store: Store) {
     let app = TestApp::spawn(store).await;
@@ -553,7 +553,7 @@ async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) 
 /// while other sessions commit alongside (on SQLite, in the same group-commit batches): every
 /// acknowledged command is in the log exactly once, nothing else is, and the views agree.
 async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
-    use interview_runtime::store::SessionStore;
+    use interview_runtime::command::store::SessionStore;
     use std::sync::Arc;
     let app = TestApp::spawn(store).await;
     let (contested, _) = app.interviewing("demo").await;
@@ -565,8 +565,8 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
     let second = Arc::new(SessionStore::new(
         app.db(),
         Arc::new(projector),
-        Arc::new(interview_runtime::stream_hub::StreamHub::default()),
-        interview_runtime::extraction::Completions::ignored(),
+        Arc::new(interview_runtime::live::stream_hub::StreamHub::default()),
+        interview_runtime::jobs::extraction::Completions::ignored(),
     ));
     let record = |n: usize| interview_session::SessionCommand::RecordError {
         source: "test".into(),
@@ -646,9 +646,9 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
 /// again on the log's: here a participant's message, refused on "the interviewer's turn" that
 /// the other process has already answered.
 async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store) {
+    use interview_runtime::command::store::SessionStore;
     use interview_runtime::harness::Harness;
-    use interview_runtime::store::SessionStore;
-    use interview_runtime::stream_hub::StreamHub;
+    use interview_runtime::live::stream_hub::StreamHub;
     use std::sync::Arc;
     let app = TestApp::spawn(store).await;
     let (session, _) = app.interviewing("demo").await;
@@ -677,7 +677,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
         app.db(),
         Arc::new(projector),
         hub.clone(),
-        interview_runtime::extraction::Completions::ignored(),
+        interview_runtime::jobs::extraction::Completions::ignored(),
     ));
     let other = Harness::new(app.db().clone(), other_store, hub, None);
     other.run(&session).await.unwrap();

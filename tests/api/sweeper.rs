@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 
 use crate::both_stores;
 use crate::helpers::{assert_error, Store, TestApp};
-use interview_runtime::sweeper::sweep_once;
+use interview_runtime::jobs::sweeper::sweep_once;
 
 async fn idle_sessions_are_closed_and_active_ones_left_alone(store: Store) {
     let app = TestApp::spawn(store).await;

@@ -16,8 +16,8 @@ use interview_projections::{Db, Projector};
 use interview_session::{Session, SessionCommand, SessionError};
 use tokio::sync::Mutex;
 
-use crate::event_store::{CachingEventStore, KeptSessions};
-use crate::stream_hub::{StreamHub, StreamNotifier};
+use crate::command::event_store::{CachingEventStore, KeptSessions};
+use crate::live::stream_hub::{StreamHub, StreamNotifier};
 
 type Cqrs = CqrsFramework<Session, CachingEventStore>;
 
@@ -66,7 +66,7 @@ impl SessionStore {
         db: &Db,
         projector: Arc<Projector>,
         hub: Arc<StreamHub>,
-        completions: crate::extraction::Completions,
+        completions: crate::jobs::extraction::Completions,
     ) -> Self {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
             vec![Box::new(StreamNotifier(hub)), Box::new(completions)];

@@ -5,7 +5,7 @@ use actix_web::{get, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::routes::{health, research, sessions, stream, studies};
+use crate::http::routes::{health, research, sessions, stream, studies};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -13,8 +13,8 @@ use crate::routes::{health, research, sessions, stream, studies};
     paths(
         health::healthz, health::readyz,
         studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume,
-        sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::agui::run,
-        crate::routes::page::study_page, crate::routes::page::session_page, crate::routes::page::asset, crate::routes::page::favicon, crate::meters::scrape,
+        sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::live::agui::run,
+        crate::http::routes::page::study_page, crate::http::routes::page::session_page, crate::http::routes::page::asset, crate::http::routes::page::favicon, crate::meters::scrape,
         stream::stream,
         research::study_sessions, research::transcript, research::session_state, research::decisions,
         research::tool_calls, research::interaction_events, research::events,

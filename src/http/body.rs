@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Reads the whole body, refusing more than `limit` bytes.
 pub async fn read_bytes(payload: web::Payload, limit: usize) -> Result<web::BytesMut, ApiError> {

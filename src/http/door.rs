@@ -25,7 +25,7 @@ use actix_web::http::{header, Method};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Which peers the per-address cap leaves alone.
@@ -251,7 +251,7 @@ fn check_content_type(req: &ServiceRequest, body: bool) -> Result<(), ApiError> 
         return Ok(());
     }
     let content_type = req.headers().get(header::CONTENT_TYPE);
-    let needed = body || content_type.is_some() || crate::auth::cookie_only(req.request());
+    let needed = body || content_type.is_some() || crate::http::auth::cookie_only(req.request());
     if needed && !is_json(content_type) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -296,7 +296,7 @@ async fn read_body(
     }
     let payload = req.take_payload();
     let read = async {
-        let body = crate::body::collect(payload, limit, |bytes| {
+        let body = crate::http::body::collect(payload, limit, |bytes| {
             if budget.take(held, bytes) {
                 Ok(())
             } else {

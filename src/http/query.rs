@@ -7,7 +7,7 @@ use actix_web::{dev::Payload, FromRequest, HttpRequest};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// The request's query string as `T`.
 pub struct Query<T>(pub T);

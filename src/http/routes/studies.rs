@@ -7,11 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::auth::require_researcher;
-use crate::body::{json_body, ShapeErrors};
-use crate::error::ApiError;
+use crate::command::studies::{self, StudyRecord, StudyStatus};
+use crate::http::auth::require_researcher;
+use crate::http::body::{json_body, ShapeErrors};
+use crate::http::error::ApiError;
 use crate::state::AppState;
-use crate::studies::{self, StudyRecord, StudyStatus};
 
 /// A study as researchers see it.
 #[derive(Serialize, ToSchema)]

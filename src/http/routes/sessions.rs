@@ -13,13 +13,13 @@ use serde_json::{json, Map, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::auth::{authenticate, Caller, PARTICIPANT_COOKIE};
-use crate::body::{json_body, ShapeErrors};
-use crate::error::ApiError;
-use crate::routes::studies::ConfigVersionsSchema;
+use crate::command::store::Actor;
+use crate::command::studies::{self, StudyStatus};
+use crate::http::auth::{authenticate, Caller, PARTICIPANT_COOKIE};
+use crate::http::body::{json_body, ShapeErrors};
+use crate::http::error::ApiError;
+use crate::http::routes::studies::ConfigVersionsSchema;
 use crate::state::AppState;
-use crate::store::Actor;
-use crate::studies::{self, StudyStatus};
 use crate::telemetry::request_id;
 
 #[derive(Deserialize, ToSchema)]
@@ -228,7 +228,7 @@ pub async fn create(
     // Overload protection before any work: per client address, then per study link.
     let address = req
         .peer_addr()
-        .map(|a| crate::door::client_key(a.ip()).to_string())
+        .map(|a| crate::http::door::client_key(a.ip()).to_string())
         .unwrap_or_default();
     for (limiter, key, who) in [
         (&state.create_by_address, address.as_str(), "your network"),
@@ -329,7 +329,7 @@ async fn check_and_create(
         }
     }
     let session_id = Uuid::new_v4();
-    let (token, token_sha256) = crate::auth::new_participant_token(session_id);
+    let (token, token_sha256) = crate::http::auth::new_participant_token(session_id);
     let config_versions = (&pinned.config_versions).into();
     let command = SessionCommand::Create {
         session_id,

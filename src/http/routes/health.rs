@@ -3,7 +3,7 @@
 use actix_web::{get, web, HttpResponse};
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// The process is up.

@@ -1,6 +1,6 @@
 //! Overload protection: a token-bucket rate limit on the public create-session route (per client
 //! address and per study), and the gauges behind the caps on requests in flight and open event
-//! streams (the door, `crate::door`, applies the first). Each
+//! streams (the door, `crate::http::door`, applies the first). Each
 //! refusal is quick and explicit (429 or 503 with `Retry-After`) instead of queueing until memory
 //! runs out. Limits are per process; behind several processes, divide them.
 

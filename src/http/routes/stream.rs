@@ -15,10 +15,10 @@ use interview_projections::read;
 use interview_projections::stream::{StreamEvent, StreamFolder};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::error::ApiError;
-use crate::routes::sessions::authorize;
+use crate::http::error::ApiError;
+use crate::http::routes::sessions::authorize;
+use crate::live::stream_hub::{Live, Subscription};
 use crate::state::AppState;
-use crate::stream_hub::{Live, Subscription};
 
 /// Frames buffered for one client before its pump waits (only that client waits).
 const CLIENT_BUFFER: usize = 64;

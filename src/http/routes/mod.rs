@@ -1,5 +1,5 @@
 //! HTTP routes. Each handler authenticates, parses, runs one command or query, and answers with
-//! the HTTP contract (README, "API at a glance"); errors go through [`crate::error::ApiError`].
+//! the HTTP contract (README, "API at a glance"); errors go through [`crate::http::error::ApiError`].
 
 pub mod health;
 pub mod page;
@@ -13,7 +13,7 @@ use actix_web::web;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(health::healthz)
         .service(health::readyz)
-        .service(crate::openapi::openapi_json)
+        .service(crate::http::openapi::openapi_json)
         .service(studies::create)
         .service(studies::list)
         .service(studies::get)
@@ -28,7 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::submit_interaction)
         .service(sessions::end)
         .service(stream::stream)
-        .service(crate::agui::run)
+        .service(crate::live::agui::run)
         .service(page::study_page)
         .service(page::session_page)
         .service(page::asset)
@@ -47,8 +47,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// Unknown routes answer a JSON 404 like every other error.
-pub async fn not_found() -> Result<actix_web::HttpResponse, crate::error::ApiError> {
-    Err(crate::error::ApiError::not_found(
+pub async fn not_found() -> Result<actix_web::HttpResponse, crate::http::error::ApiError> {
+    Err(crate::http::error::ApiError::not_found(
         "route_not_found",
         "there is nothing at this address",
     ))

@@ -10,7 +10,7 @@ use actix_web::HttpRequest;
 use interview_session::hash::sha256_hex;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Name of the cookie holding a participant token.

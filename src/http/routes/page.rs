@@ -7,14 +7,14 @@ use actix_web::{get, web, HttpRequest, HttpResponse};
 use interview_projections::read;
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::command::studies;
+use crate::http::error::ApiError;
 use crate::state::AppState;
-use crate::studies;
 
-const PAGE: &str = include_str!("../../web/index.html");
-const SCRIPT: &str = include_str!("../../web/app.js");
-const STYLE: &str = include_str!("../../web/app.css");
-const ICON: &str = include_str!("../../web/icon.svg");
+const PAGE: &str = include_str!("../../../web/index.html");
+const SCRIPT: &str = include_str!("../../../web/app.js");
+const STYLE: &str = include_str!("../../../web/app.css");
+const ICON: &str = include_str!("../../../web/icon.svg");
 
 /// Changes whenever the assets do, so browsers never mix an old script with a new page.
 fn version() -> &'static str {

@@ -11,12 +11,12 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
-use crate::auth::require_researcher;
-use crate::error::ApiError;
-use crate::export;
-use crate::routes::sessions::{authorize, load_view};
+use crate::command::studies;
+use crate::http::auth::require_researcher;
+use crate::http::error::ApiError;
+use crate::http::export;
+use crate::http::routes::sessions::{authorize, load_view};
 use crate::state::AppState;
-use crate::studies;
 
 const STATUSES: [&str; 7] = [
     "created",
@@ -99,7 +99,7 @@ pub async fn study_sessions(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    query: crate::query::Query<SessionListQuery>,
+    query: crate::http::query::Query<SessionListQuery>,
 ) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;
@@ -179,7 +179,8 @@ pub async fn session_state(
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
     let mut body = serde_json::to_value(view).expect("views serialize");
-    body["covered_objectives"] = crate::routes::sessions::covered_objectives(&state, &id).await?;
+    body["covered_objectives"] =
+        crate::http::routes::sessions::covered_objectives(&state, &id).await?;
     Ok(HttpResponse::Ok().json(body))
 }
 
@@ -255,7 +256,7 @@ pub async fn results(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
-    query: crate::query::Query<PageQuery>,
+    query: crate::http::query::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;

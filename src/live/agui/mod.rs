@@ -24,11 +24,11 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
 
-use crate::body::{json_body, ShapeErrors};
-use crate::error::ApiError;
-use crate::routes::sessions::{authorize_participant, execute_participant};
+use crate::http::body::{json_body, ShapeErrors};
+use crate::http::error::ApiError;
+use crate::http::routes::sessions::{authorize_participant, execute_participant};
+use crate::live::stream_hub::{Live, Subscription};
 use crate::state::AppState;
-use crate::stream_hub::{Live, Subscription};
 use events::Translator;
 use input::{ResumeStatus, RunAgentInput};
 
@@ -149,7 +149,7 @@ pub async fn run(
         pump(state.clone(), id, input, folded, subscription, tx).await;
         drop(slot);
     });
-    Ok(crate::routes::stream::event_stream(rx))
+    Ok(crate::http::routes::stream::event_stream(rx))
 }
 
 fn frame(event: &Value) -> Bytes {

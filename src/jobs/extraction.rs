@@ -22,10 +22,10 @@ use interview_session::{EventBody, Session, SessionCommand, SessionError};
 use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::command::store::Actor;
 use crate::harness;
+use crate::http::error::ApiError;
 use crate::state::AppState;
-use crate::store::Actor;
 
 /// Sessions the recovery sweep takes at once.
 const BATCH: i64 = 50;

@@ -13,9 +13,9 @@ use cqrs_es::AggregateError;
 use interview_projections::read;
 use interview_session::{SessionCommand, SessionError};
 
-use crate::error::ApiError;
+use crate::command::store::Actor;
+use crate::http::error::ApiError;
 use crate::state::AppState;
-use crate::store::Actor;
 
 /// Sessions expired per sweep at most (the next sweep takes the rest).
 const BATCH: i64 = 200;
