@@ -1,14 +1,24 @@
 //! The `Session` aggregate: the guard every command passes.
 //!
 //! `handle` checks a command against the state folded from earlier events and writes new
-//! events; `apply` folds an event into the state. Each written event is sealed onto the hash
-//! chain with the hash of the event before it, so the chain is built here, deterministically,
-//! with no I/O. Interviewer decisions are judged in [`decide`].
+//! events — one function per command, by who sends it: [`lifecycle`] (created, started, ended by
+//! the system), [`participant`], [`interviewer`] (decisions judged in [`decide`]), [`system`]
+//! (the post-session extraction, handled failures); `apply` folds an event into the state
+//! ([`fold`]). Each written event is sealed onto the hash chain with the hash of the event
+//! before it, so the chain is built here, deterministically, with no I/O. This file keeps the
+//! state, what it answers, and the guards and writes every command shares.
 
+mod answers;
 mod check;
 mod coverage;
 mod decide;
+mod fold;
+mod interviewer;
+mod judge;
+mod lifecycle;
 mod outcome;
+mod participant;
+mod system;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,10 +26,10 @@ use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::Aggregate;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use uuid::Uuid;
 
 pub use check::check_stream;
+pub use judge::{Carried, Judged};
 pub use outcome::{moves_overview, Contribution, OutcomeFacts};
 
 use crate::commands::SessionCommand;
@@ -122,150 +132,6 @@ pub fn micros(at: DateTime<Utc>) -> DateTime<Utc> {
 pub const CLAIM_TIMEOUT_SECS: i64 = 120;
 
 impl Session {
-    /// The session folded from its events, in order.
-    pub fn from_events(events: impl IntoIterator<Item = SessionEvent>) -> Self {
-        let mut session = Self::default();
-        for event in events {
-            session.apply(event);
-        }
-        session
-    }
-
-    pub fn status(&self) -> SessionStatus {
-        self.status
-    }
-
-    pub fn phase(&self) -> Phase {
-        self.phase
-    }
-
-    pub fn turn_count(&self) -> u32 {
-        self.turn_count
-    }
-
-    pub fn study(&self) -> Option<&PinnedStudy> {
-        self.study.as_deref()
-    }
-
-    pub fn pending_interaction(&self) -> Option<&InteractionToolCall> {
-        self.pending.as_deref()
-    }
-
-    pub fn consent(&self) -> Option<bool> {
-        self.consent
-    }
-
-    pub fn objective(&self, id: &str) -> ObjectiveProgress {
-        self.objectives.get(id).cloned().unwrap_or_default()
-    }
-
-    pub fn current_objective(&self) -> Option<&str> {
-        self.current_objective.as_deref()
-    }
-
-    /// The open claim on the next utterance, if a run holds one.
-    pub fn open_claim(&self) -> Option<&OpenClaim> {
-        self.open_message.as_ref()
-    }
-
-    pub fn last_turn_id(&self) -> Option<Uuid> {
-        self.last_turn_id
-    }
-
-    pub fn fields(&self) -> &BTreeMap<String, ExtractedField> {
-        &self.fields
-    }
-
-    pub fn summary(&self) -> Option<&str> {
-        self.summary.as_deref()
-    }
-
-    /// The participant's addition to the latest summary (an unconfirmed reply that is not an
-    /// end intent).
-    pub fn summary_addition(&self) -> Option<&str> {
-        self.summary_addition.as_deref()
-    }
-
-    pub fn summary_confirmed(&self) -> Option<bool> {
-        self.summary_confirmed
-    }
-
-    pub fn end_requested(&self) -> bool {
-        self.end_requested
-    }
-
-    pub fn one_word_streak(&self) -> u32 {
-        self.one_word_streak
-    }
-
-    pub fn screening_verdict(&self) -> Option<bool> {
-        self.screening
-    }
-
-    pub fn screening_answers(&self) -> &BTreeMap<String, Option<serde_json::Value>> {
-        &self.screening_answers
-    }
-
-    /// The next screening question to ask, once consent is given and until all are answered.
-    pub fn next_screening_question(&self) -> Option<&crate::study::ScreeningQuestion> {
-        let study = self.study.as_deref()?;
-        study
-            .study_config
-            .screening
-            .questions
-            .iter()
-            .find(|q| !self.screening_answers.contains_key(&q.id))
-    }
-
-    /// Screening questions exist, are all answered, and await their verdict.
-    pub fn screening_awaits_verdict(&self) -> bool {
-        let has_questions = self
-            .study
-            .as_deref()
-            .is_some_and(|s| !s.study_config.screening.questions.is_empty());
-        has_questions && self.screening.is_none() && self.next_screening_question().is_none()
-    }
-
-    pub fn safety_triggered(&self) -> bool {
-        self.safety_triggered
-    }
-
-    /// Consent given, screening passed (or none), no safety stop: the interview proper.
-    pub fn interviewing(&self) -> bool {
-        self.consent == Some(true)
-            && !self.safety_triggered
-            && self.screening != Some(false)
-            && self.next_screening_question().is_none()
-            && !self.screening_awaits_verdict()
-    }
-
-    /// Whether the post-session extraction has completed.
-    pub fn final_extraction_done(&self) -> bool {
-        self.final_extraction.is_some_and(|(_, _, done)| done)
-    }
-
-    pub fn created_at(&self) -> Option<DateTime<Utc>> {
-        self.created_at
-    }
-
-    /// Hash of the last applied event (the chain head).
-    pub fn head_hash(&self) -> &str {
-        self.last_hash.as_deref().unwrap_or(GENESIS_HASH)
-    }
-
-    /// The time an event is stamped with: the command's time to the microsecond (what both
-    /// stores keep, so a stored row and the row rebuilt from the log agree), and never earlier
-    /// than the session's last event — commands decided on a stale clock reading, or a slower
-    /// process's clock, cannot make time run backwards within a session.
-    pub fn event_time(&self, at: DateTime<Utc>) -> DateTime<Utc> {
-        let at = micros(at);
-        // Every applied event sets `last_activity_at`: it is the last event's time.
-        match self.last_activity_at {
-            Some(last) if last > at => last,
-            _ => at,
-        }
-    }
-
     async fn emit(&mut self, sink: &EventSink<Self>, body: EventBody, at: DateTime<Utc>) {
         let at = self.event_time(at);
         let event = SessionEvent::seal(body, at, self.head_hash());
@@ -291,75 +157,6 @@ impl Session {
             let from = self.phase;
             self.emit(sink, EventBody::PhaseChanged { from, to }, at)
                 .await;
-        }
-    }
-
-    /// Ends the session: the closing words, then `session.completed` or `session.abandoned`.
-    async fn end(&mut self, sink: &EventSink<Self>, reason: ConcludeReason, at: DateTime<Utc>) {
-        if reason.abandons() {
-            self.emit(sink, EventBody::SessionAbandoned { reason }, at)
-                .await;
-            self.change_status(sink, SessionStatus::Abandoned, at).await;
-        } else {
-            let body = EventBody::SessionCompleted {
-                summary: self.summary.clone().unwrap_or_default(),
-                summary_confirmed: self.summary_confirmed.unwrap_or(false),
-                reason,
-            };
-            self.emit(sink, body, at).await;
-            self.change_status(sink, SessionStatus::Completed, at).await;
-            // A completed interview's transcript is extracted once more, after the end
-            // (FR-04-26); the phase reaches END when that extraction completes.
-            self.change_phase(sink, Phase::PostSessionExtraction, at)
-                .await;
-            return;
-        }
-        self.change_phase(sink, Phase::End, at).await;
-    }
-
-    /// The participant ends the interview. Before the interview proper (consent, screening) the
-    /// session is abandoned; during it, questioning stops and the summary is confirmed (a widget
-    /// left open is recorded as skipped); at the confirmation step — ending again — it completes
-    /// with the summary unconfirmed.
-    async fn request_end(&mut self, sink: &EventSink<Self>, at: DateTime<Utc>) {
-        let reason = ConcludeReason::ParticipantRequestedEnd;
-        if self.summary.is_none() && self.end_requested {
-            return; // already on its way to the summary
-        }
-        self.emit(sink, EventBody::EndRequested {}, at).await;
-        if !self.interviewing() {
-            self.emit(sink, EventBody::SessionAbandoned { reason }, at)
-                .await;
-            self.change_status(sink, SessionStatus::Abandoned, at).await;
-            self.change_phase(sink, Phase::End, at).await;
-            return;
-        }
-        if self.summary.is_some() {
-            self.end(sink, reason, at).await;
-            return;
-        }
-        if let Some(pending) = self.pending.clone() {
-            let session_id = self.session_id.unwrap_or_default();
-            let submitted = EventBody::InteractionSubmitted {
-                interaction_id: pending.interaction_id.clone(),
-                turn_id: Uuid::new_v5(
-                    &session_id,
-                    format!("interaction:{}", pending.interaction_id).as_bytes(),
-                ),
-                status: SubmitStatus::Skipped,
-                value: None,
-                client_context: Some(json!({ "ended_by_participant": true })),
-            };
-            self.emit(sink, submitted, at).await;
-            let tool_result = json!({ "status": SubmitStatus::Skipped, "value": null });
-            let completed = EventBody::ToolCallCompleted {
-                tool_call_id: pending.tool_call_id.clone(),
-                tool_result,
-            };
-            self.emit(sink, completed, at).await;
-        }
-        if self.status != SessionStatus::Active {
-            self.change_status(sink, SessionStatus::Active, at).await;
         }
     }
 
@@ -415,9 +212,11 @@ impl Aggregate for Session {
         _services: &Self::Services,
         sink: &EventSink<Self>,
     ) -> Result<(), Self::Error> {
-        use SessionStatus::*;
+        use SessionCommand as C;
+        // One function per command, by who sends it: lifecycle.rs, participant.rs,
+        // interviewer.rs, system.rs (the guards they share are below).
         match command {
-            SessionCommand::Create {
+            C::Create {
                 session_id,
                 study,
                 participant_ref,
@@ -425,130 +224,67 @@ impl Aggregate for Session {
                 preview,
                 at,
             } => {
-                if self.session_id.is_some() {
-                    return Err(SessionError::AlreadyCreated);
-                }
-                let body = EventBody::SessionCreated {
+                self.create(
+                    sink,
                     session_id,
                     study,
                     participant_ref,
                     participant_token_sha256,
                     preview,
-                };
-                self.emit(sink, body, at).await;
+                    at,
+                )
+                .await
             }
-            SessionCommand::Start { at } => {
-                self.ensure_open()?;
-                self.ensure_status(&[Created])?;
-                self.change_status(sink, Active, at).await;
-            }
-            SessionCommand::PostMessage {
+            C::Start { at } => self.start(sink, at).await,
+            C::PostMessage {
                 turn_id,
                 client_message_id,
                 content,
                 at,
             } => {
                 self.post_message(sink, turn_id, client_message_id, content, false, at)
-                    .await?
+                    .await
             }
-            SessionCommand::StartAgentMessage {
+            C::StartAgentMessage {
                 message_id,
                 run_id,
                 process_id,
                 takes_over,
                 at,
             } => {
-                self.ensure_open()?;
-                self.ensure_status(&[Active])?;
-                let mut replaced = None;
-                if let Some(open) = self.open_message {
-                    // Another run holds the turn, unless its claim is stale or its process is
-                    // known to be dead.
-                    let stale = (at - open.at).num_seconds() >= CLAIM_TIMEOUT_SECS;
-                    if !stale && takes_over != Some(open.run_id) {
-                        return Err(SessionError::InvalidState {
-                            status: self.status,
-                        });
-                    }
-                    replaced = Some(open.run_id);
-                }
-                self.emit(
-                    sink,
-                    EventBody::AgentMessageStarted {
-                        message_id,
-                        run_id,
-                        process_id,
-                        takes_over: replaced,
-                    },
-                    at,
-                )
-                .await;
+                self.claim_utterance(sink, message_id, run_id, process_id, takes_over, at)
+                    .await
             }
-            SessionCommand::CompleteAgentMessage {
+            C::CompleteAgentMessage {
                 message_id,
                 content,
                 await_reply,
                 at,
             } => {
-                self.ensure_open()?;
-                if self.open_message.map(|c| c.message_id) != Some(message_id) {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                self.emit(
-                    sink,
-                    EventBody::AgentMessageCompleted {
-                        message_id,
-                        content,
-                    },
-                    at,
-                )
-                .await;
-                if await_reply {
-                    self.change_status(sink, WaitingForUser, at).await;
-                }
+                self.complete_utterance(sink, message_id, content, await_reply, at)
+                    .await
             }
-            SessionCommand::RenderInteraction { interaction, at } => {
-                self.ensure_open()?;
-                self.ensure_no_pending()?;
-                self.ensure_status(&[Active])?;
-                self.render(sink, interaction, at).await?;
+            C::RenderInteraction { interaction, at } => {
+                self.render_interaction(sink, interaction, at).await
             }
-            SessionCommand::Decide {
+            C::Decide {
                 message_id,
                 interaction_id,
                 proposal,
                 at,
             } => {
-                self.ensure_open()?;
-                self.ensure_no_pending()?;
-                self.ensure_status(&[Active])?;
-                if self.open_message.map(|c| c.message_id) != Some(message_id) {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                let judged = self.judge(&proposal, interaction_id, at)?;
-                self.carry_out(sink, message_id, *proposal, judged, at)
-                    .await?;
+                self.decide(sink, message_id, interaction_id, proposal, at)
+                    .await
             }
-            SessionCommand::RecordExtraction {
+            C::RecordExtraction {
                 message_id,
                 proposal,
                 at,
             } => {
-                self.ensure_open()?;
-                self.ensure_status(&[Active])?;
-                if self.open_message.map(|c| c.message_id) != Some(message_id) {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                self.record_extraction(sink, message_id, *proposal, at)
-                    .await?;
+                self.record_extraction_alongside(sink, message_id, proposal, at)
+                    .await
             }
-            SessionCommand::SubmitInteraction {
+            C::SubmitInteraction {
                 interaction_id,
                 turn_id,
                 status,
@@ -565,9 +301,9 @@ impl Aggregate for Session {
                     client_context,
                     at,
                 )
-                .await?
+                .await
             }
-            SessionCommand::SubmitThenPostMessage {
+            C::SubmitThenPostMessage {
                 interaction_id,
                 turn_id,
                 status,
@@ -576,599 +312,67 @@ impl Aggregate for Session {
                 message,
                 at,
             } => {
-                self.submit_interaction(
+                self.submit_then_post_message(
                     sink,
                     interaction_id,
                     turn_id,
                     status,
                     value,
                     client_context,
+                    message,
                     at,
                 )
-                .await?;
-                self.post_message(
-                    sink,
-                    message.turn_id,
-                    message.client_message_id,
-                    message.content,
-                    true,
-                    at,
-                )
-                .await?
+                .await
             }
-            SessionCommand::EvaluateScreening {
+            C::EvaluateScreening {
                 eligible,
                 rationale,
                 decided_by,
                 at,
             } => {
-                self.ensure_open()?;
-                if self.consent != Some(true) || !self.screening_awaits_verdict() {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                if rationale.trim().is_empty() {
-                    return Err(SessionError::InvalidValue {
-                        field: "rationale".into(),
-                        message: "a screening verdict needs a rationale".into(),
-                    });
-                }
-                let answers = self.screening_answers.clone();
-                let body = EventBody::ScreeningEvaluated {
-                    eligible,
-                    rationale,
-                    answers,
-                    decided_by,
-                };
-                self.emit(sink, body, at).await;
+                self.evaluate_screening(sink, eligible, rationale, decided_by, at)
+                    .await
             }
-            SessionCommand::ConfirmSummary {
+            C::ConfirmSummary {
                 confirmed,
                 addition,
                 at,
-            } => {
-                self.ensure_open()?;
-                // One reply per proposed summary: a second run classifying the same reply is
-                // refused (a new proposal resets this).
-                if self.summary.is_none() || self.summary_confirmed.is_some() {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                self.emit(
-                    sink,
-                    EventBody::SummaryConfirmed {
-                        confirmed,
-                        addition,
-                    },
-                    at,
-                )
-                .await;
+            } => self.confirm_summary(sink, confirmed, addition, at).await,
+            C::StartFinalExtraction { extraction_id, at } => {
+                self.start_final_extraction(sink, extraction_id, at).await
             }
-            SessionCommand::StartFinalExtraction { extraction_id, at } => {
-                // System work after the end: only on a completed session, once, one worker at a
-                // time (a claim older than CLAIM_TIMEOUT_SECS is presumed dead and retried).
-                if self.status != Completed {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                match self.final_extraction {
-                    Some((_, _, true)) => {
-                        return Err(SessionError::InvalidState {
-                            status: self.status,
-                        })
-                    }
-                    Some((_, claimed, false))
-                        if (at - claimed).num_seconds() < CLAIM_TIMEOUT_SECS =>
-                    {
-                        return Err(SessionError::InvalidState {
-                            status: self.status,
-                        })
-                    }
-                    _ => {}
-                }
-                self.emit(
-                    sink,
-                    EventBody::ExtractionStarted {
-                        extraction_id,
-                        is_final: true,
-                    },
-                    at,
-                )
-                .await;
-            }
-            SessionCommand::CompleteFinalExtraction {
+            C::CompleteFinalExtraction {
                 extraction_id,
                 fields,
                 decided_by,
                 at,
             } => {
-                match self.final_extraction {
-                    Some((id, _, false)) if id == extraction_id => {}
-                    _ => {
-                        return Err(SessionError::InvalidState {
-                            status: self.status,
-                        })
-                    }
-                }
-                let known = |id: &str| {
-                    self.study
-                        .as_deref()
-                        .is_some_and(|s| s.output_schema.fields.iter().any(|f| f.id == id))
-                };
-                if let Some(bad) = fields
-                    .iter()
-                    .find(|f| !known(&f.field_id) || !(0.0..=1.0).contains(&f.confidence))
-                {
-                    return Err(SessionError::InvalidValue {
-                        field: "fields".into(),
-                        message: format!(
-                            "{:?} is not an output field with a confidence in [0, 1]",
-                            bad.field_id
-                        ),
-                    });
-                }
-                let body = EventBody::ExtractionCompleted {
-                    extraction_id,
-                    fields,
-                    is_final: true,
-                    decided_by,
-                };
-                self.emit(sink, body, at).await;
-                self.change_phase(sink, Phase::End, at).await;
+                self.complete_final_extraction(sink, extraction_id, fields, decided_by, at)
+                    .await
             }
-            SessionCommand::RecordError {
+            C::RecordError {
                 source,
                 code,
                 message,
                 at,
-            } => {
-                if self.session_id.is_none() {
-                    return Err(SessionError::NotCreated);
-                }
-                self.emit(
-                    sink,
-                    EventBody::ErrorRecorded {
-                        source,
-                        code,
-                        message,
-                    },
-                    at,
-                )
-                .await;
-            }
-            SessionCommand::Complete {
+            } => self.record_error(sink, source, code, message, at).await,
+            C::Complete {
                 summary,
                 summary_confirmed,
                 reason,
                 at,
             } => {
-                self.ensure_open()?;
-                self.ensure_status(&[Active, WaitingForUser, WaitingForTool])?;
-                if reason.abandons() {
-                    return Err(SessionError::InvalidValue {
-                        field: "reason".into(),
-                        message: "this reason abandons the session".into(),
-                    });
-                }
-                let body = EventBody::SessionCompleted {
-                    summary,
-                    summary_confirmed,
-                    reason,
-                };
-                self.emit(sink, body, at).await;
-                self.change_status(sink, Completed, at).await;
+                self.complete(sink, summary, summary_confirmed, reason, at)
+                    .await
             }
-            SessionCommand::Expire { at } => {
-                self.ensure_open()?;
-                let ttl = self
-                    .study
-                    .as_deref()
-                    .map_or(0, |s| s.study_config.limits.idle_ttl_minutes);
-                let idle = self
-                    .last_activity_at
-                    .map_or(0, |last| (at - last).num_seconds());
-                if idle < i64::from(ttl) * 60 {
-                    return Err(SessionError::InvalidState {
-                        status: self.status,
-                    });
-                }
-                if self.phase == Phase::SummaryConfirmation && self.summary.is_some() {
-                    // Idle at the confirmation step: the interview happened; keep it, with the
-                    // summary unconfirmed (unless it was confirmed just before).
-                    self.end(sink, ConcludeReason::Timeout, at).await;
-                } else {
-                    self.emit(
-                        sink,
-                        EventBody::SessionAbandoned {
-                            reason: ConcludeReason::Timeout,
-                        },
-                        at,
-                    )
-                    .await;
-                    self.change_status(sink, Abandoned, at).await;
-                }
-            }
-            SessionCommand::RequestEnd { at } => {
-                self.ensure_open()?;
-                self.request_end(sink, at).await;
-            }
-            SessionCommand::Abandon { reason, at } => {
-                self.ensure_open()?;
-                self.emit(sink, EventBody::SessionAbandoned { reason }, at)
-                    .await;
-                self.change_status(sink, Abandoned, at).await;
-            }
+            C::Expire { at } => self.expire(sink, at).await,
+            C::RequestEnd { at } => self.end_by_participant(sink, at).await,
+            C::Abandon { reason, at } => self.abandon(sink, reason, at).await,
         }
-        Ok(())
     }
 
     fn apply(&mut self, event: Self::Event) {
-        // A message that follows an answer in the same turn (AG-UI's "in my own words") is part
-        // of that turn, not a turn of its own.
-        let follows_answer = self.may_add_message;
-        // Only the events a submission itself writes keep the way open for a following message.
-        if !matches!(
-            event.body,
-            EventBody::ToolCallCompleted { .. }
-                | EventBody::ConsentRecorded { .. }
-                | EventBody::StatusChanged { .. }
-        ) {
-            self.may_add_message = false;
-        }
-        self.outcome.note(self.phase, &event.body, event.at);
-        match event.body {
-            EventBody::SessionCreated {
-                session_id,
-                study,
-                preview,
-                ..
-            } => {
-                self.preview = preview;
-                self.session_id = Some(session_id);
-                self.study = Some(study);
-                self.created_at = Some(event.at);
-            }
-            EventBody::StatusChanged { to, .. } => {
-                self.status = to;
-                if to.is_terminal() {
-                    self.pending = None;
-                    self.open_message = None;
-                }
-            }
-            EventBody::PhaseChanged { to, .. } => self.phase = to,
-            EventBody::ParticipantMessageCreated {
-                turn_id, content, ..
-            } => {
-                self.turn_ids
-                    .insert(turn_id, Some(crate::hash::sha256_hex(content.as_bytes())));
-                self.last_turn_id = Some(turn_id);
-                if self.is_turn() && !follows_answer {
-                    self.turn_count += 1;
-                    if let Some(objective) = &self.current_objective {
-                        self.objectives
-                            .entry(objective.clone())
-                            .or_default()
-                            .answered = true;
-                    }
-                    self.one_word_streak = if text::is_one_word(&content) {
-                        self.one_word_streak + 1
-                    } else {
-                        0
-                    };
-                }
-                let study = self.study.as_deref();
-                if study
-                    .is_some_and(|s| text::matches_phrase(&content, &s.agent_config.end_phrases))
-                {
-                    self.end_requested = true;
-                }
-                if study
-                    .is_some_and(|s| text::matches_any(&content, &s.agent_config.safety_patterns))
-                {
-                    self.safety_triggered = true;
-                }
-            }
-            EventBody::AgentMessageStarted {
-                message_id,
-                run_id,
-                process_id,
-                ..
-            } => {
-                self.open_message = Some(OpenClaim {
-                    message_id,
-                    run_id,
-                    process_id,
-                    at: event.at,
-                })
-            }
-            EventBody::AgentMessageCompleted { .. } | EventBody::DecisionRecorded { .. } => {
-                let mut keeps_claim = false;
-                if let EventBody::DecisionRecorded {
-                    selected_action,
-                    alongside,
-                    ..
-                } = &event.body
-                {
-                    self.record_action(selected_action);
-                    keeps_claim = alongside.is_some();
-                }
-                if !keeps_claim {
-                    self.open_message = None;
-                }
-            }
-            EventBody::InteractionRendered { interaction } => self.pending = Some(interaction),
-            EventBody::InteractionSubmitted {
-                interaction_id,
-                turn_id,
-                value,
-                status,
-                ..
-            } => {
-                let pending = self.pending.take();
-                if let (SubmitStatus::Skipped, Some(objective)) = (
-                    status,
-                    pending.as_ref().and_then(|p| p.objective_id.clone()),
-                ) {
-                    self.objectives.entry(objective).or_default().skipped = true;
-                }
-                if let Some(question) = pending
-                    .as_ref()
-                    .and_then(|p| p.screening_question_id.clone())
-                {
-                    self.screening_answers.insert(question, value);
-                }
-                let counts =
-                    pending.as_ref().is_some_and(|p| p.type_name() != "consent") && self.is_turn();
-                self.may_add_message = counts;
-                if counts {
-                    self.turn_count += 1;
-                    self.turn_ids.insert(turn_id, None);
-                    self.last_turn_id = Some(turn_id);
-                    if let Some(objective) = pending.and_then(|p| p.objective_id) {
-                        self.objectives.entry(objective).or_default().answered = true;
-                    }
-                }
-                self.answered.insert(interaction_id);
-            }
-            EventBody::ConsentRecorded { accepted, .. } => self.consent = Some(accepted),
-            EventBody::ScreeningEvaluated { eligible, .. } => self.screening = Some(eligible),
-            EventBody::ExtractionStarted {
-                extraction_id,
-                is_final: true,
-            } => {
-                self.final_extraction = Some((extraction_id, event.at, false));
-            }
-            EventBody::ExtractionCompleted {
-                fields, is_final, ..
-            } => {
-                if is_final {
-                    if let Some(f) = self.final_extraction.as_mut() {
-                        f.2 = true;
-                    }
-                } else if self.summary_confirmed.is_some() {
-                    self.extracted_since_reply = true;
-                }
-                for field in fields {
-                    self.fields.insert(field.field_id.clone(), field);
-                }
-            }
-            EventBody::SummaryProposed { summary } => {
-                self.stopped_because = self
-                    .stopped_because
-                    .or_else(|| self.questioning_may_stop(event.at));
-                self.summaries_proposed += 1;
-                self.summary = Some(summary);
-                self.summary_confirmed = None;
-            }
-            EventBody::SummaryConfirmed {
-                confirmed,
-                addition,
-            } => {
-                self.summary_confirmed = Some(confirmed);
-                self.summary_addition = addition;
-                self.extracted_since_reply = false;
-            }
-            EventBody::ToolCallCreated { .. }
-            | EventBody::ToolCallCompleted { .. }
-            | EventBody::ExtractionStarted { .. }
-            | EventBody::ErrorRecorded { .. }
-            | EventBody::SessionCompleted { .. }
-            | EventBody::SessionAbandoned { .. } => {}
-            EventBody::EndRequested {} => self.end_requested = true,
-        }
-        self.last_activity_at = Some(event.at);
-        self.last_hash = Some(event.hash);
-    }
-}
-
-impl Session {
-    /// A participant answers (or skips) the pending widget.
-    #[allow(clippy::too_many_arguments)]
-    async fn submit_interaction(
-        &mut self,
-        sink: &EventSink<Self>,
-        interaction_id: String,
-        turn_id: Uuid,
-        status: SubmitStatus,
-        value: Option<serde_json::Value>,
-        client_context: Option<serde_json::Value>,
-        at: DateTime<Utc>,
-    ) -> Result<(), SessionError> {
-        self.ensure_open()?;
-        if self.answered.contains(&interaction_id) {
-            return Err(SessionError::InteractionAlreadyAnswered { interaction_id });
-        }
-        let pending = match &self.pending {
-            Some(p) if p.interaction_id == interaction_id => p,
-            _ => return Err(SessionError::InteractionNotFound { interaction_id }),
-        };
-        let value = match status {
-            SubmitStatus::Submitted => {
-                let value = value.ok_or_else(|| SessionError::InvalidValue {
-                    field: "value".into(),
-                    message: "an answer is needed (or skip the question)".into(),
-                })?;
-                pending
-                    .kind
-                    .check_value(&value)
-                    .map_err(|message| SessionError::InvalidValue {
-                        field: "value".into(),
-                        message,
-                    })?;
-                Some(value)
-            }
-            SubmitStatus::Skipped => None,
-        };
-        let consent_version = match &pending.kind {
-            InteractionKind::Consent {
-                consent_version, ..
-            } => Some(consent_version.clone()),
-            _ => None,
-        };
-        let tool_call_id = pending.tool_call_id.clone();
-        let tool_result = json!({ "status": status, "value": value });
-        let accepted = value
-            .as_ref()
-            .and_then(|v| v.get("accepted"))
-            .and_then(|a| a.as_bool());
-        let submitted = EventBody::InteractionSubmitted {
-            interaction_id,
-            turn_id,
-            status,
-            value,
-            client_context,
-        };
-        self.emit(sink, submitted, at).await;
-        self.emit(
-            sink,
-            EventBody::ToolCallCompleted {
-                tool_call_id,
-                tool_result,
-            },
-            at,
-        )
-        .await;
-        if let Some(consent_version) = consent_version {
-            // Skipping the consent panel is not consent.
-            let accepted = accepted.unwrap_or(false);
-            self.emit(
-                sink,
-                EventBody::ConsentRecorded {
-                    accepted,
-                    consent_version,
-                },
-                at,
-            )
-            .await;
-        }
-        self.change_status(sink, SessionStatus::Active, at).await;
-        Ok(())
-    }
-
-    /// A participant message: while the session waits for the participant, or (`after_answer`)
-    /// right after the participant's own answer, before the interviewer takes the turn.
-    async fn post_message(
-        &mut self,
-        sink: &EventSink<Self>,
-        turn_id: Uuid,
-        client_message_id: Option<String>,
-        content: String,
-        after_answer: bool,
-        at: DateTime<Utc>,
-    ) -> Result<(), SessionError> {
-        if let Some(digest) = self.turn_ids.get(&turn_id) {
-            // A retry of an accepted message: the first answer stands, nothing is written. The
-            // same id with other text is a client's mistake, said plainly.
-            if digest.as_deref() == Some(&crate::hash::sha256_hex(content.as_bytes())) {
-                return Ok(());
-            }
-            return Err(SessionError::IdempotencyKeyReused { client_message_id });
-        }
-        self.ensure_open()?;
-        if after_answer {
-            if !(self.may_add_message && self.status == SessionStatus::Active) {
-                return Err(SessionError::InvalidState {
-                    status: self.status,
-                });
-            }
-        } else {
-            // A message while a widget waits, or while the interviewer holds the turn, would
-            // advance nothing: it is refused, naming the widget or the status.
-            self.ensure_no_pending()?;
-            self.ensure_status(&[SessionStatus::WaitingForUser])?;
-        }
-        if content.trim().is_empty() {
-            return Err(SessionError::InvalidValue {
-                field: "content".into(),
-                message: "the message is empty".into(),
-            });
-        }
-        let body = EventBody::ParticipantMessageCreated {
-            turn_id,
-            client_message_id,
-            content,
-        };
-        self.emit(sink, body, at).await;
-        self.change_status(sink, SessionStatus::Active, at).await;
-        Ok(())
-    }
-
-    fn record_action(&mut self, action: &AgentAction) {
-        match action {
-            AgentAction::AskQuestion { objective_id } => {
-                self.objectives
-                    .entry(objective_id.clone())
-                    .or_default()
-                    .asked = true;
-                self.current_objective = Some(objective_id.clone());
-            }
-            AgentAction::Probe { objective_id, .. } => {
-                self.objectives
-                    .entry(objective_id.clone())
-                    .or_default()
-                    .probes += 1;
-                self.current_objective = Some(objective_id.clone());
-            }
-            AgentAction::RenderInteraction {
-                objective_id: Some(objective_id),
-            } => {
-                self.objectives
-                    .entry(objective_id.clone())
-                    .or_default()
-                    .interaction_rendered = true;
-                self.current_objective = Some(objective_id.clone());
-            }
-            _ => {}
-        }
-    }
-
-    /// Shows a widget: the tool call, the rendered interaction, and the wait for its answer.
-    async fn render(
-        &mut self,
-        sink: &EventSink<Self>,
-        interaction: Box<InteractionToolCall>,
-        at: DateTime<Utc>,
-    ) -> Result<(), SessionError> {
-        if self.answered.contains(&interaction.interaction_id) {
-            return Err(SessionError::InteractionAlreadyAnswered {
-                interaction_id: interaction.interaction_id.clone(),
-            });
-        }
-        let tool_input = serde_json::to_value(&interaction).expect("interactions serialize");
-        let created = EventBody::ToolCallCreated {
-            tool_call_id: interaction.tool_call_id.clone(),
-            tool_name: "render_interaction".into(),
-            tool_input,
-        };
-        self.emit(sink, created, at).await;
-        self.emit(sink, EventBody::InteractionRendered { interaction }, at)
-            .await;
-        self.change_status(sink, SessionStatus::WaitingForTool, at)
-            .await;
-        Ok(())
+        self.fold(event);
     }
 }
 

@@ -401,7 +401,7 @@ impl Harness {
             // Text already streamed stands; text that replaces a shown part reaches the
             // screen with `message.completed` (streaming it would append to the shown part).
             if shown == llm_step::Shown::Nothing {
-                if let Some(text) = &judged.message {
+                if let Some(text) = judged.message() {
                     self.stream(session_id, &message_id, text);
                 }
             }

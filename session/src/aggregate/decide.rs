@@ -1,53 +1,25 @@
-//! Judging and carrying out interviewer decisions: the guards of the interview flow (`docs/interview-flow.md`).
-//!
-//! [`Session::judge`] is pure: the harness calls it on its loaded state before it streams a
-//! word (so nothing shown is later contradicted), and the aggregate calls it again at commit.
-//! A decision that breaks a rule is either rewritten deterministically (the original kept as
-//! `proposed_action`) or refused with the reason, and the harness falls back.
+//! The interview flow's rules the guards judge by (`docs/interview-flow.md`): objective
+//! coverage, when questioning may or must stop, which end reason holds, the summary the
+//! participant confirms; and carrying out a judged decision (the judging itself is
+//! [`super::judge`]).
 
 use chrono::{DateTime, Utc};
 use cqrs_es::event_sink::EventSink;
 use uuid::Uuid;
 
+use super::judge::{invalid, Carried, Judged};
 use super::Session;
-use crate::decision::{AgentAction, ConcludeReason, ExtractedField, Proposal};
+use crate::decision::{AgentAction, ConcludeReason, Proposal};
 use crate::error::SessionError;
 use crate::events::{EventBody, Phase, SessionStatus};
-use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
 use crate::phrases;
 use crate::study::{Objective, Priority};
 
 /// One-word answers in a row that mean the participant is tired (FR-04-15).
 pub const FATIGUE_STREAK: u32 = 3;
 
-/// A decision as the aggregate will carry it out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Judged {
-    pub action: AgentAction,
-    /// What the policy proposed, when a guard rewrote it.
-    pub proposed: Option<AgentAction>,
-    pub message: Option<String>,
-    pub interaction: Option<Box<InteractionToolCall>>,
-    pub summary: Option<String>,
-    pub fields: Vec<ExtractedField>,
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> SessionError {
-    SessionError::InvalidValue {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-fn non_empty(text: &Option<String>) -> Option<String> {
-    text.as_ref()
-        .map(|t| t.trim())
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-}
-
 impl Session {
-    fn find_objective(&self, id: &str) -> Option<&Objective> {
+    pub(super) fn find_objective(&self, id: &str) -> Option<&Objective> {
         self.study
             .as_deref()?
             .study_config
@@ -179,7 +151,7 @@ impl Session {
     /// else a stop reason that holds now; else coverage, then the confidence threshold; and
     /// failing all of those, the reason recorded when questioning stopped (it held then). Said
     /// in docs/interview-flow.md.
-    fn completion_reason(
+    pub(super) fn completion_reason(
         &self,
         proposed: Option<ConcludeReason>,
         at: DateTime<Utc>,
@@ -203,7 +175,7 @@ impl Session {
             .or(Some(ConcludeReason::AllMustObjectivesAsked))
     }
 
-    fn reason_holds(&self, reason: ConcludeReason, at: DateTime<Utc>) -> bool {
+    pub(super) fn reason_holds(&self, reason: ConcludeReason, at: DateTime<Utc>) -> bool {
         use ConcludeReason::*;
         match reason {
             AllMustObjectivesCovered => self.all_must_covered(),
@@ -320,296 +292,6 @@ impl Session {
         (!shown.is_empty()).then_some(shown)
     }
 
-    /// Judges a proposal: returns what will be carried out, or why it cannot be.
-    pub fn judge(
-        &self,
-        p: &Proposal,
-        interaction_id: Option<String>,
-        at: DateTime<Utc>,
-    ) -> Result<Judged, SessionError> {
-        if p.rationale.trim().is_empty() {
-            return Err(invalid("rationale", "every decision needs a rationale"));
-        }
-        let study = self.study.as_deref().ok_or(SessionError::NotCreated)?;
-        let locale = study.study_config.locale.as_str();
-        let mut action = p.action.clone();
-
-        // Consent comes before everything; a declined consent only ends the session.
-        match self.consent {
-            None if !matches!(
-                action,
-                AgentAction::RenderInteraction { objective_id: None }
-            ) =>
-            {
-                action = AgentAction::RenderInteraction { objective_id: None };
-            }
-            Some(false) => {
-                action = AgentAction::Conclude {
-                    reason: ConcludeReason::ConsentDeclined,
-                }
-            }
-            _ => {}
-        }
-        if self.consent == Some(true) {
-            let runtime_widget = AgentAction::RenderInteraction { objective_id: None };
-            if self.safety_triggered {
-                // A safety or privacy trigger ends the session, whatever was proposed.
-                action = AgentAction::Conclude {
-                    reason: ConcludeReason::SafetyTriggered,
-                };
-            } else if self.screening == Some(false) {
-                action = AgentAction::Conclude {
-                    reason: ConcludeReason::ScreeningFailed,
-                };
-            } else if self.next_screening_question().is_some() {
-                // Screening questions come right after consent, one widget at a time.
-                if !matches!(
-                    action,
-                    AgentAction::Conclude {
-                        reason: ConcludeReason::SafetyTriggered
-                    }
-                ) {
-                    action = runtime_widget;
-                }
-            } else if self.screening_awaits_verdict() {
-                return Err(SessionError::InvalidState {
-                    status: self.status,
-                });
-            } else if action == runtime_widget {
-                return Err(invalid("action", "consent and screening are done"));
-            }
-        }
-        // After the summary has been answered, no more questions: a confirmed summary concludes;
-        // an addition is taken in (extraction) and re-confirmed once; after that the interview
-        // concludes whatever is proposed. No refusal here can send the interviewer back to the
-        // summary it came from.
-        let mut settled_reason = None;
-        // A safety stop claimed by a policy counts only when a safety pattern did match.
-        let abandoning = matches!(action, AgentAction::Conclude { reason }
-            if reason.abandons() && (reason != ConcludeReason::SafetyTriggered || self.safety_triggered));
-        if self.summary.is_some() && self.summary_confirmed.is_some() && !abandoning {
-            // An unconfirmed reply that adds nothing is an end intent at this step.
-            let ended_here =
-                self.summary_confirmed == Some(false) && self.summary_addition.is_none();
-            let done =
-                self.summary_confirmed == Some(true) || self.summaries_proposed >= 2 || ended_here;
-            let proposed = match action {
-                _ if ended_here && self.end_requested => {
-                    Some(ConcludeReason::ParticipantRequestedEnd)
-                }
-                AgentAction::Conclude { reason } => Some(reason),
-                _ => None,
-            };
-            match (&action, done) {
-                (AgentAction::Conclude { .. }, _) | (_, true) => {
-                    if let Some(reason) = self.completion_reason(proposed, at) {
-                        settled_reason = Some(reason);
-                        action = AgentAction::Conclude { reason };
-                    }
-                }
-                // One extraction per reply (the addition), then the summary again.
-                (AgentAction::ExtractFields, false) if !self.extracted_since_reply => {}
-                (AgentAction::SummarizeAndConfirm, false) => {}
-                (_, false) => action = AgentAction::SummarizeAndConfirm,
-            }
-        }
-        // A summary before anything allows questioning to stop would end the interview early:
-        // the first must objective not asked yet is asked instead.
-        if matches!(action, AgentAction::SummarizeAndConfirm)
-            && self.summary.is_none()
-            && self.questioning_may_stop(at).is_none()
-        {
-            if let Some(next) = self
-                .objectives_in_order()
-                .into_iter()
-                .find(|o| o.priority == Priority::Must && !self.objective(&o.id).asked)
-            {
-                action = AgentAction::AskQuestion {
-                    objective_id: next.id.clone(),
-                };
-            }
-        }
-        // Limits, end intent and fatigue stop questioning: summary first, then conclude.
-        let questioning = matches!(
-            action,
-            AgentAction::AskQuestion { .. }
-                | AgentAction::Probe { .. }
-                | AgentAction::RenderInteraction {
-                    objective_id: Some(_)
-                }
-        );
-        if let (true, Some(reason)) = (questioning, self.stop_reason(at)) {
-            action = if self.summary.is_none() {
-                AgentAction::SummarizeAndConfirm
-            } else {
-                AgentAction::Conclude { reason }
-            };
-        }
-        // Objective rules: it exists; it opens with its question; probes stay under the cap.
-        if let Some(objective_id) = action.objective_id().map(String::from) {
-            let objective = self
-                .find_objective(&objective_id)
-                .ok_or_else(|| invalid("objective_id", format!("no objective {objective_id:?}")))?;
-            let progress = self.objective(&objective_id);
-            if !progress.asked && !matches!(action, AgentAction::AskQuestion { .. }) {
-                action = AgentAction::AskQuestion { objective_id };
-            } else if matches!(action, AgentAction::Probe { .. })
-                && progress.probes >= objective.max_probe_count
-            {
-                action = if objective.interaction.is_some() && !progress.interaction_rendered {
-                    AgentAction::RenderInteraction {
-                        objective_id: Some(objective_id),
-                    }
-                } else {
-                    AgentAction::ExtractFields
-                };
-            } else if matches!(action, AgentAction::RenderInteraction { .. })
-                && progress.interaction_rendered
-            {
-                return Err(invalid(
-                    "action",
-                    "this objective's widget was already shown",
-                ));
-            }
-        }
-        // Conclusions must be true, and a completed interview confirms its summary first.
-        if let AgentAction::Conclude { reason } = action {
-            if settled_reason != Some(reason) && !self.reason_holds(reason, at) {
-                return Err(invalid(
-                    "reason",
-                    format!("{reason:?} does not hold for this session"),
-                ));
-            }
-            if !reason.abandons() && self.summary.is_none() {
-                action = AgentAction::SummarizeAndConfirm;
-            }
-        }
-
-        let rewritten = action != p.action;
-        let proposed = rewritten.then(|| p.action.clone());
-        // A closing message stands when only the recorded reason changed (the policy may not
-        // know which reason the runtime settles on); any other rewrite says the runtime's words.
-        let keeps_text = !rewritten
-            || matches!(
-                (&action, &p.action),
-                (AgentAction::Conclude { .. }, AgentAction::Conclude { .. })
-            );
-        let own = |text: &Option<String>| if keeps_text { non_empty(text) } else { None };
-        let mut judged = Judged {
-            action: action.clone(),
-            proposed,
-            message: None,
-            interaction: None,
-            summary: None,
-            fields: Vec::new(),
-        };
-        match &action {
-            AgentAction::AskQuestion { objective_id } => {
-                let objective = self.find_objective(objective_id).expect("checked above");
-                judged.message =
-                    Some(own(&p.message).unwrap_or_else(|| objective.opening_question.clone()));
-            }
-            AgentAction::Probe { .. } => {
-                judged.message = Some(
-                    own(&p.message)
-                        .ok_or_else(|| invalid("message", "a probe needs its question"))?,
-                );
-            }
-            AgentAction::RenderInteraction { objective_id } => {
-                let interaction_id = interaction_id
-                    .ok_or_else(|| invalid("interaction_id", "a widget needs an interaction id"))?;
-                let screening = self
-                    .consent
-                    .is_some()
-                    .then(|| self.next_screening_question())
-                    .flatten();
-                let spec = match (objective_id, screening) {
-                    (None, Some(question)) => question.spec.clone(),
-                    (None, None) => InteractionSpec {
-                        prompt: phrases::consent_prompt(locale).into(),
-                        research_intent: "consent".into(),
-                        kind: InteractionKind::Consent {
-                            consent_text: study.study_config.consent.text.clone(),
-                            consent_version: study.study_config.consent.version.clone(),
-                        },
-                    },
-                    (Some(id), _) => {
-                        let configured =
-                            self.find_objective(id).and_then(|o| o.interaction.clone());
-                        let offered = if rewritten {
-                            None
-                        } else {
-                            p.interaction.clone()
-                        };
-                        offered.or(configured).ok_or_else(|| {
-                            invalid(
-                                "interaction",
-                                "no widget was given or configured for this objective",
-                            )
-                        })?
-                    }
-                };
-                spec.validate("interaction")
-                    .map_err(|(field, message)| invalid(&field, message))?;
-                let consent_panel = objective_id.is_none() && screening.is_none();
-                if matches!(spec.kind, InteractionKind::Consent { .. }) != consent_panel {
-                    return Err(invalid(
-                        "interaction.type",
-                        "consent is asked only by the runtime",
-                    ));
-                }
-                let tool_call_id = format!("tc_{interaction_id}");
-                judged.message = own(&p.message);
-                let mut call = InteractionToolCall::new(
-                    interaction_id,
-                    tool_call_id,
-                    objective_id.clone(),
-                    &spec,
-                );
-                call.screening_question_id = screening.map(|q| q.id.clone());
-                judged.interaction = Some(Box::new(call));
-            }
-            AgentAction::ExtractFields => {
-                let schema = &study.output_schema.fields;
-                for f in &p.fields {
-                    if !schema.iter().any(|s| s.id == f.field_id) {
-                        return Err(invalid(
-                            "fields",
-                            format!("no output field {:?}", f.field_id),
-                        ));
-                    }
-                    if !(0.0..=1.0).contains(&f.confidence) {
-                        return Err(invalid("fields", "confidence must be between 0 and 1"));
-                    }
-                }
-                judged.fields = if rewritten {
-                    Vec::new()
-                } else {
-                    p.fields.clone()
-                };
-            }
-            AgentAction::SummarizeAndConfirm => {
-                let summary = own(&p.summary).unwrap_or_else(|| self.default_summary());
-                let message = own(&p.message).unwrap_or_else(|| {
-                    format!(
-                        "{}\n{summary}\n{}",
-                        phrases::summary_intro(locale),
-                        phrases::confirm_question(locale)
-                    )
-                });
-                judged.summary = Some(summary);
-                judged.message = Some(message);
-            }
-            AgentAction::Conclude { reason } => {
-                judged.message = Some(
-                    own(&p.message)
-                        .unwrap_or_else(|| phrases::closing(locale, *reason).to_string()),
-                );
-            }
-        }
-        Ok(judged)
-    }
-
     /// An extraction decided alongside the utterance of the open claim: judged like any
     /// decision, but carried out only as the extraction it proposes (a guard that would turn it
     /// into something else refuses it), and the claim stays open.
@@ -641,7 +323,10 @@ impl Session {
         self.emit(sink, decision, at).await;
         let body = EventBody::ExtractionCompleted {
             extraction_id: Uuid::new_v5(&message_id, b"extraction-alongside"),
-            fields: judged.fields,
+            fields: match judged.carried {
+                Carried::Extract { fields } => fields,
+                _ => Vec::new(),
+            },
             is_final: false,
             decided_by: None,
         };
@@ -726,45 +411,44 @@ impl Session {
             message_id,
             content,
         };
-        match judged.action {
-            AgentAction::AskQuestion { .. } | AgentAction::Probe { .. } => {
-                self.emit(sink, say(judged.message.unwrap_or_default()), at)
-                    .await;
+        match judged.carried {
+            Carried::Say { message } => {
+                self.emit(sink, say(message), at).await;
                 self.change_status(sink, SessionStatus::WaitingForUser, at)
                     .await;
             }
-            AgentAction::RenderInteraction { .. } => {
-                if let Some(message) = judged.message {
+            Carried::Widget {
+                message,
+                interaction,
+            } => {
+                if let Some(message) = message {
                     self.emit(sink, say(message), at).await;
                 }
-                let interaction = judged
-                    .interaction
-                    .expect("judged widgets carry their interaction");
                 self.render(sink, interaction, at).await?;
             }
-            AgentAction::ExtractFields => {
+            Carried::Extract { fields } => {
                 let extraction_id = Uuid::new_v5(&message_id, b"extraction");
                 let body = EventBody::ExtractionCompleted {
                     extraction_id,
-                    fields: judged.fields,
+                    fields,
                     is_final: false,
                     decided_by: None,
                 };
                 self.emit(sink, body, at).await;
                 self.change_phase(sink, Phase::EvaluateCoverage, at).await;
             }
-            AgentAction::SummarizeAndConfirm => {
-                let summary = judged.summary.unwrap_or_default();
+            Carried::Summary { summary, message } => {
                 self.emit(sink, EventBody::SummaryProposed { summary }, at)
                     .await;
-                self.emit(sink, say(judged.message.unwrap_or_default()), at)
-                    .await;
+                self.emit(sink, say(message), at).await;
                 self.change_status(sink, SessionStatus::WaitingForUser, at)
                     .await;
             }
-            AgentAction::Conclude { reason } => {
-                self.emit(sink, say(judged.message.unwrap_or_default()), at)
-                    .await;
+            Carried::Close { message } => {
+                let AgentAction::Conclude { reason } = judged.action else {
+                    unreachable!("only a conclusion carries closing words")
+                };
+                self.emit(sink, say(message), at).await;
                 self.end(sink, reason, at).await;
             }
         }

@@ -1,0 +1,233 @@
+//! The participant's commands: a message, a widget answered or skipped, both in one turn (a
+//! widget answer followed by a message), and ending the interview.
+
+use super::*;
+use crate::commands::FollowingMessage;
+use serde_json::{json, Value};
+
+impl Session {
+    /// A widget answer followed by a participant message in the same turn, before the interviewer
+    /// takes it up — AG-UI's resume with a new user message ("answer in my own words instead":
+    /// skip the widget, then say it). Both are written, in that order, or neither.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn submit_then_post_message(
+        &mut self,
+        sink: &EventSink<Self>,
+        interaction_id: String,
+        turn_id: Uuid,
+        status: SubmitStatus,
+        value: Option<Value>,
+        client_context: Option<Value>,
+        message: FollowingMessage,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        self.submit_interaction(
+            sink,
+            interaction_id,
+            turn_id,
+            status,
+            value,
+            client_context,
+            at,
+        )
+        .await?;
+        self.post_message(
+            sink,
+            message.turn_id,
+            message.client_message_id,
+            message.content,
+            true,
+            at,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The participant ends the interview (`POST …/end`).
+    pub(super) async fn end_by_participant(
+        &mut self,
+        sink: &EventSink<Self>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        self.ensure_open()?;
+        self.request_end(sink, at).await;
+        Ok(())
+    }
+
+    /// A participant message: while the session waits for the participant, or (`after_answer`)
+    /// right after the participant's own answer, before the interviewer takes the turn.
+    pub(super) async fn post_message(
+        &mut self,
+        sink: &EventSink<Self>,
+        turn_id: Uuid,
+        client_message_id: Option<String>,
+        content: String,
+        after_answer: bool,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        if let Some(digest) = self.turn_ids.get(&turn_id) {
+            // A retry of an accepted message: the first answer stands, nothing is written. The
+            // same id with other text is a client's mistake, said plainly.
+            if digest.as_deref() == Some(&crate::hash::sha256_hex(content.as_bytes())) {
+                return Ok(());
+            }
+            return Err(SessionError::IdempotencyKeyReused { client_message_id });
+        }
+        self.ensure_open()?;
+        if after_answer {
+            if !(self.may_add_message && self.status == SessionStatus::Active) {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                });
+            }
+        } else {
+            // A message while a widget waits, or while the interviewer holds the turn, would
+            // advance nothing: it is refused, naming the widget or the status.
+            self.ensure_no_pending()?;
+            self.ensure_status(&[SessionStatus::WaitingForUser])?;
+        }
+        if content.trim().is_empty() {
+            return Err(SessionError::InvalidValue {
+                field: "content".into(),
+                message: "the message is empty".into(),
+            });
+        }
+        let body = EventBody::ParticipantMessageCreated {
+            turn_id,
+            client_message_id,
+            content,
+        };
+        self.emit(sink, body, at).await;
+        self.change_status(sink, SessionStatus::Active, at).await;
+        Ok(())
+    }
+
+    /// A participant answers (or skips) the pending widget.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn submit_interaction(
+        &mut self,
+        sink: &EventSink<Self>,
+        interaction_id: String,
+        turn_id: Uuid,
+        status: SubmitStatus,
+        value: Option<serde_json::Value>,
+        client_context: Option<serde_json::Value>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        self.ensure_open()?;
+        if self.answered.contains(&interaction_id) {
+            return Err(SessionError::InteractionAlreadyAnswered { interaction_id });
+        }
+        let pending = match &self.pending {
+            Some(p) if p.interaction_id == interaction_id => p,
+            _ => return Err(SessionError::InteractionNotFound { interaction_id }),
+        };
+        let value = match status {
+            SubmitStatus::Submitted => {
+                let value = value.ok_or_else(|| SessionError::InvalidValue {
+                    field: "value".into(),
+                    message: "an answer is needed (or skip the question)".into(),
+                })?;
+                pending
+                    .kind
+                    .check_value(&value)
+                    .map_err(|message| SessionError::InvalidValue {
+                        field: "value".into(),
+                        message,
+                    })?;
+                Some(value)
+            }
+            SubmitStatus::Skipped => None,
+        };
+        let consent_version = match &pending.kind {
+            InteractionKind::Consent {
+                consent_version, ..
+            } => Some(consent_version.clone()),
+            _ => None,
+        };
+        let tool_call_id = pending.tool_call_id.clone();
+        let tool_result = json!({ "status": status, "value": value });
+        let accepted = value
+            .as_ref()
+            .and_then(|v| v.get("accepted"))
+            .and_then(|a| a.as_bool());
+        let submitted = EventBody::InteractionSubmitted {
+            interaction_id,
+            turn_id,
+            status,
+            value,
+            client_context,
+        };
+        self.emit(sink, submitted, at).await;
+        self.emit(
+            sink,
+            EventBody::ToolCallCompleted {
+                tool_call_id,
+                tool_result,
+            },
+            at,
+        )
+        .await;
+        if let Some(consent_version) = consent_version {
+            // Skipping the consent panel is not consent.
+            let accepted = accepted.unwrap_or(false);
+            self.emit(
+                sink,
+                EventBody::ConsentRecorded {
+                    accepted,
+                    consent_version,
+                },
+                at,
+            )
+            .await;
+        }
+        self.change_status(sink, SessionStatus::Active, at).await;
+        Ok(())
+    }
+
+    /// The participant ends the interview. Before the interview proper (consent, screening) the
+    /// session is abandoned; during it, questioning stops and the summary is confirmed (a widget
+    /// left open is recorded as skipped); at the confirmation step — ending again — it completes
+    /// with the summary unconfirmed.
+    pub(super) async fn request_end(&mut self, sink: &EventSink<Self>, at: DateTime<Utc>) {
+        let reason = ConcludeReason::ParticipantRequestedEnd;
+        if self.summary.is_none() && self.end_requested {
+            return; // already on its way to the summary
+        }
+        self.emit(sink, EventBody::EndRequested {}, at).await;
+        if !self.interviewing() {
+            self.emit(sink, EventBody::SessionAbandoned { reason }, at)
+                .await;
+            self.change_status(sink, SessionStatus::Abandoned, at).await;
+            self.change_phase(sink, Phase::End, at).await;
+            return;
+        }
+        if self.summary.is_some() {
+            self.end(sink, reason, at).await;
+            return;
+        }
+        if let Some(pending) = self.pending.clone() {
+            let session_id = self.session_id.unwrap_or_default();
+            let submitted = EventBody::InteractionSubmitted {
+                interaction_id: pending.interaction_id.clone(),
+                turn_id: Uuid::new_v5(
+                    &session_id,
+                    format!("interaction:{}", pending.interaction_id).as_bytes(),
+                ),
+                status: SubmitStatus::Skipped,
+                value: None,
+                client_context: Some(json!({ "ended_by_participant": true })),
+            };
+            self.emit(sink, submitted, at).await;
+            let tool_result = json!({ "status": SubmitStatus::Skipped, "value": null });
+            let completed = EventBody::ToolCallCompleted {
+                tool_call_id: pending.tool_call_id.clone(),
+                tool_result,
+            };
+            self.emit(sink, completed, at).await;
+        }
+        if self.status != SessionStatus::Active {
+            self.change_status(sink, SessionStatus::Active, at).await;
+        }
+    }
+}

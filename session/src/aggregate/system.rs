@@ -1,0 +1,117 @@
+//! Work the system does on a session: the post-session extraction (claimed, then completed)
+//! and handled failures kept for auditors.
+
+use super::*;
+use crate::decision::Provenance;
+use crate::events::SessionStatus::*;
+
+impl Session {
+    /// Claims the post-session extraction of a completed session (FR-04-26).
+    pub(super) async fn start_final_extraction(
+        &mut self,
+        sink: &EventSink<Self>,
+        extraction_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        // System work after the end: only on a completed session, once, one worker at a
+        // time (a claim older than CLAIM_TIMEOUT_SECS is presumed dead and retried).
+        if self.status != Completed {
+            return Err(SessionError::InvalidState {
+                status: self.status,
+            });
+        }
+        match self.final_extraction {
+            Some((_, _, true)) => {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                })
+            }
+            Some((_, claimed, false)) if (at - claimed).num_seconds() < CLAIM_TIMEOUT_SECS => {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                })
+            }
+            _ => {}
+        }
+        self.emit(
+            sink,
+            EventBody::ExtractionStarted {
+                extraction_id,
+                is_final: true,
+            },
+            at,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// The post-session extraction's result, over the whole transcript.
+    pub(super) async fn complete_final_extraction(
+        &mut self,
+        sink: &EventSink<Self>,
+        extraction_id: Uuid,
+        fields: Vec<ExtractedField>,
+        decided_by: Option<Provenance>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        match self.final_extraction {
+            Some((id, _, false)) if id == extraction_id => {}
+            _ => {
+                return Err(SessionError::InvalidState {
+                    status: self.status,
+                })
+            }
+        }
+        let known = |id: &str| {
+            self.study
+                .as_deref()
+                .is_some_and(|s| s.output_schema.fields.iter().any(|f| f.id == id))
+        };
+        if let Some(bad) = fields
+            .iter()
+            .find(|f| !known(&f.field_id) || !(0.0..=1.0).contains(&f.confidence))
+        {
+            return Err(SessionError::InvalidValue {
+                field: "fields".into(),
+                message: format!(
+                    "{:?} is not an output field with a confidence in [0, 1]",
+                    bad.field_id
+                ),
+            });
+        }
+        let body = EventBody::ExtractionCompleted {
+            extraction_id,
+            fields,
+            is_final: true,
+            decided_by,
+        };
+        self.emit(sink, body, at).await;
+        self.change_phase(sink, Phase::End, at).await;
+        Ok(())
+    }
+
+    /// A handled failure, kept for auditors.
+    pub(super) async fn record_error(
+        &mut self,
+        sink: &EventSink<Self>,
+        source: String,
+        code: String,
+        message: String,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        if self.session_id.is_none() {
+            return Err(SessionError::NotCreated);
+        }
+        self.emit(
+            sink,
+            EventBody::ErrorRecorded {
+                source,
+                code,
+                message,
+            },
+            at,
+        )
+        .await;
+        Ok(())
+    }
+}
