@@ -167,6 +167,7 @@ pub async fn stored_bytes(
             ("transcript", "session_id"),
             ("decision_log", "session_id"),
             ("results", "session_id"),
+            ("session_overview", "session_id"),
         ] {
             let sql = if db.is_postgres() {
                 format!("SELECT COALESCE(SUM(pg_column_size(t.*)), 0)::BIGINT FROM {table} t WHERE {key} = $1")
