@@ -115,7 +115,7 @@ pub struct DecisionRow {
 pub struct TranscriptRow {
     pub seq: u64,
     pub turn_id: String,
-    /// `user` or `assistant`, as in the spec's TranscriptTurn.
+    /// `user` or `assistant`, as the API's transcript turns name them.
     pub role: String,
     /// `message` or `interaction`.
     pub kind: String,

@@ -90,8 +90,9 @@ enum Command {
     },
     /// Check a session against its log: the hash chain (payload, type and version of every
     /// event), the sequence, the aggregate's rules over the stream, and every column of the
-    /// stored read models (session_state, transcript, decision_log, results) against the rows
-    /// rebuilt from the log. Not covered: event metadata (actor, request_id) — stored beside the
+    /// stored read models (session_state, transcript, decision_log, results, session_overview)
+    /// against the rows rebuilt from the log; with --all, also each study's overview counts
+    /// against the sum of its sessions'. Not covered: event metadata (actor, request_id) — stored beside the
     /// payload, outside the hash — and the studies table (a session pins its study's
     /// documents by content id, and each is checked against its id).
     Verify {

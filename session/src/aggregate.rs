@@ -1,12 +1,12 @@
 //! The `Session` aggregate: the guard every command passes.
 //!
 //! `handle` checks a command against the state folded from earlier events and writes new
-//! events — one function per command, by who sends it: [`lifecycle`] (created, started, ended by
-//! the system), [`participant`], [`interviewer`] (decisions judged in [`decide`]), [`system`]
-//! (the post-session extraction, handled failures); `apply` folds an event into the state
-//! ([`fold`]). Each written event is sealed onto the hash chain with the hash of the event
-//! before it, so the chain is built here, deterministically, with no I/O. This file keeps the
-//! state, what it answers, and the guards and writes every command shares.
+//! events — one function per command, by who sends it: [`lifecycle`] (created, started, ended
+//! by the system), [`participant`], [`interviewer`] (decisions judged in [`judge`], carried out
+//! in [`decide`]), [`system`] (the post-session extraction, handled failures); `apply` folds an
+//! event into the state ([`fold`]). Each written event is sealed onto the hash chain with the
+//! hash of the event before it, so the chain is built here, deterministically, with no I/O. This
+//! file keeps the state, what it answers, and the guards and writes every command shares.
 
 mod answers;
 mod check;

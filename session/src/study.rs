@@ -37,7 +37,7 @@ pub struct StudyDefinition {
     pub model: ModelConfig,
     #[serde(default)]
     pub completion_redirect_url: Option<String>,
-    /// One open session per `participant_ref` at a time (the default, spec §8): a second
+    /// One open session per `participant_ref` at a time (the default): a second
     /// create for a reference with an open session answers 409 with that session's id.
     /// `false` lets one reference hold several sessions at once.
     #[serde(default = "yes")]

@@ -1,5 +1,5 @@
 //! The interviewer's commands: claiming and completing an utterance, showing a widget, a
-//! decision (judged in `decide.rs`), an extraction decided alongside an utterance, the screening
+//! decision (judged in `judge.rs`, carried out in `decide.rs`), an extraction decided alongside an utterance, the screening
 //! verdict, and the participant's reply to the summary.
 
 use super::*;

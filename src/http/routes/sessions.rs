@@ -257,7 +257,7 @@ pub async fn create(
             .ok_or_else(|| ApiError::not_found("study_not_found", "no such study"))?,
         None => return Err(ApiError::not_found("study_not_found", "no such study")),
     };
-    // A study's cap on sessions, and one open session per participant reference (spec §8):
+    // A study's cap on sessions, and one open session per participant reference (the study's `one_active_session_per_participant`):
     // each check goes with the create that follows it, so racing creates cannot both pass —
     // in this process first (so one connection at most waits on the database's lock), then
     // across processes sharing the database.
