@@ -40,6 +40,10 @@ pub struct KeptSessions {
     kept: Mutex<LruCache<String, (Session, usize)>>,
     /// Sessions whose next load must read the log after the kept state.
     doubted: Mutex<HashSet<String>>,
+    /// The events each session's last command in this process committed, with their sequence
+    /// numbers: the interviewer goes on from them instead of reading them back
+    /// ([`crate::command::store::SessionStore::execute_committed`]).
+    commits: Mutex<LruCache<String, Vec<(u64, interview_session::SessionEvent)>>>,
 }
 
 impl Default for KeptSessions {
@@ -47,6 +51,7 @@ impl Default for KeptSessions {
         Self {
             kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
             doubted: Mutex::default(),
+            commits: Mutex::new(LruCache::new(KEPT_SESSIONS)),
         }
     }
 }
@@ -69,6 +74,17 @@ impl KeptSessions {
             .map(|(session, _)| session.status())
     }
 
+    /// Takes what the last command committed on `id` (and forgets it).
+    pub(crate) fn take_commit(
+        &self,
+        id: &str,
+    ) -> Option<Vec<(u64, interview_session::SessionEvent)>> {
+        self.commits
+            .lock()
+            .expect("the session cache is never poisoned")
+            .remove(id)
+    }
+
     fn take_doubt(&self, id: &str) -> bool {
         self.doubted
             .lock()
@@ -80,6 +96,8 @@ impl KeptSessions {
 pub struct CachingEventStore {
     /// Appends (with the views).
     projector: Arc<Projector>,
+    /// Told of each commit before it is made, so the NOTIFY echo of it is not relayed.
+    hub: Arc<crate::live::stream_hub::StreamHub>,
     /// Reads, and the pinned studies' documents.
     db: Db,
     sessions: Arc<KeptSessions>,
@@ -98,9 +116,15 @@ fn reading(e: interview_projections::ProjectionError) -> AggregateError<SessionE
 }
 
 impl CachingEventStore {
-    pub fn new(projector: Arc<Projector>, db: Db, sessions: Arc<KeptSessions>) -> Self {
+    pub fn new(
+        projector: Arc<Projector>,
+        db: Db,
+        sessions: Arc<KeptSessions>,
+        hub: Arc<crate::live::stream_hub::StreamHub>,
+    ) -> Self {
         Self {
             projector,
+            hub,
             db,
             sessions,
         }
@@ -235,7 +259,12 @@ impl EventStore<Session> for CachingEventStore {
             .overview_may_move(envelopes.iter().map(|e| &e.payload.body))
             .then(|| interview_projections::overview::Moved::of(&aggregate_id, &aggregate))
             .flatten();
+        let last = current_sequence as u64 + rows.len() as u64;
+        if !rows.is_empty() {
+            self.hub.mark_own(&aggregate_id, last);
+        }
         if let Err(e) = self.projector.append_and_project(&rows, moved).await {
+            self.hub.unmark_own(&aggregate_id, last);
             self.keep(&aggregate_id, None);
             return Err(e.into());
         }
@@ -243,6 +272,12 @@ impl EventStore<Session> for CachingEventStore {
         // the command handler writes it.
         let sequence = current_sequence + envelopes.len();
         self.keep(&aggregate_id, Some((aggregate, sequence)));
+        let committed = rows.into_iter().map(|r| (r.sequence, r.event)).collect();
+        self.sessions
+            .commits
+            .lock()
+            .expect("the session cache is never poisoned")
+            .insert(aggregate_id.clone(), committed);
         Ok(envelopes)
     }
 }

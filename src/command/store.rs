@@ -69,9 +69,9 @@ impl SessionStore {
         completions: crate::jobs::extraction::Completions,
     ) -> Self {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
-            vec![Box::new(StreamNotifier(hub)), Box::new(completions)];
+            vec![Box::new(StreamNotifier(hub.clone())), Box::new(completions)];
         let kept = Arc::new(KeptSessions::default());
-        let store = CachingEventStore::new(projector, db.clone(), kept.clone());
+        let store = CachingEventStore::new(projector, db.clone(), kept.clone(), hub);
         let framework = CqrsFramework::new(store, queries, ());
         SessionStore {
             framework,
@@ -92,7 +92,6 @@ impl SessionStore {
     }
 
     /// Executes `command` on session `id` in one transaction; retries lost races.
-    #[tracing::instrument(name = "command", skip(self, command), fields(command = command_name(&command)))]
     pub async fn execute(
         &self,
         id: &str,
@@ -100,6 +99,22 @@ impl SessionStore {
         actor: Actor,
         request_id: &str,
     ) -> Result<(), AggregateError<SessionError>> {
+        self.execute_committed(id, command, actor, request_id)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`SessionStore::execute`], answering the events the command committed with their
+    /// sequence numbers (none when it wrote nothing). They follow the log exactly as it was: the
+    /// append took the sequence after the last one, so no event came in between.
+    #[tracing::instrument(name = "command", skip(self, command), fields(command = command_name(&command)))]
+    pub async fn execute_committed(
+        &self,
+        id: &str,
+        command: SessionCommand,
+        actor: Actor,
+        request_id: &str,
+    ) -> Result<Vec<(u64, interview_session::SessionEvent)>, AggregateError<SessionError>> {
         let metadata = HashMap::from([
             ("actor".to_string(), actor.as_str().to_string()),
             ("request_id".to_string(), request_id.to_string()),
@@ -109,6 +124,8 @@ impl SessionStore {
         let _serialized = self.stripes[hasher.finish() as usize % STRIPES]
             .lock()
             .await;
+        // What an earlier command left is not this one's.
+        self.kept.take_commit(id);
         let mut attempt = 0;
         let mut doubted = false;
         loop {
@@ -137,9 +154,9 @@ impl SessionStore {
                 Ok(()) => {
                     self.committed
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return Ok(());
+                    return Ok(self.kept.take_commit(id).unwrap_or_default());
                 }
-                other => return other,
+                Err(e) => return Err(e),
             }
         }
     }

@@ -85,6 +85,10 @@ struct Kept {
     session: Session,
     events: Arc<Vec<SessionEvent>>,
     last_seq: u64,
+    /// The run whose own commands committed `committed` right after the kept state (no gap):
+    /// that run's next load folds them in and reads nothing.
+    level_for: Option<Uuid>,
+    committed: Vec<(u64, SessionEvent)>,
 }
 
 /// A session as the harness sees it: state, conversation, and the events behind them.
@@ -119,8 +123,11 @@ impl Harness {
         self
     }
 
-    /// [`load`], starting from what the last load of this session kept.
-    async fn load(&self, session_id: &str) -> Result<Loaded, HarnessError> {
+    /// [`load`], starting from what the last load of this session kept. Right after one of
+    /// `run`'s own commands the kept state is the log's as that command found it, and nothing is
+    /// read: a run is driven by its commits. Its first load, and any after a command whose
+    /// events did not follow the kept ones, read the events after the kept state.
+    async fn load(&self, session_id: &str, run: Uuid) -> Result<Loaded, HarnessError> {
         let kept = self
             .kept
             .lock()
@@ -130,12 +137,20 @@ impl Harness {
             mut session,
             mut events,
             mut last_seq,
+            level_for,
+            committed,
         } = kept.unwrap_or_else(|| Kept {
             session: Session::default(),
             events: Arc::default(),
             last_seq: 0,
+            level_for: None,
+            committed: Vec::new(),
         });
-        let newer = read::decoded_events_after(&self.db, session_id, last_seq).await?;
+        let newer = if level_for == Some(run) {
+            committed
+        } else {
+            read::decoded_events_after(&self.db, session_id, last_seq).await?
+        };
         if !newer.is_empty() {
             // Unshared by now: the previous load's copy was dropped with its step.
             let list = Arc::make_mut(&mut events);
@@ -155,6 +170,8 @@ impl Harness {
                     session: session.clone(),
                     events: events.clone(),
                     last_seq,
+                    level_for: None,
+                    committed: Vec::new(),
                 },
             );
         Ok(Loaded {
@@ -191,9 +208,50 @@ impl Harness {
         command: SessionCommand,
         run_id: Uuid,
     ) -> Result<(), AggregateError<SessionError>> {
-        self.store
-            .execute(session_id, command, Actor::Agent, &format!("run-{run_id}"))
-            .await
+        let done = self
+            .store
+            .execute_committed(session_id, command, Actor::Agent, &format!("run-{run_id}"))
+            .await;
+        // A refused or failed command may have met events this run has not seen: the next load
+        // reads the log.
+        match done {
+            Ok(committed) => {
+                self.keep_committed(session_id, committed, run_id);
+                Ok(())
+            }
+            Err(e) => {
+                self.keep_committed(session_id, Vec::new(), run_id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps a command's committed events for the run's next load when they follow the kept
+    /// state (and the run's earlier commits) without a gap, so that load has nothing to read.
+    /// They are folded there, once the step holding the kept events has let go of them.
+    fn keep_committed(&self, session_id: &str, committed: Vec<(u64, SessionEvent)>, run: Uuid) {
+        let mut kept = self
+            .kept
+            .lock()
+            .expect("the harness cache is never poisoned");
+        let Some(entry) = kept.get_mut(session_id) else {
+            return;
+        };
+        let ours = entry.level_for == Some(run);
+        let after = match entry.committed.last() {
+            Some((seq, _)) if ours => *seq,
+            _ => entry.last_seq,
+        };
+        if committed.first().map(|(seq, _)| *seq) != Some(after + 1) {
+            entry.level_for = None;
+            entry.committed.clear();
+            return;
+        }
+        if !ours {
+            entry.committed.clear();
+        }
+        entry.committed.extend(committed);
+        entry.level_for = Some(run);
     }
 
     /// The decision loop proper; the caller holds the session's slot in this process.
@@ -205,7 +263,7 @@ impl Harness {
                 session,
                 conversation,
                 events,
-            } = self.load(session_id).await?;
+            } = self.load(session_id, run_id).await?;
             let now = Utc::now();
             match session.status() {
                 SessionStatus::Created => {
@@ -381,7 +439,7 @@ impl Harness {
                     session,
                     conversation,
                     ..
-                } = self.load(session_id).await?;
+                } = self.load(session_id, run_id).await?;
                 (session, conversation)
             } else {
                 (session, conversation)

@@ -39,9 +39,25 @@ pub enum Live {
     Idle,
 }
 
-#[derive(Default)]
 pub struct StreamHub {
     channels: Mutex<HashMap<String, broadcast::Sender<Live>>>,
+    /// The last sequence this process is committing or has committed, by session: NOTIFY
+    /// echoes this process's commits back to it, often before the in-process note that carries
+    /// their events; relayed, that echo would send every subscriber to the database for events
+    /// the note brings a moment later.
+    own: Mutex<hashlink::LruCache<String, u64>>,
+}
+
+/// Sessions whose own commits the hub remembers.
+const OWN_SESSIONS: usize = 4096;
+
+impl Default for StreamHub {
+    fn default() -> Self {
+        Self {
+            channels: Mutex::default(),
+            own: Mutex::new(hashlink::LruCache::new(OWN_SESSIONS)),
+        }
+    }
 }
 
 /// A subscription; dropping the last one of a session frees its channel.
@@ -88,6 +104,33 @@ impl StreamHub {
         if let Some(tx) = self.channels.lock().expect("hub lock").get(session_id) {
             let _ = tx.send(item());
         }
+    }
+
+    /// This process is about to commit `session_id` up to `last`.
+    pub fn mark_own(&self, session_id: &str, last: u64) {
+        self.own
+            .lock()
+            .expect("hub lock")
+            .insert(session_id.to_string(), last);
+    }
+
+    /// The commit marked with [`Self::mark_own`] failed: a commit of the same sequence by another
+    /// process is relayed again.
+    pub fn unmark_own(&self, session_id: &str, last: u64) {
+        let mut own = self.own.lock().expect("hub lock");
+        if own.peek(session_id) == Some(&last) {
+            own.remove(session_id);
+        }
+    }
+
+    /// Whether a NOTIFY for `session_id` up to `last` is this process's own commit (or one its
+    /// own commit has since followed, whose note then shows the gap).
+    fn is_own(&self, session_id: &str, last: u64) -> bool {
+        self.own
+            .lock()
+            .expect("hub lock")
+            .peek(session_id)
+            .is_some_and(|own| *own >= last)
     }
 
     /// Sessions with at least one subscriber (for tests and metrics).
@@ -148,6 +191,9 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
                     Ok(note) => {
                         if let Some((session_id, seq)) = note.payload().split_once(' ') {
                             if let Ok(seq) = seq.parse() {
+                                if hub.is_own(session_id, seq) {
+                                    continue;
+                                }
                                 hub.publish(
                                     session_id,
                                     Live::Committed {

@@ -17,9 +17,9 @@ use std::time::Duration;
 use actix_web::web::Bytes;
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
-use interview_projections::read;
+use interview_projections::{read, NewRows, SessionStateView};
 use interview_session::events::SubmitStatus;
-use interview_session::{EventBody, FollowingMessage, SessionCommand, SessionEvent, SessionStatus};
+use interview_session::{FollowingMessage, SessionCommand, SessionEvent, SessionStatus};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
@@ -64,9 +64,10 @@ pub async fn run(
         .map_err(|what| ApiError::Overloaded { what })?;
     // Subscribe before acting, so nothing the interviewer streams is missed.
     let subscription = state.hub.subscribe(&id);
-    let (from, status) = read::session_state(&state.db, &id)
+    // The run folds every event after it into this view, so its end reads nothing back.
+    let view = read::session_state(&state.db, &id)
         .await?
-        .map_or((0, SessionStatus::Created), |v| (v.last_seq, v.status));
+        .unwrap_or_default();
     // The new user message, checked before anything is written.
     let message = match input.new_user_message() {
         Some((message_id, text)) => {
@@ -145,7 +146,7 @@ pub async fn run(
     }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let folded = Folded { seq: from, status };
+        let folded = Folded { view };
         pump(state.clone(), id, input, folded, subscription, tx).await;
         drop(slot);
     });
@@ -163,24 +164,27 @@ async fn send_all(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> Result<(), ()
     Ok(())
 }
 
-/// How far a run has folded the session: its last sequence, and the status the events up to it
-/// leave.
+/// The session's state view as of the run's start, with every event the run has seen folded
+/// in by the projector's own fold: what `RUN_FINISHED` and its snapshot are made of.
 struct Folded {
-    seq: u64,
-    status: SessionStatus,
+    view: SessionStateView,
 }
 
 impl Folded {
+    fn seq(&self) -> u64 {
+        self.view.last_seq
+    }
+
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
-        self.seq = seq;
-        if let EventBody::StatusChanged { to, .. } = event.body {
-            self.status = to;
-        }
+        self.view.apply(seq, event, &mut NewRows::default());
     }
 
     /// The interviewer has had its turn: the session waits for the participant or has ended.
     fn turn_is_over(&self) -> bool {
-        !matches!(self.status, SessionStatus::Created | SessionStatus::Active)
+        !matches!(
+            self.view.status,
+            SessionStatus::Created | SessionStatus::Active
+        )
     }
 }
 
@@ -210,7 +214,7 @@ async fn pump(
         let mut read_log = true;
         loop {
             if read_log {
-                let batch = read::decoded_events_after(&state.db, &session_id, folded.seq)
+                let batch = read::decoded_events_after(&state.db, &session_id, folded.seq())
                     .await
                     .map_err(|_| "read")?;
                 for (seq, e) in batch {
@@ -228,7 +232,7 @@ async fn pump(
                 if !state.db.is_postgres() {
                     return Ok(());
                 }
-                let tail = read::decoded_events_after(&state.db, &session_id, folded.seq)
+                let tail = read::decoded_events_after(&state.db, &session_id, folded.seq())
                     .await
                     .map_err(|_| "read")?;
                 if tail.is_empty() {
@@ -261,13 +265,13 @@ async fn pump(
                     }) => send_all(&tx, t.delta(&message_id, &content))
                         .await
                         .map_err(|_| "gone")?,
-                    Ok(Live::Committed { last, .. }) if last <= folded.seq => {}
+                    Ok(Live::Committed { last, .. }) if last <= folded.seq() => {}
                     Ok(Live::Committed {
                         events: Some(events),
                         ..
                     }) if events
                         .first()
-                        .is_some_and(|(seq, _)| *seq == folded.seq + 1) =>
+                        .is_some_and(|(seq, _)| *seq == folded.seq() + 1) =>
                     {
                         for (seq, e) in events.iter() {
                             folded.fold(*seq, e);
@@ -288,19 +292,14 @@ async fn pump(
     .await;
     let mut tail = t.close_open();
     match outcome {
-        Ok(()) => match read::session_state(&state.db, &session_id).await {
-            Ok(Some(view)) => {
-                if let Some(pending) = &view.pending_interaction {
-                    tail.extend(t.announce(pending));
-                }
-                tail.push(events::snapshot(&view));
-                tail.push(events::run_finished(thread, run_id, &view));
+        Ok(()) => {
+            let view = &folded.view;
+            if let Some(pending) = &view.pending_interaction {
+                tail.extend(t.announce(pending));
             }
-            _ => tail.push(events::run_error(
-                "Something went wrong on our side. Please try again in a moment.",
-                "unavailable",
-            )),
-        },
+            tail.push(events::snapshot(view));
+            tail.push(events::run_finished(thread, run_id, view));
+        }
         Err("gone") => return,
         Err("restarting") => tail.push(events::run_error(
             "The interview service is restarting. Please try again in a moment.",
