@@ -214,3 +214,26 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StreamHub;
+
+    #[test]
+    fn only_this_process_s_own_commits_are_held_back() {
+        let hub = StreamHub::default();
+        assert!(!hub.is_own("s", 3), "nothing marked: relayed");
+        hub.mark_own("s", 5);
+        assert!(hub.is_own("s", 5), "the echo of our commit");
+        assert!(hub.is_own("s", 4), "one our commit has followed");
+        assert!(!hub.is_own("s", 6), "a later commit, another process's");
+        assert!(!hub.is_own("t", 5), "another session");
+        // Our commit of 5 failed: another process's 5 is relayed again.
+        hub.unmark_own("s", 5);
+        assert!(!hub.is_own("s", 5));
+        // A failure of an older mark leaves a newer one alone.
+        hub.mark_own("s", 7);
+        hub.unmark_own("s", 5);
+        assert!(hub.is_own("s", 7));
+    }
+}
