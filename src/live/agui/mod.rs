@@ -211,7 +211,9 @@ async fn pump(
         // Read the log only when a commit's events did not come with its note (another
         // process's commit, a lagging subscriber); the run ends when this process's interviewer
         // says it is idle (or, for a run elsewhere, when a commit leaves the session waiting).
-        let mut read_log = true;
+        // Nothing is read at the start: the subscription was opened before the view was read,
+        // so every commit the view does not hold comes as a note.
+        let mut read_log = false;
         loop {
             if read_log {
                 let batch = read::decoded_events_after(&state.db, &session_id, folded.seq())
