@@ -248,7 +248,51 @@ pub enum EventBody {
     EndRequested {},
 }
 
+/// What an event says a model call cost: the calls it stands for and their tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelUse {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
 impl EventBody {
+    /// The model call an event records, if any: a decision a model made (a rules decision
+    /// carries the tokens of a failed call it stands in for, if any, and counts no call), a
+    /// model's screening verdict or final extraction, or a failed call (a model or extraction
+    /// error, a model's text refused). The per-turn budget and the study overview count alike.
+    pub fn model_use(&self) -> Option<ModelUse> {
+        let usage = |u: &crate::decision::TokenUsage, calls| ModelUse {
+            calls,
+            prompt_tokens: u64::from(u.prompt_tokens),
+            completion_tokens: u64::from(u.completion_tokens),
+            total_tokens: u64::from(u.total_tokens),
+        };
+        match self {
+            Self::DecisionRecorded {
+                model, token_usage, ..
+            } => Some(usage(token_usage, u64::from(model != "rules"))),
+            Self::ScreeningEvaluated {
+                decided_by: Some(p),
+                ..
+            }
+            | Self::ExtractionCompleted {
+                decided_by: Some(p),
+                ..
+            } => Some(usage(&p.token_usage, 1)),
+            Self::ErrorRecorded { source, code, .. }
+                if source == "model" || source == "extraction" || code == "model_text_refused" =>
+            {
+                Some(ModelUse {
+                    calls: 1,
+                    ..ModelUse::default()
+                })
+            }
+            _ => None,
+        }
+    }
+
     pub fn event_type(&self) -> &'static str {
         match self {
             Self::SessionCreated { .. } => "session.created",

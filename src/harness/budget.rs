@@ -53,15 +53,9 @@ pub fn calls_this_turn(events: &[SessionEvent]) -> usize {
                     | EventBody::InteractionSubmitted { .. }
             )
         })
-        .filter(|e| match &e.body {
-            EventBody::DecisionRecorded { model, .. } => model != "rules",
-            EventBody::ErrorRecorded { source, code, .. } => {
-                source == "model" || source == "extraction" || code == "model_text_refused"
-            }
-            EventBody::ScreeningEvaluated { decided_by, .. } => decided_by.is_some(),
-            _ => false,
-        })
-        .count()
+        .filter_map(|e| e.body.model_use())
+        .map(|used| used.calls as usize)
+        .sum()
 }
 
 /// Tokens the session's model calls have cost so far (failed calls included: a fallback's
@@ -69,18 +63,8 @@ pub fn calls_this_turn(events: &[SessionEvent]) -> usize {
 pub fn session_tokens(events: &[SessionEvent]) -> u64 {
     events
         .iter()
-        .map(|e| match &e.body {
-            EventBody::DecisionRecorded { token_usage, .. } => u64::from(token_usage.total_tokens),
-            EventBody::ScreeningEvaluated {
-                decided_by: Some(p),
-                ..
-            }
-            | EventBody::ExtractionCompleted {
-                decided_by: Some(p),
-                ..
-            } => u64::from(p.token_usage.total_tokens),
-            _ => 0,
-        })
+        .filter_map(|e| e.body.model_use())
+        .map(|used| used.total_tokens)
         .sum()
 }
 

@@ -190,10 +190,7 @@ pub(crate) async fn load(db: &Db, session_id: &str) -> Result<Loaded, HarnessErr
         .map(|(_, e)| e)
         .collect();
     let conversation = Conversation::from_events(&events);
-    let mut session = Session::default();
-    for event in events.iter().cloned() {
-        session.apply(event);
-    }
+    let session = Session::from_events(events.iter().cloned());
     Ok(Loaded {
         session,
         conversation,

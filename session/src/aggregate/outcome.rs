@@ -44,32 +44,12 @@ impl OutcomeFacts {
                 self.end_reason = Some(*reason);
                 self.stopped_in = Some(phase);
             }
-            EventBody::DecisionRecorded {
-                model, token_usage, ..
-            } => {
-                self.model_calls += u64::from(model != "rules");
-                self.prompt_tokens += u64::from(token_usage.prompt_tokens);
-                self.completion_tokens += u64::from(token_usage.completion_tokens);
-            }
-            EventBody::ScreeningEvaluated {
-                decided_by: Some(p),
-                ..
-            }
-            | EventBody::ExtractionCompleted {
-                decided_by: Some(p),
-                ..
-            } => {
-                self.model_calls += 1;
-                self.prompt_tokens += u64::from(p.token_usage.prompt_tokens);
-                self.completion_tokens += u64::from(p.token_usage.completion_tokens);
-            }
-            // A failed call (its tokens, if any, are on the fallback's decision).
-            EventBody::ErrorRecorded { source, code, .. }
-                if source == "model" || source == "extraction" || code == "model_text_refused" =>
-            {
-                self.model_calls += 1
-            }
             _ => {}
+        }
+        if let Some(used) = body.model_use() {
+            self.model_calls += used.calls;
+            self.prompt_tokens += used.prompt_tokens;
+            self.completion_tokens += used.completion_tokens;
         }
     }
 }

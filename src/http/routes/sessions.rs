@@ -523,10 +523,8 @@ pub(crate) async fn covered_objectives(
     state: &AppState,
     session_id: &str,
 ) -> Result<Value, ApiError> {
-    let mut session = interview_session::Session::default();
-    for (_, event) in read::decoded_events_after(&state.db, session_id, 0).await? {
-        cqrs_es::Aggregate::apply(&mut session, event);
-    }
+    let events = read::decoded_events_after(&state.db, session_id, 0).await?;
+    let session = interview_session::Session::from_events(events.into_iter().map(|(_, e)| e));
     let by_id: Map<String, Value> = session
         .coverage()
         .into_iter()
