@@ -46,6 +46,10 @@ fn describe() {
         "interview_commit_batch_commands",
         "Commands written by one group-commit transaction"
     );
+    describe_counter!(
+        "interview_commits_total",
+        "Group commits, by path: one_statement (PostgreSQL, every view kept) or transaction"
+    );
     describe_histogram!(
         "interview_commit_seconds",
         Unit::Seconds,

@@ -31,6 +31,13 @@ use crate::{on_db, view_writes, Db, ProjectionError};
 /// The most commands one transaction takes.
 const MAX_BATCH: usize = 64;
 
+/// Batches in flight at once on PostgreSQL. One at a time leaves the database idle while each
+/// commit waits for its WAL flush, and the next batch waits behind it. Measured side by side
+/// (docs/benchmarks.md): two gave a quarter more commands/s at 64 sessions than one; four gave
+/// no more, and smaller batches — more commits, more PostgreSQL CPU per turn. SQLite has one
+/// writer: a second transaction would only wait for it.
+const PG_COMMITTERS: usize = 2;
+
 struct Job {
     events: Vec<NewEvent>,
     moved: Option<Moved>,
@@ -49,7 +56,11 @@ impl GroupCommit {
     /// Starts the committing task on the current Tokio runtime.
     pub(crate) fn start(db: Db, recent: Arc<RecentViews>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(db, recent, rx));
+        let committers = if db.is_postgres() { PG_COMMITTERS } else { 1 };
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..committers {
+            tokio::spawn(run(db.clone(), recent.clone(), rx.clone()));
+        }
         GroupCommit(tx)
     }
 
@@ -76,15 +87,28 @@ fn stopped() -> PersistenceError {
     PersistenceError::UnknownError("the database writer has stopped".into())
 }
 
-async fn run(db: Db, recent: Arc<RecentViews>, mut rx: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = rx.recv().await {
-        let mut jobs = vec![first];
-        while jobs.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+async fn run(
+    db: Db,
+    recent: Arc<RecentViews>,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
+) {
+    loop {
+        // One committer gathers a batch at a time; it lets go of the queue before it commits, so
+        // the next batch gathers while this one is in flight.
+        let jobs = {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else {
+                return;
+            };
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
             }
-        }
+            jobs
+        };
         let commands: Vec<Command> = jobs
             .iter()
             .map(|j| (j.events.as_slice(), j.moved.as_ref()))
@@ -113,6 +137,13 @@ pub(crate) async fn commit(
     recent: &RecentViews,
     commands: &[Command<'_>],
 ) -> Vec<Result<(), PersistenceError>> {
+    if let Db::Postgres(pool) = db {
+        if let Some(outcomes) = crate::one_statement::commit(pool, recent, commands).await {
+            metrics::counter!("interview_commits_total", "path" => "one_statement").increment(1);
+            return outcomes;
+        }
+    }
+    metrics::counter!("interview_commits_total", "path" => "transaction").increment(1);
     let postgres = db.is_postgres();
     let result = on_db!(write(db), |pool| {
         try_commit(pool, recent, commands, postgres).await
@@ -233,15 +264,7 @@ where
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {
-            q = q
-                .bind(interview_session::AGGREGATE_TYPE)
-                .bind(e.aggregate_id.clone())
-                .bind(e.sequence as i64)
-                .bind(e.stored.event_type)
-                .bind(e.stored.event_version)
-                .bind(e.stored.payload.clone())
-                .bind(e.metadata.clone())
-                .bind(e.stored.hash.clone());
+            q = e.bind(q);
         }
         for row in q.fetch_all(&mut *tx).await? {
             inserted.insert((row.try_get(0)?, row.try_get(1)?));

@@ -13,6 +13,7 @@ pub mod db;
 pub mod group_commit;
 pub mod locks;
 pub mod log;
+mod one_statement;
 pub mod overview;
 pub mod processes;
 pub mod projector;

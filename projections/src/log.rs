@@ -26,6 +26,29 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
+    /// Binds the row's eight `events` columns, in the table's order: what both commit paths
+    /// insert.
+    pub(crate) fn bind<'q, DB>(
+        &'q self,
+        q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    ) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+    where
+        DB: sqlx::Database,
+        &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
+        q.bind(AGGREGATE_TYPE)
+            .bind(self.aggregate_id.as_str())
+            .bind(self.sequence as i64)
+            .bind(self.stored.event_type)
+            .bind(self.stored.event_version)
+            .bind(&self.stored.payload)
+            .bind(&self.metadata)
+            .bind(&self.stored.hash)
+    }
+
     pub fn new(aggregate_id: &str, sequence: u64, event: SessionEvent, metadata: Value) -> Self {
         let stored = codec::encode(&event);
         Self {

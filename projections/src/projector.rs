@@ -68,6 +68,15 @@ impl std::fmt::Debug for RecentViews {
 const RECENT_VIEWS: usize = 2048;
 
 impl RecentViews {
+    /// The `last_seq` of the view kept for `session_id`, leaving the order of use as it is.
+    pub(crate) fn kept_seq(&self, session_id: &str) -> Option<u64> {
+        self.0
+            .lock()
+            .expect("the view cache is never poisoned")
+            .peek(session_id)
+            .map(|view| view.last_seq)
+    }
+
     pub(crate) fn take(&self, session_id: &str) -> Option<SessionStateView> {
         self.0
             .lock()

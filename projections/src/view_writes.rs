@@ -22,6 +22,25 @@ fn rows_per_statement(columns: usize) -> usize {
     VALUES_PER_STATEMENT / columns
 }
 
+/// The guarded update of state rows from `values` (rows of every state column and then the
+/// expected `last_seq`), returning `returning` for each row written.
+pub(crate) fn update_states_sql(values: &str, returning: &str) -> String {
+    // VALUES columns are named column1… on both backends; the last is the expected last_seq.
+    let width = STATE_COLUMNS.len() + 1;
+    let set: Vec<String> = STATE_COLUMNS
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, c)| format!("{c} = v.column{}", i + 1))
+        .collect();
+    format!(
+        "UPDATE session_state SET {} FROM (VALUES {values}) AS v \
+         WHERE session_state.session_id = v.column1 AND session_state.last_seq = v.column{width} \
+         RETURNING {returning}",
+        set.join(", ")
+    )
+}
+
 /// Writes each view whose stored row is still at its expected `last_seq`; returns the ids of
 /// the sessions written (the others are stale and left untouched).
 pub(crate) async fn update_states<'c, DB>(
@@ -46,20 +65,10 @@ where
     use sqlx::Row;
     let mut written = HashSet::new();
     let width = STATE_COLUMNS.len() + 1;
-    // VALUES columns are named column1… on both backends; the last is the expected last_seq.
-    let set: Vec<String> = STATE_COLUMNS
-        .iter()
-        .enumerate()
-        .skip(1)
-        .map(|(i, c)| format!("{c} = v.column{}", i + 1))
-        .collect();
     for chunk in views.chunks(rows_per_statement(width)) {
-        let sql = format!(
-            "UPDATE session_state SET {} FROM (VALUES {}) AS v \
-             WHERE session_state.session_id = v.column1 AND session_state.last_seq = v.column{width} \
-             RETURNING session_state.session_id",
-            set.join(", "),
-            placeholders::<DB>(chunk.len(), width)
+        let sql = update_states_sql(
+            &placeholders::<DB>(chunk.len(), width),
+            "session_state.session_id",
         );
         let mut q = sqlx::query(&sql);
         for (expected, view) in chunk {

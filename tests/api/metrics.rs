@@ -109,6 +109,7 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
         "interview_commands_total",
         "interview_commit_batch_commands",
         "interview_commit_seconds",
+        "interview_commits_total",
         "interview_sessions",
         "interview_streams_open",
         "interview_requests_in_flight",
@@ -137,6 +138,13 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
         ) >= 1.0
     );
     assert!(moved("interview_commit_batch_commands", &[]) >= 1.0);
+    // On PostgreSQL the common batch is one statement; SQLite always takes a transaction.
+    let path = if app.db().is_postgres() {
+        "one_statement"
+    } else {
+        "transaction"
+    };
+    assert!(moved("interview_commits_total", &[("path", path)]) >= 1.0);
     assert!(moved("interview_model_calls_total", &[("outcome", "ok")]) >= 1.0);
     assert!(moved("interview_model_tokens_total", &[("direction", "prompt")]) > 0.0);
     assert!(moved("interview_fallbacks_total", &[("source", "model")]) >= 1.0);

@@ -1,0 +1,211 @@
+//! PostgreSQL: the common batch written in one statement, with no `BEGIN` or `COMMIT`.
+//!
+//! Most batches are commands whose sessions' views the projector kept and that move no study
+//! overview. Their writes do not depend on anything read back: the events, every state row
+//! (guarded by its expected `last_seq`), the transcript, decision and result rows and the
+//! commit notes. One statement does all of it — data-modifying `WITH` clauses, each run to
+//! completion, and a last `SELECT` that checks every event went in and every state row was still
+//! where the fold started; if not, `interview_refuse_batch()` (migration 0012) raises, and the
+//! statement — its own transaction — leaves nothing behind. The caller then commits the batch
+//! the long way ([`crate::group_commit`]), which sorts out the lost races and the stale views.
+//!
+//! Why: each statement is a round trip that wakes a backend, and a command alone made six or
+//! seven (`BEGIN`, events, state, transcript or decision, results, notify, `COMMIT`). Here it
+//! is one, whatever the batch holds. SQLite has no data-modifying `WITH`, and its round trips
+//! are to a thread in this process: it keeps the long way.
+
+use cqrs_es::persist::PersistenceError;
+use sqlx::PgPool;
+
+use crate::columns::{
+    decision_cells, result_cells, state_cells, transcript_cells, Cell, DECISION_COLUMNS,
+    RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
+};
+use crate::group_commit::Command;
+use crate::log::NewEvent;
+use crate::projector::{RecentViews, NOTIFY_CHANNEL};
+use crate::views::{NewRows, SessionStateView};
+
+/// The most values one statement binds (PostgreSQL takes 65,535).
+const MAX_VALUES: usize = 60_000;
+
+/// One command folded from its kept view.
+struct Folded<'a> {
+    expected: i64,
+    view: SessionStateView,
+    rows: NewRows,
+    session_id: &'a str,
+}
+
+/// Commits `commands` in one statement when every one of them starts from a kept view and none
+/// moves the overview; `None` when the batch is not of that kind or the statement refused it
+/// (nothing was written: the caller commits it the long way; the views it folded are dropped,
+/// so the long way folds them from the stored rows).
+pub(crate) async fn commit(
+    pool: &PgPool,
+    recent: &RecentViews,
+    commands: &[Command<'_>],
+) -> Option<Vec<Result<(), PersistenceError>>> {
+    let fits = commands.iter().all(|(events, moved)| {
+        moved.is_none()
+            && events.first().is_some_and(|first| {
+                first.sequence.checked_sub(1).is_some()
+                    && recent.kept_seq(&first.aggregate_id) == first.sequence.checked_sub(1)
+            })
+    });
+    if !fits {
+        return None;
+    }
+    let mut folded: Vec<Folded> = Vec::with_capacity(commands.len());
+    for (events, _) in commands {
+        let first = &events[0];
+        // Evicted since the look above: the long way folds them from their rows.
+        let mut view = recent.take(&first.aggregate_id)?;
+        let expected = view.last_seq as i64;
+        let mut rows = NewRows::default();
+        for e in events.iter() {
+            view.apply(e.sequence, &e.event, &mut rows);
+        }
+        folded.push(Folded {
+            expected,
+            view,
+            rows,
+            session_id: &first.aggregate_id,
+        });
+    }
+    folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
+    let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
+    // In one order on every process, so two batches touching the same sessions lock alike.
+    events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
+    let (sql, cells, notes) = statement(&events, &folded);
+    if events.len() * 8 + cells.len() + 2 > MAX_VALUES {
+        return None;
+    }
+    let mut q = sqlx::query::<sqlx::Postgres>(&sql);
+    for e in &events {
+        q = e.bind(q);
+    }
+    q = crate::columns::bind_all(q, cells);
+    q = q.bind(NOTIFY_CHANNEL).bind(notes);
+    match q.execute(pool).await {
+        Ok(_) => {
+            for f in folded {
+                recent.keep(f.view);
+            }
+            Some(commands.iter().map(|_| Ok(())).collect())
+        }
+        Err(error) => {
+            tracing::debug!(%error, commands = commands.len(), "the one-statement commit refused its batch");
+            None
+        }
+    }
+}
+
+/// The statement and the cells it binds after the events' eight values each (the notify
+/// channel and the notes follow them), and the commit notes.
+fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec<String>) {
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut clauses: Vec<String> = Vec::new();
+    let before = events.len() * 8;
+    let rows: Vec<String> = (1..=events.len()).map(|i| row(i * 8, 8)).collect();
+    clauses.push(format!(
+        "ev AS (INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash) \
+         VALUES {} ON CONFLICT DO NOTHING RETURNING 1)",
+        rows.join(", ")
+    ));
+
+    // Every state row, guarded by the `last_seq` its fold started from.
+    let width = STATE_COLUMNS.len() + 1;
+    let rows: Vec<String> = folded
+        .iter()
+        .map(|f| {
+            cells.extend(state_cells(&f.view));
+            cells.push(Cell::Int(Some(f.expected)));
+            row(before + cells.len(), width)
+        })
+        .collect();
+    clauses.push(format!(
+        "st AS ({})",
+        crate::view_writes::update_states_sql(&rows.join(", "), "1")
+    ));
+
+    let transcript: Vec<String> = folded
+        .iter()
+        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
+        .map(|(id, t)| {
+            cells.extend(transcript_cells(id, t));
+            row(before + cells.len(), TRANSCRIPT_COLUMNS.len())
+        })
+        .collect();
+    if !transcript.is_empty() {
+        clauses.push(format!(
+            "tr AS (INSERT INTO transcript ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING)",
+            TRANSCRIPT_COLUMNS.join(", "),
+            transcript.join(", ")
+        ));
+    }
+    let decisions: Vec<String> = folded
+        .iter()
+        .flat_map(|f| f.rows.decisions.iter().map(move |d| (f.session_id, d)))
+        .map(|(id, d)| {
+            cells.extend(decision_cells(id, d));
+            row(before + cells.len(), DECISION_COLUMNS.len())
+        })
+        .collect();
+    if !decisions.is_empty() {
+        clauses.push(format!(
+            "dl AS (INSERT INTO decision_log ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING)",
+            DECISION_COLUMNS.join(", "),
+            decisions.join(", ")
+        ));
+    }
+    let results: Vec<String> = folded
+        .iter()
+        .filter_map(|f| result_cells(&f.view))
+        .map(|r| {
+            cells.extend(r);
+            row(before + cells.len(), RESULT_COLUMNS.len())
+        })
+        .collect();
+    if !results.is_empty() {
+        clauses.push(format!(
+            "rs AS (INSERT INTO results ({}) VALUES {} \
+             ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
+             summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq)",
+            RESULT_COLUMNS.join(", "),
+            results.join(", ")
+        ));
+    }
+    // The notes go out at commit, only when the checks pass (a refused statement sends none).
+    let channel = before + cells.len() + 1;
+    let sql = format!(
+        "WITH {} SELECT CASE WHEN (SELECT count(*) FROM ev) = {} AND (SELECT count(*) FROM st) = {} \
+         THEN (SELECT count(*) FROM (SELECT pg_notify(${channel}, note) FROM unnest(${}::text[]) AS note) AS sent) \
+         ELSE interview_refuse_batch() END",
+        clauses.join(", "),
+        events.len(),
+        folded.len(),
+        channel + 1
+    );
+    let notes = folded
+        .iter()
+        .map(|f| format!("{} {}", f.session_id, f.view.last_seq))
+        .collect();
+    (sql, cells, notes)
+}
+
+/// `($n, …)` for the `width` values just pushed, `bound` being how many are bound so far.
+fn row(bound: usize, width: usize) -> String {
+    let first = bound - width + 1;
+    let cells: Vec<String> = (first..=bound).map(|i| format!("${i}")).collect();
+    format!("({})", cells.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_row_numbers_the_values_just_pushed() {
+        assert_eq!(super::row(3, 3), "($1, $2, $3)");
+        assert_eq!(super::row(10, 2), "($9, $10)");
+    }
+}
