@@ -276,6 +276,15 @@ impl Aggregate for Session {
                 self.decide(sink, message_id, interaction_id, proposal, at)
                     .await
             }
+            C::DecideWordless {
+                message_id,
+                interaction_id,
+                proposal,
+                at,
+            } => {
+                self.decide_wordless(sink, message_id, interaction_id, proposal, at)
+                    .await
+            }
             C::RecordExtraction {
                 message_id,
                 proposal,

@@ -87,6 +87,17 @@ pub enum SessionCommand {
         proposal: Box<Proposal>,
         at: DateTime<Utc>,
     },
+    /// A decision that shows no words — a widget with no words before it, an extraction — taken
+    /// with no claim open: nothing is streamed before it is committed, so there is no turn to
+    /// hold, and its commit is its own lock. It must stand as proposed (a decision the guards
+    /// would rewrite is refused), and a lost race is not retried on the log's state: its run
+    /// decides again on what it lost to. `message_id` only seeds its ids.
+    DecideWordless {
+        message_id: Uuid,
+        interaction_id: Option<String>,
+        proposal: Box<Proposal>,
+        at: DateTime<Utc>,
+    },
     /// An extraction decided alongside the utterance the open claim `message_id` is for (the
     /// `llm` policy asks for both at once, so the participant waits on one model call): it is
     /// logged as its own decision, and the claim stays open for the utterance's `Decide`.

@@ -142,7 +142,11 @@ impl SessionStore {
             metrics::counter!("interview_commands_total", "command" => command_name(&command), "outcome" => outcome)
                 .increment(1);
             match result {
-                Err(AggregateError::AggregateConflict) if attempt < CONFLICT_RETRIES => {
+                // A wordless decision is not judged again on a state its run did not see.
+                Err(AggregateError::AggregateConflict)
+                    if attempt < CONFLICT_RETRIES
+                        && !matches!(command, SessionCommand::DecideWordless { .. }) =>
+                {
                     attempt += 1
                 }
                 // The command may have been judged on kept state that another process has
@@ -173,6 +177,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::RenderInteraction { .. } => "render_interaction",
         SessionCommand::SubmitInteraction { .. } => "submit_interaction",
         SessionCommand::Decide { .. } => "decide",
+        SessionCommand::DecideWordless { .. } => "decide_wordless",
         SessionCommand::RecordExtraction { .. } => "record_extraction",
         SessionCommand::EvaluateScreening { .. } => "evaluate_screening",
         SessionCommand::ConfirmSummary { .. } => "confirm_summary",

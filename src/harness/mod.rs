@@ -14,6 +14,7 @@ pub mod conversation;
 pub mod probing;
 pub mod rules;
 pub mod schedule;
+mod wordless;
 
 mod llm_records;
 mod llm_step;
@@ -34,6 +35,7 @@ use crate::command::store::{Actor, SessionStore};
 use crate::live::stream_hub::{Live, StreamHub};
 use crate::llm::ModelGateway;
 use conversation::Conversation;
+use wordless::Wordless;
 
 /// Decisions one run may take before it yields (a guard against a policy that never waits).
 const MAX_STEPS: usize = 12;
@@ -342,6 +344,18 @@ impl Harness {
                     }
                     Err(e) => return Err(e.into()),
                 }
+            }
+            // A step the rules take that shows no words needs no claim: one commit fewer.
+            match self
+                .wordless_step(session_id, run_id, &session, &conversation, now)
+                .await?
+            {
+                Wordless::Committed => {
+                    outcome = RunOutcome::Yielded;
+                    continue;
+                }
+                Wordless::Moved => continue,
+                Wordless::NotTaken => {}
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();

@@ -147,6 +147,22 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     }
     // The stored stream passes every rule the aggregate checks.
     app.assert_stream_follows_the_rules(&session).await;
+    // Only words are claimed: the widgets and extractions the rules decided were committed
+    // without a claim before them — one claim per utterance, none for the rest.
+    let log: Value = serde_json::from_str(&app.event_log(&session).await).unwrap();
+    let count = |kind: &str| {
+        log.as_array()
+            .or_else(|| log["events"].as_array())
+            .expect("an event list")
+            .iter()
+            .filter(|e| e["event_type"] == kind)
+            .count()
+    };
+    assert_eq!(
+        count("agent.message.started"),
+        count("agent.message.completed")
+    );
+    assert!(count("agent.decision.recorded") > count("agent.message.started"));
     // And the participant cannot go on.
     assert_error(
         app.post_message(&session, &token, "one more thing").await,

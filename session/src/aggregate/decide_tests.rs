@@ -165,6 +165,96 @@ async fn a_decision_needs_the_claim_it_was_made_under() {
     .await;
 }
 
+fn wordless(n: u128, p: Proposal) -> C {
+    C::DecideWordless {
+        message_id: Uuid::from_u128(n),
+        interaction_id: Some(format!("int-{n}")),
+        proposal: Box::new(p),
+        at: at(),
+    }
+}
+
+fn extraction(confidence: f64) -> Proposal {
+    let mut p = proposal(A::ExtractFields, None);
+    p.fields = vec![ExtractedField {
+        field_id: "f1".into(),
+        value: json!("moka pot"),
+        confidence,
+        evidence_turn_ids: vec![Uuid::from_u128(10)],
+        quote: Some("I use a moka pot".into()),
+    }];
+    p
+}
+
+#[tokio::test]
+async fn a_decision_that_shows_no_words_needs_no_claim() {
+    // Given an answer to extract and no claim open; when the extraction is decided unclaimed;
+    // then it is recorded as proposed, and no claim is written before it.
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot every morning"));
+    let events = when(given.clone(), wordless(3, extraction(0.9)))
+        .await
+        .unwrap();
+    assert_eq!(decision(&events), (A::ExtractFields, None));
+    assert!(events
+        .iter()
+        .all(|e| !matches!(e.body, EventBody::AgentMessageStarted { .. })));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e.body, EventBody::ExtractionCompleted { .. })));
+
+    // An open claim holds the turn for its run.
+    let mut claimed = given;
+    claimed.push(claim(5));
+    expect_error(
+        claimed,
+        wordless(6, extraction(0.9)),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_unclaimed_decision_is_taken_as_proposed_or_not_at_all() {
+    // Given consent given, where an objective must open with its question; when its widget is
+    // decided unclaimed, which the guards would turn into that question; then it is refused
+    // (words need a claim, and a rewritten decision is not the one its run weighed).
+    let widget = A::RenderInteraction {
+        objective_id: Some("o1".into()),
+    };
+    expect_error(
+        consented(),
+        wordless(2, proposal(widget, None)),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    // Before consent every step becomes the consent widget, which shows no words: decided as
+    // that widget it is taken unclaimed; as anything else it is refused, not rewritten.
+    let started = vec![create(), C::Start { at: at() }];
+    let consent = A::RenderInteraction { objective_id: None };
+    let events = when(
+        started.clone(),
+        wordless(1, proposal(consent.clone(), None)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(decision(&events), (consent, None));
+    expect_error(
+        started,
+        wordless(1, proposal(A::ExtractFields, None)),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+    // Nor are words said unclaimed.
+    expect_error(
+        consented(),
+        wordless(2, proposal(ask("o1"), Some("How do you make coffee?"))),
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
     let mut given = consented();
@@ -508,15 +598,7 @@ async fn a_conclusion_must_be_true() {
 }
 
 fn extract(n: u128, confidence: f64) -> Vec<C> {
-    let mut p = proposal(A::ExtractFields, None);
-    p.fields = vec![ExtractedField {
-        field_id: "f1".into(),
-        value: json!("moka pot"),
-        confidence,
-        evidence_turn_ids: vec![Uuid::from_u128(10)],
-        quote: Some("I use a moka pot".into()),
-    }];
-    vec![claim(n), decide_with(n, p)]
+    vec![claim(n), decide_with(n, extraction(confidence))]
 }
 
 #[tokio::test]

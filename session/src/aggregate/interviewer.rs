@@ -117,6 +117,30 @@ impl Session {
         Ok(())
     }
 
+    /// A decision that shows no words, with no claim open (see `SessionCommand::DecideWordless`).
+    pub(super) async fn decide_wordless(
+        &mut self,
+        sink: &EventSink<Self>,
+        message_id: Uuid,
+        interaction_id: Option<String>,
+        proposal: Box<Proposal>,
+        at: DateTime<Utc>,
+    ) -> Result<(), SessionError> {
+        self.ensure_open()?;
+        self.ensure_no_pending()?;
+        self.ensure_status(&[Active])?;
+        let judged = self.judge(&proposal, interaction_id, at)?;
+        // Words need a claim; an open claim holds the turn for its run; and a decision its run
+        // did not weigh as it stands is not taken for it.
+        if self.open_message.is_some() || judged.message().is_some() || judged.proposed.is_some() {
+            return Err(SessionError::InvalidState {
+                status: self.status,
+            });
+        }
+        self.carry_out(sink, message_id, *proposal, judged, at)
+            .await
+    }
+
     /// An extraction decided alongside the utterance the open claim `message_id` is for (the
     /// `llm` policy asks for both at once, so the participant waits on one model call): it is
     /// logged as its own decision, and the claim stays open for the utterance's `decide`.

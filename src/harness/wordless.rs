@@ -1,0 +1,68 @@
+//! Steps taken without a claim. A claim (`agent.message.started`) holds the turn so that only
+//! one run asks the model and streams; a step the rules decide that shows no words streams
+//! nothing before its commit, so the commit itself is the lock: one commit and one event fewer
+//! for every widget and extraction of a rules interview.
+
+use chrono::Utc;
+use cqrs_es::AggregateError;
+use interview_session::study::AgentMode;
+use interview_session::{Session, SessionCommand, SessionError};
+use uuid::Uuid;
+
+use super::conversation::Conversation;
+use super::{rules, Harness, HarnessError};
+
+/// What became of a step tried without a claim (`Harness::wordless_step`).
+pub(super) enum Wordless {
+    Committed,
+    /// The session moved under it: load it again.
+    Moved,
+    /// Not a wordless rules step: take it the claimed way.
+    NotTaken,
+}
+
+impl Harness {
+    /// Takes the next step unclaimed when the rules decide it (not the model) and it shows no
+    /// words — a widget with none before it, an extraction (`SessionCommand::DecideWordless`):
+    /// nothing is streamed before its commit, so no turn needs holding. A claim still open (a
+    /// dead run's, to be taken over) and every step with words go the claimed way.
+    pub(super) async fn wordless_step(
+        &self,
+        session_id: &str,
+        run_id: Uuid,
+        session: &Session,
+        conversation: &Conversation,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Wordless, HarnessError> {
+        let mode = session.study().map(|s| s.agent_config.mode);
+        let model_decides =
+            self.gateway.is_some() && mode == Some(AgentMode::Llm) && session.interviewing();
+        if model_decides || session.open_claim().is_some() {
+            return Ok(Wordless::NotTaken);
+        }
+        let interaction_id = Uuid::new_v4().to_string();
+        let proposal = rules::propose(session, conversation, now);
+        let as_proposed = session
+            .judge(&proposal, Some(interaction_id.clone()), now)
+            .is_ok_and(|judged| judged.message().is_none() && judged.proposed.is_none());
+        if !as_proposed {
+            return Ok(Wordless::NotTaken);
+        }
+        let decide = SessionCommand::DecideWordless {
+            message_id: Uuid::new_v4(),
+            interaction_id: Some(interaction_id),
+            proposal: Box::new(proposal),
+            at: now,
+        };
+        match self.execute(session_id, decide, run_id).await {
+            Ok(()) => Ok(Wordless::Committed),
+            // Another run moved the session first: decide again on what it left.
+            Err(AggregateError::AggregateConflict) => Ok(Wordless::Moved),
+            // Judged otherwise on the log's state: the claimed way sorts it out.
+            Err(AggregateError::UserError(SessionError::InvalidState { .. })) => {
+                Ok(Wordless::NotTaken)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
