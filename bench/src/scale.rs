@@ -77,10 +77,11 @@ pub async fn commands_vs_raw(label: &str, server: &Server, http: &reqwest::Clien
     tokio::join!(futures_util::future::join_all(writers), stopper);
     let raw = inserted.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
     println!(
-        "{label}: 64 sessions talking: {commands} commands in {:.1} s = {per_sec:.0} commands/s ({} participant turns); \
+        "{label}: 64 sessions talking: {commands} commands in {:.1} s = {per_sec:.0} commands/s ({} participant turns, {:.0} a second); \
          raw single-row INSERT transactions, 64 writers, same pool size: {raw:.0}/s; ratio {:.0} %",
         t.wall.as_secs_f64(),
         t.post.len(),
+        t.post.len() as f64 / t.wall.as_secs_f64(),
         100.0 * per_sec / raw
     );
     db.close().await;
