@@ -6,6 +6,6 @@ CREATE OR REPLACE FUNCTION interview_refuse_batch() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     RAISE EXCEPTION 'a commit check failed: a sequence was taken or a view was stale'
-        USING ERRCODE = 'P0001';
+        USING ERRCODE = 'IR001';
 END
 $$;

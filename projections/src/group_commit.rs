@@ -172,7 +172,7 @@ pub(crate) async fn commit(
 /// one that cannot be encoded or decoded. Anything else — the database down, out of
 /// connections, timing out, a deadlock — would fail every half alike: splitting would only
 /// multiply the load on a database already in trouble.
-fn one_commands_fault(error: &ProjectionError) -> bool {
+pub(crate) fn one_commands_fault(error: &ProjectionError) -> bool {
     match error {
         ProjectionError::Decode { .. } => true,
         ProjectionError::Db(sqlx::Error::Database(e)) => {
@@ -197,7 +197,7 @@ fn one_commands_fault(error: &ProjectionError) -> bool {
 
 /// What every command of a failed batch is told. A deadlock or serialization failure between
 /// processes writing the same sessions is a lost race like any other: the caller retries.
-fn batch_error(error: &ProjectionError) -> PersistenceError {
+pub(crate) fn batch_error(error: &ProjectionError) -> PersistenceError {
     let message = error.to_string();
     match error {
         ProjectionError::Db(sqlx::Error::Database(e))

@@ -53,7 +53,13 @@ pub(crate) async fn commit(
                     && recent.kept_seq(&first.aggregate_id) == first.sequence.checked_sub(1)
             })
     });
-    if !fits {
+    // At most: eight values an event, a transcript or decision row an event, a state row (and
+    // its expected sequence) and a results row a command, the channel and the notes.
+    let events: usize = commands.iter().map(|(events, _)| events.len()).sum();
+    let row = TRANSCRIPT_COLUMNS.len().max(DECISION_COLUMNS.len());
+    let bound =
+        events * (8 + row) + commands.len() * (STATE_COLUMNS.len() + 1 + RESULT_COLUMNS.len()) + 2;
+    if !fits || bound > MAX_VALUES {
         return None;
     }
     let mut folded: Vec<Folded> = Vec::with_capacity(commands.len());
@@ -78,9 +84,6 @@ pub(crate) async fn commit(
     // In one order on every process, so two batches touching the same sessions lock alike.
     events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let (sql, cells, notes) = statement(&events, &folded);
-    if events.len() * 8 + cells.len() + 2 > MAX_VALUES {
-        return None;
-    }
     let mut q = sqlx::query::<sqlx::Postgres>(&sql);
     for e in &events {
         q = e.bind(q);
@@ -94,11 +97,38 @@ pub(crate) async fn commit(
             }
             Some(commands.iter().map(|_| Ok(())).collect())
         }
-        Err(error) => {
-            tracing::debug!(%error, commands = commands.len(), "the one-statement commit refused its batch");
+        // Refused by its own check, or for a value one command brought (the long way splits
+        // the batch to find it): the statement wrote nothing, so the batch goes the long way.
+        Err(error) if refused(&error) => {
+            tracing::debug!(
+                commands = commands.len(),
+                "the one-statement commit refused its batch"
+            );
             None
         }
+        Err(error) => {
+            let error = crate::ProjectionError::Db(error);
+            if crate::group_commit::one_commands_fault(&error) {
+                tracing::debug!(%error, "the one-statement commit failed on a value; the long way splits the batch");
+                return None;
+            }
+            // The database down or overloaded, a deadlock, or the answer lost after the commit
+            // was sent: writing the batch again could not help (and, were it committed, would
+            // only collide with itself). Every command hears it, as from the long way.
+            tracing::warn!(%error, commands = commands.len(), "a batch of commands failed");
+            Some(
+                commands
+                    .iter()
+                    .map(|_| Err(crate::group_commit::batch_error(&error)))
+                    .collect(),
+            )
+        }
     }
+}
+
+/// The statement's own check failed (`interview_refuse_batch()`, SQLSTATE `IR001`).
+fn refused(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(e) if e.code().as_deref() == Some("IR001"))
 }
 
 /// The statement and the cells it binds after the events' eight values each (the notify

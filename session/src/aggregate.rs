@@ -277,13 +277,18 @@ impl Aggregate for Session {
                     .await
             }
             C::DecideWordless {
+                after_hash,
                 message_id,
                 interaction_id,
                 proposal,
                 at,
             } => {
-                self.decide_wordless(sink, message_id, interaction_id, proposal, at)
-                    .await
+                let step = interviewer::Unclaimed {
+                    after_hash,
+                    message_id,
+                    interaction_id,
+                };
+                self.decide_wordless(sink, step, proposal, at).await
             }
             C::RecordExtraction {
                 message_id,

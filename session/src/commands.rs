@@ -89,10 +89,12 @@ pub enum SessionCommand {
     },
     /// A decision that shows no words — a widget with no words before it, an extraction — taken
     /// with no claim open: nothing is streamed before it is committed, so there is no turn to
-    /// hold, and its commit is its own lock. It must stand as proposed (a decision the guards
-    /// would rewrite is refused), and a lost race is not retried on the log's state: its run
-    /// decides again on what it lost to. `message_id` only seeds its ids.
+    /// hold, and its commit is its own lock. It is taken only on the state its run weighed —
+    /// `after_hash` is that state's chain head; anything committed since (a participant's added
+    /// words, another run's step) refuses it — and only as proposed (a decision the guards would
+    /// rewrite is refused). `message_id` only seeds its ids.
     DecideWordless {
+        after_hash: String,
         message_id: Uuid,
         interaction_id: Option<String>,
         proposal: Box<Proposal>,

@@ -257,6 +257,7 @@ impl Harness {
     async fn run_steps(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
         let run_id = Uuid::new_v4();
         let mut outcome = RunOutcome::Idle;
+        let mut unclaimed = true;
         for _ in 0..MAX_STEPS {
             let Loaded {
                 session,
@@ -345,17 +346,23 @@ impl Harness {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // A step the rules take that shows no words needs no claim: one commit fewer.
-            match self
-                .wordless_step(session_id, run_id, &session, &conversation, now)
-                .await?
-            {
-                Wordless::Committed => {
-                    outcome = RunOutcome::Yielded;
-                    continue;
+            // A step the rules take that shows no words needs no claim: one commit fewer. Once
+            // one was refused (the session moved), the run's later steps go the claimed way.
+            if unclaimed {
+                match self
+                    .wordless_step(session_id, run_id, &session, &conversation, now)
+                    .await?
+                {
+                    Wordless::Committed => {
+                        outcome = RunOutcome::Yielded;
+                        continue;
+                    }
+                    Wordless::Moved => {
+                        unclaimed = false;
+                        continue;
+                    }
+                    Wordless::NotTaken => {}
                 }
-                Wordless::Moved => continue,
-                Wordless::NotTaken => {}
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
             let message_id = Uuid::new_v4();

@@ -6,7 +6,7 @@
 use chrono::Utc;
 use cqrs_es::AggregateError;
 use interview_session::study::AgentMode;
-use interview_session::{Session, SessionCommand, SessionError};
+use interview_session::{Session, SessionCommand};
 use uuid::Uuid;
 
 use super::conversation::Conversation;
@@ -37,7 +37,10 @@ impl Harness {
         let mode = session.study().map(|s| s.agent_config.mode);
         let model_decides =
             self.gateway.is_some() && mode == Some(AgentMode::Llm) && session.interviewing();
-        if model_decides || session.open_claim().is_some() {
+        if model_decides
+            || session.open_claim().is_some()
+            || session.pending_interaction().is_some()
+        {
             return Ok(Wordless::NotTaken);
         }
         let interaction_id = Uuid::new_v4().to_string();
@@ -49,6 +52,7 @@ impl Harness {
             return Ok(Wordless::NotTaken);
         }
         let decide = SessionCommand::DecideWordless {
+            after_hash: session.head_hash().to_string(),
             message_id: Uuid::new_v4(),
             interaction_id: Some(interaction_id),
             proposal: Box::new(proposal),
@@ -56,11 +60,11 @@ impl Harness {
         };
         match self.execute(session_id, decide, run_id).await {
             Ok(()) => Ok(Wordless::Committed),
-            // Another run moved the session first: decide again on what it left.
-            Err(AggregateError::AggregateConflict) => Ok(Wordless::Moved),
-            // Judged otherwise on the log's state: the claimed way sorts it out.
-            Err(AggregateError::UserError(SessionError::InvalidState { .. })) => {
-                Ok(Wordless::NotTaken)
+            // The session moved after the run loaded it (another run's step, the participant's
+            // words, the end): the run loads it again and decides on what it finds — never
+            // the claimed way on the state it had (it would stream words from it).
+            Err(AggregateError::AggregateConflict | AggregateError::UserError(_)) => {
+                Ok(Wordless::Moved)
             }
             Err(e) => Err(e.into()),
         }

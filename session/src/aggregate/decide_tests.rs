@@ -165,8 +165,19 @@ async fn a_decision_needs_the_claim_it_was_made_under() {
     .await;
 }
 
-fn wordless(n: u128, p: Proposal) -> C {
+/// A wordless decision on the state `given` leaves.
+async fn wordless_after(given: &[C], n: u128, p: Proposal) -> C {
+    let head = super::tests::history(given.to_vec())
+        .await
+        .last()
+        .map(|e| e.hash.clone())
+        .expect("a history");
+    wordless_on(head, n, p)
+}
+
+fn wordless_on(after_hash: String, n: u128, p: Proposal) -> C {
     C::DecideWordless {
+        after_hash,
         message_id: Uuid::from_u128(n),
         interaction_id: Some(format!("int-{n}")),
         proposal: Box::new(p),
@@ -193,9 +204,8 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
     let mut given = consented();
     given.extend(step(2, ask("o1"), None));
     given.push(message(10, "I use a moka pot every morning"));
-    let events = when(given.clone(), wordless(3, extraction(0.9)))
-        .await
-        .unwrap();
+    let decided = wordless_after(&given, 3, extraction(0.9)).await;
+    let events = when(given.clone(), decided).await.unwrap();
     assert_eq!(decision(&events), (A::ExtractFields, None));
     assert!(events
         .iter()
@@ -205,14 +215,21 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
         .any(|e| matches!(e.body, EventBody::ExtractionCompleted { .. })));
 
     // An open claim holds the turn for its run.
-    let mut claimed = given;
+    let mut claimed = given.clone();
     claimed.push(claim(5));
-    expect_error(
-        claimed,
-        wordless(6, extraction(0.9)),
-        SessionError::InvalidState { status: S::Active },
-    )
-    .await;
+    let decided = wordless_after(&claimed, 6, extraction(0.9)).await;
+    let refused = SessionError::InvalidState { status: S::Active };
+    expect_error(claimed, decided, refused.clone()).await;
+    // Decided on a state that has moved since (anything committed after it) it is refused.
+    let seen = wordless_after(&given, 7, extraction(0.9)).await;
+    let mut moved = given;
+    moved.push(C::RecordError {
+        source: "model".into(),
+        code: "timeout".into(),
+        message: "the model did not answer".into(),
+        at: at(),
+    });
+    expect_error(moved, seen, refused).await;
 }
 
 #[tokio::test]
@@ -220,39 +237,25 @@ async fn an_unclaimed_decision_is_taken_as_proposed_or_not_at_all() {
     // Given consent given, where an objective must open with its question; when its widget is
     // decided unclaimed, which the guards would turn into that question; then it is refused
     // (words need a claim, and a rewritten decision is not the one its run weighed).
+    let refused = SessionError::InvalidState { status: S::Active };
     let widget = A::RenderInteraction {
         objective_id: Some("o1".into()),
     };
-    expect_error(
-        consented(),
-        wordless(2, proposal(widget, None)),
-        SessionError::InvalidState { status: S::Active },
-    )
-    .await;
+    let decided = wordless_after(&consented(), 2, proposal(widget, None)).await;
+    expect_error(consented(), decided, refused.clone()).await;
     // Before consent every step becomes the consent widget, which shows no words: decided as
     // that widget it is taken unclaimed; as anything else it is refused, not rewritten.
     let started = vec![create(), C::Start { at: at() }];
     let consent = A::RenderInteraction { objective_id: None };
-    let events = when(
-        started.clone(),
-        wordless(1, proposal(consent.clone(), None)),
-    )
-    .await
-    .unwrap();
+    let decided = wordless_after(&started, 1, proposal(consent.clone(), None)).await;
+    let events = when(started.clone(), decided).await.unwrap();
     assert_eq!(decision(&events), (consent, None));
-    expect_error(
-        started,
-        wordless(1, proposal(A::ExtractFields, None)),
-        SessionError::InvalidState { status: S::Active },
-    )
-    .await;
+    let decided = wordless_after(&started, 1, proposal(A::ExtractFields, None)).await;
+    expect_error(started, decided, refused.clone()).await;
     // Nor are words said unclaimed.
-    expect_error(
-        consented(),
-        wordless(2, proposal(ask("o1"), Some("How do you make coffee?"))),
-        SessionError::InvalidState { status: S::Active },
-    )
-    .await;
+    let question = proposal(ask("o1"), Some("How do you make coffee?"));
+    let decided = wordless_after(&consented(), 2, question).await;
+    expect_error(consented(), decided, refused).await;
 }
 
 #[tokio::test]

@@ -6,6 +6,13 @@ use super::*;
 use crate::decision::{Proposal, Provenance};
 use crate::events::SessionStatus::*;
 
+/// What names an unclaimed step: the chain head its run decided on, and the ids it seeds.
+pub(super) struct Unclaimed {
+    pub after_hash: String,
+    pub message_id: Uuid,
+    pub interaction_id: Option<String>,
+}
+
 impl Session {
     /// The interviewer claims the next utterance; only one may be open at a time. An open claim
     /// is replaced only when it is stale, or when `takes_over` names its run: the harness found
@@ -121,15 +128,20 @@ impl Session {
     pub(super) async fn decide_wordless(
         &mut self,
         sink: &EventSink<Self>,
-        message_id: Uuid,
-        interaction_id: Option<String>,
+        step: Unclaimed,
         proposal: Box<Proposal>,
         at: DateTime<Utc>,
     ) -> Result<(), SessionError> {
         self.ensure_open()?;
+        // Only on the state its run weighed: anything committed since refuses it.
+        if self.head_hash() != step.after_hash {
+            return Err(SessionError::InvalidState {
+                status: self.status,
+            });
+        }
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
-        let judged = self.judge(&proposal, interaction_id, at)?;
+        let judged = self.judge(&proposal, step.interaction_id, at)?;
         // Words need a claim; an open claim holds the turn for its run; and a decision its run
         // did not weigh as it stands is not taken for it.
         if self.open_message.is_some() || judged.message().is_some() || judged.proposed.is_some() {
@@ -137,7 +149,7 @@ impl Session {
                 status: self.status,
             });
         }
-        self.carry_out(sink, message_id, *proposal, judged, at)
+        self.carry_out(sink, step.message_id, *proposal, judged, at)
             .await
     }
 
