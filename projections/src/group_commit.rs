@@ -213,12 +213,36 @@ pub(crate) fn batch_error(error: &ProjectionError) -> PersistenceError {
 }
 
 /// A command whose kept view was the one just before its events: folded in memory.
-struct Fast<'a> {
-    command: usize,
-    expected: i64,
-    view: SessionStateView,
-    rows: NewRows,
-    session_id: &'a str,
+pub(crate) struct Fast<'a> {
+    pub(crate) command: usize,
+    /// The `last_seq` the fold started from, which guards the state row's write.
+    pub(crate) expected: i64,
+    pub(crate) view: SessionStateView,
+    pub(crate) rows: NewRows,
+    pub(crate) session_id: &'a str,
+}
+
+impl<'a> Fast<'a> {
+    /// Takes the kept view of command `i`'s session and folds the command's events into it —
+    /// `None` (the view taken, if any, dropped) when no view is kept just before its events.
+    pub(crate) fn fold(recent: &RecentViews, i: usize, events: &'a [NewEvent]) -> Option<Self> {
+        let first = events.first()?;
+        let mut view = recent
+            .take(&first.aggregate_id)
+            .filter(|view| view.last_seq + 1 == first.sequence)?;
+        let expected = view.last_seq as i64;
+        let mut rows = NewRows::default();
+        for e in events {
+            view.apply(e.sequence, &e.event, &mut rows);
+        }
+        Some(Fast {
+            command: i,
+            expected,
+            view,
+            rows,
+            session_id: &first.aggregate_id,
+        })
+    }
 }
 
 async fn try_commit<DB>(
@@ -297,31 +321,13 @@ where
     let mut fast: Vec<Fast> = Vec::new();
     let mut slow: Vec<usize> = Vec::new();
     for (i, (command, _)) in commands.iter().enumerate() {
-        let Some(first) = command.first() else {
-            continue;
-        };
-        if outcomes[i].is_err() {
+        if command.is_empty() || outcomes[i].is_err() {
             continue;
         }
-        let kept = recent
-            .take(&first.aggregate_id)
-            .filter(|view| view.last_seq + 1 == first.sequence);
-        let Some(mut view) = kept else {
-            slow.push(i);
-            continue;
-        };
-        let expected = view.last_seq as i64;
-        let mut rows = NewRows::default();
-        for e in command.iter() {
-            view.apply(e.sequence, &e.event, &mut rows);
+        match Fast::fold(recent, i, command) {
+            Some(f) => fast.push(f),
+            None => slow.push(i),
         }
-        fast.push(Fast {
-            command: i,
-            expected,
-            view,
-            rows,
-            session_id: &first.aggregate_id,
-        });
     }
     fast.sort_by(|a, b| a.session_id.cmp(b.session_id));
     let states: Vec<(i64, &SessionStateView)> =

@@ -21,21 +21,13 @@ use crate::columns::{
     decision_cells, result_cells, state_cells, transcript_cells, Cell, DECISION_COLUMNS,
     RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
 };
-use crate::group_commit::Command;
+use crate::group_commit::{Command, Fast};
 use crate::log::NewEvent;
 use crate::projector::{RecentViews, NOTIFY_CHANNEL};
-use crate::views::{NewRows, SessionStateView};
+use crate::view_writes;
 
 /// The most values one statement binds (PostgreSQL takes 65,535).
 const MAX_VALUES: usize = 60_000;
-
-/// One command folded from its kept view.
-struct Folded<'a> {
-    expected: i64,
-    view: SessionStateView,
-    rows: NewRows,
-    session_id: &'a str,
-}
 
 /// Commits `commands` in one statement when every one of them starts from a kept view and none
 /// moves the overview; `None` when the batch is not of that kind or the statement refused it
@@ -49,8 +41,9 @@ pub(crate) async fn commit(
     let fits = commands.iter().all(|(events, moved)| {
         moved.is_none()
             && events.first().is_some_and(|first| {
-                first.sequence.checked_sub(1).is_some()
-                    && recent.kept_seq(&first.aggregate_id) == first.sequence.checked_sub(1)
+                recent
+                    .kept_seq(&first.aggregate_id)
+                    .is_some_and(|seq| seq + 1 == first.sequence)
             })
     });
     // At most: eight values an event, a transcript or decision row an event, a state row (and
@@ -62,22 +55,10 @@ pub(crate) async fn commit(
     if !fits || bound > MAX_VALUES {
         return None;
     }
-    let mut folded: Vec<Folded> = Vec::with_capacity(commands.len());
-    for (events, _) in commands {
-        let first = &events[0];
+    let mut folded: Vec<Fast> = Vec::with_capacity(commands.len());
+    for (i, (events, _)) in commands.iter().enumerate() {
         // Evicted since the look above: the long way folds them from their rows.
-        let mut view = recent.take(&first.aggregate_id)?;
-        let expected = view.last_seq as i64;
-        let mut rows = NewRows::default();
-        for e in events.iter() {
-            view.apply(e.sequence, &e.event, &mut rows);
-        }
-        folded.push(Folded {
-            expected,
-            view,
-            rows,
-            session_id: &first.aggregate_id,
-        });
+        folded.push(Fast::fold(recent, i, events)?);
     }
     folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
     let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
@@ -133,7 +114,7 @@ fn refused(error: &sqlx::Error) -> bool {
 
 /// The statement and the cells it binds after the events' eight values each (the notify
 /// channel and the notes follow them), and the commit notes.
-fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec<String>) {
+fn statement(events: &[&NewEvent], folded: &[Fast]) -> (String, Vec<Cell>, Vec<String>) {
     let mut cells: Vec<Cell> = Vec::new();
     let mut clauses: Vec<String> = Vec::new();
     let before = events.len() * 8;
@@ -156,7 +137,7 @@ fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec
         .collect();
     clauses.push(format!(
         "st AS ({})",
-        crate::view_writes::update_states_sql(&rows.join(", "), "1")
+        view_writes::update_states_sql(&rows.join(", "), "1")
     ));
 
     let transcript: Vec<String> = folded
@@ -169,9 +150,8 @@ fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec
         .collect();
     if !transcript.is_empty() {
         clauses.push(format!(
-            "tr AS (INSERT INTO transcript ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING)",
-            TRANSCRIPT_COLUMNS.join(", "),
-            transcript.join(", ")
+            "tr AS ({})",
+            view_writes::insert_transcript_sql(&transcript.join(", "))
         ));
     }
     let decisions: Vec<String> = folded
@@ -184,9 +164,8 @@ fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec
         .collect();
     if !decisions.is_empty() {
         clauses.push(format!(
-            "dl AS (INSERT INTO decision_log ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING)",
-            DECISION_COLUMNS.join(", "),
-            decisions.join(", ")
+            "dl AS ({})",
+            view_writes::insert_decisions_sql(&decisions.join(", "))
         ));
     }
     let results: Vec<String> = folded
@@ -199,11 +178,8 @@ fn statement(events: &[&NewEvent], folded: &[Folded]) -> (String, Vec<Cell>, Vec
         .collect();
     if !results.is_empty() {
         clauses.push(format!(
-            "rs AS (INSERT INTO results ({}) VALUES {} \
-             ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
-             summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq)",
-            RESULT_COLUMNS.join(", "),
-            results.join(", ")
+            "rs AS ({})",
+            view_writes::upsert_results_sql(&results.join(", "))
         ));
     }
     // The notes go out at commit, only when the checks pass (a refused statement sends none).

@@ -81,6 +81,32 @@ where
     Ok(written)
 }
 
+/// Appends transcript rows from `values` (a row already there is left as it is).
+pub(crate) fn insert_transcript_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO transcript ({}) VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING",
+        TRANSCRIPT_COLUMNS.join(", ")
+    )
+}
+
+/// Appends decision-log rows from `values` (a row already there is left as it is).
+pub(crate) fn insert_decisions_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO decision_log ({}) VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING",
+        DECISION_COLUMNS.join(", ")
+    )
+}
+
+/// Writes `results` rows from `values`, replacing what a session had.
+pub(crate) fn upsert_results_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO results ({}) VALUES {values} \
+         ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
+         summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq",
+        RESULT_COLUMNS.join(", ")
+    )
+}
+
 /// Appends transcript rows (a row already there is left as it is).
 pub(crate) async fn insert_transcript<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
@@ -100,11 +126,7 @@ where
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     for chunk in rows.chunks(rows_per_statement(TRANSCRIPT_COLUMNS.len())) {
-        let sql = format!(
-            "INSERT INTO transcript ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            TRANSCRIPT_COLUMNS.join(", "),
-            placeholders::<DB>(chunk.len(), TRANSCRIPT_COLUMNS.len())
-        );
+        let sql = insert_transcript_sql(&placeholders::<DB>(chunk.len(), TRANSCRIPT_COLUMNS.len()));
         let mut q = sqlx::query(&sql);
         for (session_id, t) in chunk {
             q = bind_all(q, transcript_cells(session_id, t));
@@ -134,11 +156,7 @@ where
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     for chunk in rows.chunks(rows_per_statement(DECISION_COLUMNS.len())) {
-        let sql = format!(
-            "INSERT INTO decision_log ({}) VALUES {} ON CONFLICT (session_id, seq) DO NOTHING",
-            DECISION_COLUMNS.join(", "),
-            placeholders::<DB>(chunk.len(), DECISION_COLUMNS.len())
-        );
+        let sql = insert_decisions_sql(&placeholders::<DB>(chunk.len(), DECISION_COLUMNS.len()));
         let mut q = sqlx::query(&sql);
         for (session_id, d) in chunk {
             q = bind_all(q, decision_cells(session_id, d));
@@ -170,13 +188,7 @@ where
 {
     let rows: Vec<_> = views.into_iter().filter_map(result_cells).collect();
     for chunk in rows.chunks(rows_per_statement(RESULT_COLUMNS.len())) {
-        let sql = format!(
-            "INSERT INTO results ({}) VALUES {} \
-             ON CONFLICT (session_id) DO UPDATE SET end_reason = excluded.end_reason, summary = excluded.summary, \
-             summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq",
-            RESULT_COLUMNS.join(", "),
-            placeholders::<DB>(chunk.len(), RESULT_COLUMNS.len())
-        );
+        let sql = upsert_results_sql(&placeholders::<DB>(chunk.len(), RESULT_COLUMNS.len()));
         let mut q = sqlx::query(&sql);
         for cells in chunk {
             q = bind_all(q, cells.iter().cloned());

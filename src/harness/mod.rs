@@ -348,6 +348,8 @@ impl Harness {
             }
             // A step the rules take that shows no words needs no claim: one commit fewer. Once
             // one was refused (the session moved), the run's later steps go the claimed way.
+            // The rules' proposal, when it was worked out there, is the claimed step's too.
+            let mut ruled = None;
             if unclaimed {
                 match self
                     .wordless_step(session_id, run_id, &session, &conversation, now)
@@ -361,7 +363,7 @@ impl Harness {
                         unclaimed = false;
                         continue;
                     }
-                    Wordless::NotTaken => {}
+                    Wordless::NotTaken(proposal) => ruled = proposal,
                 }
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.
@@ -447,7 +449,7 @@ impl Harness {
                         }
                     }
                     _ => (
-                        rules::propose(&session, &conversation, now),
+                        ruled.map_or_else(|| rules::propose(&session, &conversation, now), |p| *p),
                         llm_step::Shown::Nothing,
                     ),
                 };

@@ -5,6 +5,7 @@
 
 use chrono::Utc;
 use cqrs_es::AggregateError;
+use interview_session::decision::Proposal;
 use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand};
 use uuid::Uuid;
@@ -17,8 +18,9 @@ pub(super) enum Wordless {
     Committed,
     /// The session moved under it: load it again.
     Moved,
-    /// Not a wordless rules step: take it the claimed way.
-    NotTaken,
+    /// Not a wordless rules step: take it the claimed way (with the rules' proposal, when it
+    /// was worked out: the same session and time give the same one).
+    NotTaken(Option<Box<Proposal>>),
 }
 
 impl Harness {
@@ -41,7 +43,7 @@ impl Harness {
             || session.open_claim().is_some()
             || session.pending_interaction().is_some()
         {
-            return Ok(Wordless::NotTaken);
+            return Ok(Wordless::NotTaken(None));
         }
         let interaction_id = Uuid::new_v4().to_string();
         let proposal = rules::propose(session, conversation, now);
@@ -49,7 +51,7 @@ impl Harness {
             .judge(&proposal, Some(interaction_id.clone()), now)
             .is_ok_and(|judged| judged.message().is_none() && judged.proposed.is_none());
         if !as_proposed {
-            return Ok(Wordless::NotTaken);
+            return Ok(Wordless::NotTaken(Some(Box::new(proposal))));
         }
         let decide = SessionCommand::DecideWordless {
             after_hash: session.head_hash().to_string(),
