@@ -21,7 +21,9 @@ pub mod read;
 pub mod stream;
 mod view_writes;
 pub mod views;
+pub mod widget_history;
 
 pub use db::{Db, DbError};
 pub use projector::{ProjectionError, Projector};
 pub use views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
+pub use widget_history::WidgetHistory;

@@ -12,30 +12,6 @@ use interview_session::study::ConfigVersions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// A tool call and, once it finished, its result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallRecord {
-    pub tool_call_id: String,
-    pub tool_name: String,
-    pub tool_input: Value,
-    pub tool_result: Option<Value>,
-    pub created_at: DateTime<Utc>,
-    pub completed_at: Option<DateTime<Utc>>,
-}
-
-/// One rendered interaction and what happened to it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InteractionEventRecord {
-    pub interaction_id: String,
-    #[serde(rename = "type")]
-    pub interaction_type: String,
-    pub status: String,
-    pub value: Option<Value>,
-    pub client_context: Option<Value>,
-    pub rendered_at: DateTime<Utc>,
-    pub submitted_at: Option<DateTime<Utc>>,
-}
-
 /// The `session_state` view: everything about a session but its transcript.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionStateView {
@@ -49,8 +25,6 @@ pub struct SessionStateView {
     pub participant_ref: Option<String>,
     pub config_versions: Option<ConfigVersions>,
     pub pending_interaction: Option<InteractionToolCall>,
-    pub tool_calls: Vec<ToolCallRecord>,
-    pub interaction_events: Vec<InteractionEventRecord>,
     pub extracted_fields: Map<String, Value>,
     /// Handled failures (refused decisions, model errors), for researchers.
     pub errors: Vec<Value>,
@@ -223,42 +197,10 @@ impl SessionStateView {
                 interaction_id: None,
                 created_at: at,
             }),
-            EventBody::ToolCallCreated {
-                tool_call_id,
-                tool_name,
-                tool_input,
-            } => self.tool_calls.push(ToolCallRecord {
-                tool_call_id: tool_call_id.clone(),
-                tool_name: tool_name.clone(),
-                tool_input: tool_input.clone(),
-                tool_result: None,
-                created_at: at,
-                completed_at: None,
-            }),
-            EventBody::ToolCallCompleted {
-                tool_call_id,
-                tool_result,
-            } => {
-                if let Some(call) = self
-                    .tool_calls
-                    .iter_mut()
-                    .rev()
-                    .find(|c| &c.tool_call_id == tool_call_id)
-                {
-                    call.tool_result = Some(tool_result.clone());
-                    call.completed_at = Some(at);
-                }
-            }
+            // Tool calls and interaction events are not kept here: they are in the log once
+            // already, and the researcher routes fold them from it (`widget_history`).
+            EventBody::ToolCallCreated { .. } | EventBody::ToolCallCompleted { .. } => {}
             EventBody::InteractionRendered { interaction } => {
-                self.interaction_events.push(InteractionEventRecord {
-                    interaction_id: interaction.interaction_id.clone(),
-                    interaction_type: interaction.type_name().into(),
-                    status: "pending".into(),
-                    value: None,
-                    client_context: None,
-                    rendered_at: at,
-                    submitted_at: None,
-                });
                 self.pending_interaction = Some((**interaction).clone());
             }
             EventBody::InteractionSubmitted {
@@ -266,20 +208,9 @@ impl SessionStateView {
                 turn_id,
                 status,
                 value,
-                client_context,
+                ..
             } => {
                 let pending = self.pending_interaction.take();
-                if let Some(record) = self
-                    .interaction_events
-                    .iter_mut()
-                    .rev()
-                    .find(|r| &r.interaction_id == interaction_id)
-                {
-                    record.status = submit_status(*status).into();
-                    record.value = value.clone();
-                    record.client_context = client_context.clone();
-                    record.submitted_at = Some(at);
-                }
                 let kind = pending.as_ref().map(|p| &p.kind);
                 if !matches!(kind, Some(InteractionKind::Consent { .. })) && self.current_phase.counts_turns() {
                     self.turn_count += 1;
@@ -377,13 +308,6 @@ impl SessionStateView {
         }
         self.last_activity_at = Some(at);
         self.last_seq = seq;
-    }
-}
-
-fn submit_status(status: SubmitStatus) -> &'static str {
-    match status {
-        SubmitStatus::Submitted => "submitted",
-        SubmitStatus::Skipped => "skipped",
     }
 }
 

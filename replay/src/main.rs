@@ -214,6 +214,14 @@ async fn main() -> ExitCode {
                 match verify::decode(&upto) {
                     Ok(decoded) => {
                         let (view, rows) = verify::fold_views(&upto, &decoded);
+                        // The session as the researcher routes show it: the stored view and
+                        // the tool calls and interactions folded from the same log.
+                        let mut view = serde_json::to_value(view).unwrap_or_default();
+                        let history = interview_projections::WidgetHistory::of(&decoded);
+                        view["tool_calls"] =
+                            serde_json::to_value(history.tool_calls).unwrap_or_default();
+                        view["interaction_events"] =
+                            serde_json::to_value(history.interaction_events).unwrap_or_default();
                         let state = serde_json::json!({"sequence": seq, "session_state": view,
                                                        "transcript": rows.transcript, "decision_log": rows.decisions});
                         outln!(

@@ -352,3 +352,60 @@ fn the_text_path_reads_a_duplicated_key_as_the_tree_path_does() {
     .unwrap();
     assert_eq!(by_text, by_tree);
 }
+
+#[test]
+fn a_decision_is_stored_without_its_empty_fields_and_read_as_before() {
+    let body = EventBody::DecisionRecorded {
+        decision_id: Uuid::nil(),
+        turn_id: None,
+        phase: crate::events::Phase::Opening,
+        input_summary: "session start".into(),
+        selected_action: crate::decision::AgentAction::AskQuestion {
+            objective_id: "o".into(),
+        },
+        proposed_action: None,
+        rationale: "first".into(),
+        model: "rules".into(),
+        prompt_version_id: "rules-v1".into(),
+        latency_ms: 0,
+        token_usage: crate::decision::TokenUsage::default(),
+        study_prompt_version: None,
+        alongside: None,
+    };
+    let e = SessionEvent::seal(body, DateTime::UNIX_EPOCH, GENESIS_HASH);
+    let enc = encode(&e);
+    for empty in ["turn_id", "proposed_action", "latency_ms", "token_usage"] {
+        assert!(enc.payload.get(empty).is_none(), "{}", enc.payload);
+    }
+    assert_eq!(decode(stored(&enc), GENESIS_HASH, &NoDocuments).unwrap(), e);
+    // As version 2 stored it before: every empty field spelled out. It reads as the same
+    // decision, and its hash is over what is stored.
+    let mut before = enc.payload.clone();
+    before["turn_id"] = Value::Null;
+    before["proposed_action"] = Value::Null;
+    before["latency_ms"] = json!(0);
+    before["token_usage"] = json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0});
+    let hash = hash(GENESIS_HASH, "agent.decision.recorded", &before);
+    let bytes = hex_to_bytes(&hash).unwrap();
+    let row = Stored {
+        event_type: "agent.decision.recorded",
+        event_version: "2",
+        payload: &before,
+        hash: Some(&bytes),
+    };
+    let read = decode(row, GENESIS_HASH, &NoDocuments).unwrap();
+    assert_eq!(read.body, e.body);
+    assert_eq!(read.hash, hash);
+    let text = before.to_string();
+    let fast = decode_text(
+        "agent.decision.recorded",
+        "2",
+        &text,
+        Some(&bytes),
+        GENESIS_HASH,
+        &NoDocuments,
+    )
+    .unwrap();
+    assert_eq!(fast.body, e.body);
+    assert!(verify_chain([(1, "agent.decision.recorded", "2", &before, Some(&bytes[..]))]).is_ok());
+}

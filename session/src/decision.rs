@@ -128,6 +128,13 @@ pub struct TokenUsage {
     pub total_tokens: u32,
 }
 
+impl TokenUsage {
+    /// Nothing spent (a rules decision): stored payloads leave such a usage out.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// One extracted output field, with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExtractedField {

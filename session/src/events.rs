@@ -133,19 +133,26 @@ pub enum EventBody {
     },
     /// One interviewer decision with its full log (FR-04-11). `proposed_action` is set when a
     /// guard rewrote what the policy proposed.
+    ///
+    /// What is empty — no turn, no rewrite, no time or tokens spent (the rules) — is left out of
+    /// the stored payload and read back as empty; logs written before carry it as `null` / `0`.
     #[serde(rename = "agent.decision.recorded")]
     DecisionRecorded {
         decision_id: Uuid,
         /// The participant turn the decision answers, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         turn_id: Option<Uuid>,
         phase: Phase,
         input_summary: String,
         selected_action: AgentAction,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         proposed_action: Option<AgentAction>,
         rationale: String,
         model: String,
         prompt_version_id: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
         latency_ms: u64,
+        #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
         token_usage: TokenUsage,
         /// The study's `agent.prompt_version` (its instructions' label); absent in logs written
         /// before it was recorded.
@@ -359,4 +366,8 @@ impl DomainEvent for SessionEvent {
     fn event_version(&self) -> String {
         EVENT_VERSION.to_string()
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

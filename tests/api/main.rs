@@ -24,6 +24,7 @@ mod scripted_model;
 mod security;
 mod sessions;
 mod sse;
+mod stored_once;
 mod stream;
 mod studies;
 mod sweeper;

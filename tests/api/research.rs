@@ -10,7 +10,7 @@ const AWKWARD: &str =
     "We buy \"fresh\" veg, then\nfreeze half of it — 冷冻的菜, every single Sunday evening";
 
 /// Creates a demo session (a preview one with the researcher token) and runs it to the end.
-async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
+pub(crate) async fn interview(app: &TestApp, preview: bool, consent: bool) -> String {
     interview_saying(app, preview, consent, AWKWARD).await
 }
 

@@ -15,7 +15,7 @@ use crate::command::studies;
 use crate::http::auth::require_researcher;
 use crate::http::error::ApiError;
 use crate::http::export;
-use crate::http::routes::sessions::{authorize, load_view};
+use crate::http::routes::sessions::{authorize, from_log, load_view};
 use crate::state::AppState;
 
 const STATUSES: [&str; 7] = [
@@ -178,9 +178,13 @@ pub async fn session_state(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
+    let from_log = from_log(&state, &id, view.last_seq).await?;
     let mut body = serde_json::to_value(view).expect("views serialize");
-    body["covered_objectives"] =
-        crate::http::routes::sessions::covered_objectives(&state, &id).await?;
+    body["covered_objectives"] = from_log.covered_objectives;
+    body["tool_calls"] =
+        serde_json::to_value(from_log.history.tool_calls).expect("records serialize");
+    body["interaction_events"] =
+        serde_json::to_value(from_log.history.interaction_events).expect("records serialize");
     Ok(HttpResponse::Ok().json(body))
 }
 
@@ -208,7 +212,8 @@ pub async fn tool_calls(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
-    Ok(HttpResponse::Ok().json(json!({ "session_id": id, "tool_calls": view.tool_calls })))
+    let history = from_log(&state, &id, view.last_seq).await?.history;
+    Ok(HttpResponse::Ok().json(json!({ "session_id": id, "tool_calls": history.tool_calls })))
 }
 
 /// A session's interaction events (rendered, submitted, skipped).
@@ -221,8 +226,9 @@ pub async fn interaction_events(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
+    let history = from_log(&state, &id, view.last_seq).await?.history;
     Ok(HttpResponse::Ok()
-        .json(json!({ "session_id": id, "interaction_events": view.interaction_events })))
+        .json(json!({ "session_id": id, "interaction_events": history.interaction_events })))
 }
 
 /// A session's raw event log.

@@ -4,8 +4,7 @@
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use interview_projections::views::{InteractionEventRecord, ToolCallRecord};
-use interview_projections::{read, SessionStateView};
+use interview_projections::{read, SessionStateView, WidgetHistory};
 use interview_session::events::SubmitStatus;
 use interview_session::SessionCommand;
 use serde::{Deserialize, Serialize};
@@ -491,12 +490,8 @@ pub async fn get(
     let researcher = match caller {
         Caller::Researcher => {
             let decisions = read::decisions(&state.db, &session_id.to_string()).await?;
-            let mut fields = researcher_fields(&view, &decisions);
-            fields.insert(
-                "covered_objectives".into(),
-                covered_objectives(&state, &session_id.to_string()).await?,
-            );
-            Some(fields)
+            let from_log = from_log(&state, &session_id.to_string(), view.last_seq).await?;
+            Some(researcher_fields(&view, &decisions, from_log))
         }
         Caller::Participant { .. } => None,
     };
@@ -517,15 +512,24 @@ pub async fn get(
     }))
 }
 
-/// Where each objective stands (FR-04-13), by objective id, from the session folded from its
-/// log — exactly what the guards judge by (see `Session::coverage`).
-pub(crate) async fn covered_objectives(
+/// What the researcher routes fold from the session's log rather than keep in a view: where
+/// each objective stands (FR-04-13) — exactly what the guards judge by (see
+/// `Session::coverage`) — and the session's tool calls and interaction events. Folded up to the
+/// view's `last_seq`, so one answer agrees with itself.
+pub(crate) struct FromLog {
+    pub covered_objectives: Value,
+    pub history: WidgetHistory,
+}
+
+pub(crate) async fn from_log(
     state: &AppState,
     session_id: &str,
-) -> Result<Value, ApiError> {
-    let events = read::decoded_events_after(&state.db, session_id, 0).await?;
+    up_to: u64,
+) -> Result<FromLog, ApiError> {
+    let events = read::decoded_events_between(&state.db, session_id, 0, up_to).await?;
+    let history = WidgetHistory::of(events.iter().map(|(_, e)| e));
     let session = interview_session::Session::from_events(events.into_iter().map(|(_, e)| e));
-    let by_id: Map<String, Value> = session
+    let covered_objectives: Map<String, Value> = session
         .coverage()
         .into_iter()
         .map(|c| {
@@ -533,22 +537,29 @@ pub(crate) async fn covered_objectives(
             (id, serde_json::to_value(c).expect("coverage serializes"))
         })
         .collect();
-    Ok(Value::Object(by_id))
+    Ok(FromLog {
+        covered_objectives: Value::Object(covered_objectives),
+        history,
+    })
 }
 
 fn researcher_fields(
     view: &SessionStateView,
     decisions: &[interview_projections::DecisionRow],
+    from_log: FromLog,
 ) -> Map<String, Value> {
-    let tool_calls: &[ToolCallRecord] = &view.tool_calls;
-    let interaction_events: &[InteractionEventRecord] = &view.interaction_events;
+    let FromLog {
+        covered_objectives,
+        history,
+    } = from_log;
     let fields = json!({
         "study_id": view.study_id,
         "public_slug": view.public_slug,
         "participant_ref": view.participant_ref,
         "preview": view.preview,
-        "tool_calls": tool_calls,
-        "interaction_events": interaction_events,
+        "tool_calls": history.tool_calls,
+        "interaction_events": history.interaction_events,
+        "covered_objectives": covered_objectives,
         "extracted_fields": view.extracted_fields,
         "decision_log": decisions,
         "errors": view.errors,
