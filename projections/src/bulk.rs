@@ -151,7 +151,8 @@ impl Projector {
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
         let events = rows.len() as u64;
-        let documents = load_documents(self.db(), &rows).await?;
+        // Each document is checked against its content id once per batch, not per session.
+        let documents = codec::CheckedOnce::new(load_documents(self.db(), &rows).await?);
         let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
         let mut prev = GENESIS_HASH.to_string();
         for row in rows {

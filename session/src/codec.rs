@@ -57,6 +57,54 @@ pub struct Stored<'a> {
 /// database's `config_documents`, or a bundle's document lines.
 pub trait Documents {
     fn document(&self, version_id: &str) -> Option<Value>;
+
+    /// The document `id` names, checked against that content id (`prefix` is its kind's).
+    fn checked(&self, prefix: &str, id: &str) -> Result<Value, DecodeError> {
+        let document = self
+            .document(id)
+            .ok_or_else(|| DecodeError::MissingDocument(id.into()))?;
+        if !document_matches(prefix, id, &document) {
+            return Err(DecodeError::DocumentMismatch(id.into()));
+        }
+        Ok(document)
+    }
+}
+
+/// Documents from a source that cannot change while it is read (a bulk rebuild's batch of
+/// them), each checked against its content id the first time a `session.created` names it
+/// rather than for every session: the check hashes the whole document, and a rebuild meets the
+/// same few documents thousands of times.
+pub struct CheckedOnce<D> {
+    source: D,
+    checked: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl<D: Documents> CheckedOnce<D> {
+    pub fn new(source: D) -> Self {
+        Self {
+            source,
+            checked: Default::default(),
+        }
+    }
+}
+
+impl<D: Documents> Documents for CheckedOnce<D> {
+    fn document(&self, version_id: &str) -> Option<Value> {
+        self.source.document(version_id)
+    }
+
+    fn checked(&self, prefix: &str, id: &str) -> Result<Value, DecodeError> {
+        let mut checked = self.checked.lock().expect("never poisoned");
+        if checked.contains(id) {
+            return self
+                .source
+                .document(id)
+                .ok_or_else(|| DecodeError::MissingDocument(id.into()));
+        }
+        let document = self.source.checked(prefix, id)?;
+        checked.insert(id.into());
+        Ok(document)
+    }
 }
 
 impl Documents for HashMap<String, Value> {
@@ -301,13 +349,7 @@ fn attach_documents(
         let Some(id) = versions[key].as_str() else {
             continue;
         };
-        let document = documents
-            .document(id)
-            .ok_or_else(|| DecodeError::MissingDocument(id.into()))?;
-        if !document_matches(prefix, id, &document) {
-            return Err(DecodeError::DocumentMismatch(id.into()));
-        }
-        study.insert(field.into(), document);
+        study.insert(field.into(), documents.checked(prefix, id)?);
     }
     Ok(())
 }

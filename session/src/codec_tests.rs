@@ -409,3 +409,31 @@ fn a_decision_is_stored_without_its_empty_fields_and_read_as_before() {
     assert_eq!(fast.body, e.body);
     assert!(verify_chain([(1, "agent.decision.recorded", "2", &before, Some(&bytes[..]))]).is_ok());
 }
+
+#[test]
+fn documents_checked_once_are_still_checked_the_first_time() {
+    let doc = json!({"a": 1});
+    let mut digest = doc.clone();
+    crate::hash::normalize_numbers(&mut digest);
+    let id = format!(
+        "scv_{}",
+        &crate::hash::sha256_hex(crate::hash::canonical_json(&digest).as_bytes())[..32]
+    );
+    let good: HashMap<String, Value> = [(id.clone(), doc.clone())].into();
+    let once = CheckedOnce::new(good);
+    assert_eq!(once.checked("scv", &id).unwrap(), doc);
+    assert_eq!(once.checked("scv", &id).unwrap(), doc);
+    // A document that is not the one its id names is refused, first time and every time.
+    let forged: HashMap<String, Value> = [(id.clone(), json!({"a": 2}))].into();
+    let once = CheckedOnce::new(forged);
+    for _ in 0..2 {
+        assert!(matches!(
+            once.checked("scv", &id),
+            Err(DecodeError::DocumentMismatch(_))
+        ));
+    }
+    assert!(matches!(
+        once.checked("scv", "scv_missing"),
+        Err(DecodeError::MissingDocument(_))
+    ));
+}
