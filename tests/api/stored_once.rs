@@ -49,7 +49,16 @@ async fn widgets_live_in_the_log_and_the_routes_fold_them(store: Store) {
     );
 
     let session = crate::research::interview(&app, false, true).await;
-    let state = stored_state(&app, &session).await;
+    // The post-session extraction follows the completion: wait for it, so nothing writes after.
+    let mut state = stored_state(&app, &session).await;
+    for _ in 0..500 {
+        if state["final_extraction_done"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        state = stored_state(&app, &session).await;
+    }
+    assert_eq!(state["final_extraction_done"], true, "{state}");
     for copy in ["tool_calls", "interaction_events"] {
         assert!(state.get(copy).is_none(), "{copy} is stored: {state}");
     }
