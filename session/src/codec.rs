@@ -10,7 +10,13 @@
 //!   column), and its previous hash is the previous event's;
 //! - `session.created` names the pinned study's four documents by their content ids
 //!   (`config_versions`) instead of carrying them: the documents are stored once per version
-//!   (`config_documents`), and a bundle carries them.
+//!   (`config_documents`), and a bundle carries them;
+//! - an `agent.decision.recorded` leaves out its empty fields (`turn_id`, `proposed_action`,
+//!   `latency_ms`, `token_usage` when there is no turn, no rewrite, no time or tokens). Version 2
+//!   decisions written before 2026-12-02 spell them out as `null` / `0`; both spellings decode
+//!   to the same event and each verifies against what is stored. This relaxation kept the
+//!   version number: a reader of this code reads both, but a `replay` or server built before it
+//!   cannot read the short form — upgrade them together.
 //!
 //! `hash = SHA-256(prev_hash "\n" event_type "\n" "2" "\n" canonical(payload))`.
 //!
@@ -76,7 +82,8 @@ pub trait Documents {
 /// same few documents thousands of times.
 pub struct CheckedOnce<D> {
     source: D,
-    checked: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// `(prefix, id)`: a document checked as one kind is not thereby one of another.
+    checked: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl<D: Documents> CheckedOnce<D> {
@@ -95,14 +102,15 @@ impl<D: Documents> Documents for CheckedOnce<D> {
 
     fn checked(&self, prefix: &str, id: &str) -> Result<Value, DecodeError> {
         let mut checked = self.checked.lock().expect("never poisoned");
-        if checked.contains(id) {
+        let key = (prefix.to_string(), id.to_string());
+        if checked.contains(&key) {
             return self
                 .source
                 .document(id)
                 .ok_or_else(|| DecodeError::MissingDocument(id.into()));
         }
         let document = self.source.checked(prefix, id)?;
-        checked.insert(id.into());
+        checked.insert(key);
         Ok(document)
     }
 }
@@ -172,6 +180,7 @@ pub fn payload_and_changed(body: &EventBody, at: DateTime<Utc>) -> (Value, bool)
     let mut value = serde_json::to_value(V2Out { body, at }).expect("events serialize");
     let map = value.as_object_mut().expect("an event is an object");
     map.remove("type");
+    leave_out_empty(body, map);
     if let Some(Value::Object(study)) = map.get_mut("study") {
         for (field, _, _) in STUDY_DOCUMENTS {
             study.remove(field);
@@ -179,6 +188,29 @@ pub fn payload_and_changed(body: &EventBody, at: DateTime<Utc>) -> (Value, bool)
     }
     let changed = crate::hash::normalize_numbers(&mut value);
     (value, changed)
+}
+
+/// A decision's empty fields — no turn, no rewrite, no latency, no tokens: every rules decision —
+/// are not stored; they decode back as empty (`#[serde(default)]` on the body's fields).
+fn leave_out_empty(body: &EventBody, map: &mut serde_json::Map<String, Value>) {
+    if let EventBody::DecisionRecorded {
+        turn_id,
+        proposed_action,
+        latency_ms,
+        token_usage,
+        ..
+    } = body
+    {
+        let empty = [
+            ("turn_id", turn_id.is_none()),
+            ("proposed_action", proposed_action.is_none()),
+            ("latency_ms", *latency_ms == 0),
+            ("token_usage", token_usage.is_zero()),
+        ];
+        for (key, _) in empty.into_iter().filter(|(_, is_empty)| *is_empty) {
+            map.remove(key);
+        }
+    }
 }
 
 /// The body as every reader decodes it from `payload` (see [`payload_and_changed`]).

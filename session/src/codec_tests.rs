@@ -378,6 +378,22 @@ fn a_decision_is_stored_without_its_empty_fields_and_read_as_before() {
         assert!(enc.payload.get(empty).is_none(), "{}", enc.payload);
     }
     assert_eq!(decode(stored(&enc), GENESIS_HASH, &NoDocuments).unwrap(), e);
+    let short = enc.payload.to_string();
+    let fast = decode_text(
+        "agent.decision.recorded",
+        "2",
+        &short,
+        Some(&enc.hash),
+        GENESIS_HASH,
+        &NoDocuments,
+    )
+    .unwrap();
+    assert_eq!(fast, e);
+    // The event's own serde form (what researchers are shown) keeps every field.
+    let shown = serde_json::to_value(&e).unwrap();
+    for field in ["turn_id", "proposed_action", "latency_ms", "token_usage"] {
+        assert!(shown.get(field).is_some(), "{shown}");
+    }
     // As version 2 stored it before: every empty field spelled out. It reads as the same
     // decision, and its hash is over what is stored.
     let mut before = enc.payload.clone();
@@ -432,6 +448,14 @@ fn documents_checked_once_are_still_checked_the_first_time() {
             Err(DecodeError::DocumentMismatch(_))
         ));
     }
+    // Checked as one kind, a document is not thereby another kind's.
+    let good: HashMap<String, Value> = [(id.clone(), doc.clone())].into();
+    let once = CheckedOnce::new(good);
+    assert!(once.checked("scv", &id).is_ok());
+    assert!(matches!(
+        once.checked("acv", &id),
+        Err(DecodeError::DocumentMismatch(_))
+    ));
     assert!(matches!(
         once.checked("scv", "scv_missing"),
         Err(DecodeError::MissingDocument(_))

@@ -135,24 +135,25 @@ pub enum EventBody {
     /// guard rewrote what the policy proposed.
     ///
     /// What is empty — no turn, no rewrite, no time or tokens spent (the rules) — is left out of
-    /// the stored payload and read back as empty; logs written before carry it as `null` / `0`.
+    /// the stored payload (`codec::payload`) and read back as empty; logs written before carry
+    /// it as `null` / `0`. The event's own serde form (what researchers are shown) keeps it.
     #[serde(rename = "agent.decision.recorded")]
     DecisionRecorded {
         decision_id: Uuid,
         /// The participant turn the decision answers, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         turn_id: Option<Uuid>,
         phase: Phase,
         input_summary: String,
         selected_action: AgentAction,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         proposed_action: Option<AgentAction>,
         rationale: String,
         model: String,
         prompt_version_id: String,
-        #[serde(default, skip_serializing_if = "is_zero")]
+        #[serde(default)]
         latency_ms: u64,
-        #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+        #[serde(default)]
         token_usage: TokenUsage,
         /// The study's `agent.prompt_version` (its instructions' label); absent in logs written
         /// before it was recorded.
@@ -366,8 +367,4 @@ impl DomainEvent for SessionEvent {
     fn event_version(&self) -> String {
         EVENT_VERSION.to_string()
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

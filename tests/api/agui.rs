@@ -341,7 +341,55 @@ async fn a_message_id_reused_with_other_text_is_a_conflict(store: Store) {
     }
 }
 
+/// A whole interview over AG-UI alone: every run ends where the session then stands — with the
+/// widget as its interrupt when one waits, even one the interviewer committed in one go right
+/// after the participant's message (it can be over before the run first looks).
+async fn every_run_ends_where_the_session_stands(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let mut next = input(&session, json!([]), None);
+    let mut widgets = 0;
+    for turn in 0..40 {
+        let events = run(&app, &session, &token, next).await;
+        let finished = events.last().unwrap();
+        assert_eq!(finished["type"], "RUN_FINISHED", "{events:#?}");
+        let s = app.researcher_view(&session).await;
+        let pending = &s["pending_interaction"];
+        if !pending.is_null() {
+            assert_eq!(
+                finished["outcome"]["type"], "interrupt",
+                "{finished} but {s}"
+            );
+            let id = &finished["outcome"]["interrupts"][0]["id"];
+            assert_eq!(id, &pending["interaction_id"]);
+            widgets += 1;
+            let value = crate::widget_values::typical_value(pending);
+            let resume = json!([{"interruptId": id, "status": "resolved", "payload": value}]);
+            next = input(&session, json!([]), Some(resume));
+            continue;
+        }
+        assert_eq!(finished["outcome"]["type"], "success", "{finished}");
+        assert_eq!(
+            finished["result"]["status"], s["status"],
+            "{finished} but {s}"
+        );
+        if s["status"] == "completed" {
+            assert!(widgets >= 3, "{widgets} widgets");
+            return;
+        }
+        let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            "yes"
+        } else {
+            "We plan on Sunday evenings with a list on the phone"
+        };
+        let message = json!([{"id": format!("m-{turn}"), "role": "user", "content": text}]);
+        next = input(&session, message, None);
+    }
+    panic!("the interview did not end over AG-UI");
+}
+
 both_stores!(
+    every_run_ends_where_the_session_stands,
     a_resume_and_a_new_message_in_one_run_apply_both_in_order,
     a_message_id_reused_with_other_text_is_a_conflict,
     an_interview_runs_over_ag_ui,

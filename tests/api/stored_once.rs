@@ -155,6 +155,20 @@ async fn empty_decision_fields_are_not_stored_but_read_as_empty(store: Store) {
         assert!(d["proposed_action"].is_null());
     }
     assert!(log[0]["turn_id"].is_null());
+    // The raw log shows each decision with every field, whatever is stored.
+    let events = research(&app, &session, "/events").await["events"].clone();
+    let shown: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event_type"] == "agent.decision.recorded")
+        .collect();
+    assert_eq!(shown.len(), payloads.len());
+    for e in shown {
+        for field in ["turn_id", "proposed_action", "latency_ms", "token_usage"] {
+            assert!(e["payload"].get(field).is_some(), "{field}: {e}");
+        }
+    }
 }
 
 both_stores!(

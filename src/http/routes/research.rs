@@ -15,7 +15,7 @@ use crate::command::studies;
 use crate::http::auth::require_researcher;
 use crate::http::error::ApiError;
 use crate::http::export;
-use crate::http::routes::sessions::{authorize, from_log, load_view};
+use crate::http::routes::sessions::{authorize, from_log, load_view, widget_history};
 use crate::state::AppState;
 
 const STATUSES: [&str; 7] = [
@@ -212,7 +212,7 @@ pub async fn tool_calls(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
-    let history = from_log(&state, &id, view.last_seq).await?.history;
+    let history = widget_history(&state, &id, view.last_seq).await?;
     Ok(HttpResponse::Ok().json(json!({ "session_id": id, "tool_calls": history.tool_calls })))
 }
 
@@ -226,7 +226,7 @@ pub async fn interaction_events(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
-    let history = from_log(&state, &id, view.last_seq).await?.history;
+    let history = widget_history(&state, &id, view.last_seq).await?;
     Ok(HttpResponse::Ok()
         .json(json!({ "session_id": id, "interaction_events": history.interaction_events })))
 }

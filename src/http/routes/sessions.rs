@@ -521,6 +521,16 @@ pub(crate) struct FromLog {
     pub history: WidgetHistory,
 }
 
+/// Only the tool calls and interaction events of [`from_log`] (no fold of the session).
+pub(crate) async fn widget_history(
+    state: &AppState,
+    session_id: &str,
+    up_to: u64,
+) -> Result<WidgetHistory, ApiError> {
+    let events = read::decoded_events_between(&state.db, session_id, 0, up_to).await?;
+    Ok(WidgetHistory::of(events.iter().map(|(_, e)| e)))
+}
+
 pub(crate) async fn from_log(
     state: &AppState,
     session_id: &str,

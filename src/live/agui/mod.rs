@@ -188,6 +188,53 @@ impl Folded {
     }
 }
 
+/// What one note from the hub did to a run.
+enum Taken {
+    /// Nothing that could end the turn (a delta, a commit already folded).
+    Waiting,
+    /// A commit's events, folded and sent.
+    Moved,
+    /// A commit whose events must be read from the log (not carried, or not the next ones).
+    ReadLog,
+    /// The interviewer says it is idle.
+    Idle,
+}
+
+async fn take(
+    note: Live,
+    folded: &mut Folded,
+    t: &mut Translator,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<Taken, &'static str> {
+    Ok(match note {
+        Live::Delta {
+            message_id,
+            content,
+        } => {
+            send_all(tx, t.delta(&message_id, &content))
+                .await
+                .map_err(|_| "gone")?;
+            Taken::Waiting
+        }
+        Live::Committed { last, .. } if last <= folded.seq() => Taken::Waiting,
+        Live::Committed {
+            events: Some(events),
+            ..
+        } if events
+            .first()
+            .is_some_and(|(seq, _)| *seq == folded.seq() + 1) =>
+        {
+            for (seq, e) in events.iter() {
+                folded.fold(*seq, e);
+                send_all(tx, t.event(e)).await.map_err(|_| "gone")?;
+            }
+            Taken::Moved
+        }
+        Live::Committed { .. } => Taken::ReadLog,
+        Live::Idle => Taken::Idle,
+    })
+}
+
 /// Streams one run: live deltas and committed events until the interviewer has had its turn.
 async fn pump(
     state: web::Data<AppState>,
@@ -226,8 +273,34 @@ async fn pump(
                 read_log = false;
             }
             // Idle: no run here, and the events folded leave the session waiting. Nothing is
-            // read for it: this process's commits come with their notes, in order.
-            if !state.harness.is_running(&session_id) && folded.turn_is_over() {
+            // read for it: this process's commits come with their notes, in order. The run is
+            // asked first, then the notes already queued are taken: every commit a run made
+            // before it went idle was announced before, so the view is not judged without them
+            // (a step committed in one go, a widget with no words, can be over before the
+            // first look — and the view still says the session waits, as it did before the
+            // participant's own command).
+            let running = state.harness.is_running(&session_id);
+            loop {
+                match sub.receiver.try_recv() {
+                    Ok(note) => match take(note, &mut folded, &mut t, &tx).await? {
+                        Taken::ReadLog => {
+                            read_log = true;
+                            break;
+                        }
+                        Taken::Waiting | Taken::Moved | Taken::Idle => {}
+                    },
+                    Err(broadcast::error::TryRecvError::Empty) => break,
+                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                        read_log = true;
+                        break;
+                    }
+                    Err(broadcast::error::TryRecvError::Closed) => return Err("read"),
+                }
+            }
+            if read_log {
+                continue;
+            }
+            if !running && folded.turn_is_over() {
                 // On PostgreSQL a commit made by another process meanwhile may not have been
                 // announced yet: the log's tail is read once more. The embedded store has one
                 // process.
@@ -261,31 +334,18 @@ async fn pump(
                     }
                 };
                 match note {
-                    Ok(Live::Delta {
-                        message_id,
-                        content,
-                    }) => send_all(&tx, t.delta(&message_id, &content))
-                        .await
-                        .map_err(|_| "gone")?,
-                    Ok(Live::Committed { last, .. }) if last <= folded.seq() => {}
-                    Ok(Live::Committed {
-                        events: Some(events),
-                        ..
-                    }) if events
-                        .first()
-                        .is_some_and(|(seq, _)| *seq == folded.seq() + 1) =>
-                    {
-                        for (seq, e) in events.iter() {
-                            folded.fold(*seq, e);
-                            send_all(&tx, t.event(e)).await.map_err(|_| "gone")?;
+                    Ok(note) => match take(note, &mut folded, &mut t, &tx).await? {
+                        Taken::Waiting => {}
+                        Taken::Moved | Taken::Idle => break,
+                        Taken::ReadLog => {
+                            read_log = true;
+                            break;
                         }
-                        break;
-                    }
-                    Ok(Live::Committed { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    },
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
                         read_log = true;
                         break;
                     }
-                    Ok(Live::Idle) => break,
                     Err(broadcast::error::RecvError::Closed) => return Err("read"),
                 }
             }
