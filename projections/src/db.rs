@@ -86,7 +86,7 @@ impl Db {
     pub async fn connect(url: &str, settings: &PoolSettings) -> Result<Self, DbError> {
         let db = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url).map_err(DbError::Connect)?;
-            let pool = PgPoolOptions::new()
+            let pool = untested_on_acquire(PgPoolOptions::new())
                 .max_connections(settings.max_connections)
                 .acquire_timeout(settings.acquire_timeout)
                 .connect_with(options)
@@ -193,7 +193,10 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(true);
+    // An SQLite connection is a file handle in this process: nothing can hang up on it, so it
+    // is never pinged before it is handed out (each ping is a hop to its worker thread).
     let write = SqlitePoolOptions::new()
+        .test_before_acquire(false)
         .max_connections(1)
         .acquire_timeout(Duration::from_secs(30))
         .connect_with(options.clone())
@@ -202,12 +205,94 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
     // Migrations must run before read-only connections can open the file's schema.
     sqlx::migrate!("../migrations/sqlite").run(&write).await?;
     let read = SqlitePoolOptions::new()
+        .test_before_acquire(false)
         .max_connections(settings.max_connections.clamp(1, 8))
         .acquire_timeout(settings.acquire_timeout)
         .connect_with(options.read_only(true))
         .await
         .map_err(DbError::Connect)?;
     Ok(SqliteStore { write, read })
+}
+
+/// A PostgreSQL connection idle for longer than this is pinged before it is handed out.
+pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
+/// sqlx pings every pooled connection before handing it out, by default: a round trip that
+/// wakes a PostgreSQL backend before every statement the server sends, on the path of every
+/// command. A connection in steady use has just answered, so only one that sat idle for a
+/// while — long enough for the server to have restarted or a firewall to have dropped it — is
+/// pinged; a connection that broke while in use fails its statement, the caller sees the
+/// database unavailable (503 or a retry, as for any outage), and sqlx discards it when it comes
+/// back (sqlx tests every connection on release).
+fn untested_on_acquire(options: PgPoolOptions) -> PgPoolOptions {
+    options
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
+/// A committer's own PostgreSQL connection, kept from one batch to the next. Every statement
+/// sent through the pool costs a second round trip: sqlx tests each connection when it goes
+/// back (a `Sync` the backend must answer). A committer sends a statement per batch, all day:
+/// holding its connection halves the round trips of the commit path. It goes back to the pool —
+/// which tests it, and drops it if it broke — after a batch that failed, after a second unused
+/// (the committer's wait for work gives it back; [`crate::group_commit`]), after
+/// [`HOLD_AT_MOST`], before a batch goes the long way, and when the pool closes.
+#[derive(Default)]
+pub(crate) struct Held(Option<HeldConnection>);
+
+struct HeldConnection {
+    conn: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    since: std::time::Instant,
+    used: std::time::Instant,
+}
+
+/// How long a committer keeps one connection at most, however busy: the pool's own lifetime
+/// limit (sqlx's default, 30 minutes) is checked only when a connection comes back.
+const HOLD_AT_MOST: Duration = Duration::from_secs(30 * 60);
+
+impl Held {
+    /// The held connection, or a new one from the pool; the pool's error when it has none to
+    /// give (closed, or the database unreachable within the acquire timeout).
+    pub(crate) async fn get(
+        &mut self,
+        pool: &sqlx::PgPool,
+    ) -> Result<&mut sqlx::PgConnection, sqlx::Error> {
+        if pool.is_closed() {
+            self.release();
+            return Err(sqlx::Error::PoolClosed);
+        }
+        if self.0.as_ref().is_some_and(|held| {
+            held.used.elapsed() >= PING_AFTER_IDLE || held.since.elapsed() >= HOLD_AT_MOST
+        }) {
+            self.release();
+        }
+        let now = std::time::Instant::now();
+        let held = match &mut self.0 {
+            Some(held) => held,
+            empty => empty.insert(HeldConnection {
+                conn: pool.acquire().await?,
+                since: now,
+                used: now,
+            }),
+        };
+        held.used = now;
+        Ok(&mut held.conn)
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+
+    pub(crate) fn release(&mut self) {
+        self.0 = None;
+    }
 }
 
 /// Whether an error means the database could not be reached (as opposed to a bad query).

@@ -22,6 +22,8 @@ use cqrs_es::persist::PersistenceError;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+pub(crate) use crate::batch_error::{batch_error, one_commands_fault};
+pub(crate) use crate::db::Held;
 use crate::log::NewEvent;
 use crate::overview::{self, Moved};
 use crate::projector::{fold_pending, placeholders, RecentViews};
@@ -92,29 +94,46 @@ async fn run(
     recent: Arc<RecentViews>,
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
 ) {
+    let mut held = Held::default();
+    // A pool too small to spare a connection per committer and two more for everything else
+    // (reads, the long way) lends the committers theirs for one batch at a time.
+    let holds = match &db {
+        Db::Postgres(pool) => pool.options().get_max_connections() as usize >= PG_COMMITTERS + 2,
+        Db::Sqlite(_) => false,
+    };
     loop {
-        // One committer gathers a batch at a time; it lets go of the queue before it commits, so
-        // the next batch gathers while this one is in flight.
-        let jobs = {
-            let mut rx = rx.lock().await;
-            let Some(first) = rx.recv().await else {
-                return;
-            };
-            let mut jobs = vec![first];
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
+        let gathered = gather(&rx);
+        tokio::pin!(gathered);
+        let jobs = match (&db, held.is_held()) {
+            (Db::Postgres(pool), true) => tokio::select! {
+                biased;
+                // A clean stop closes the pool and waits for every connection to come back.
+                () = pool.close_event() => {
+                    held.release();
+                    gathered.await
                 }
-            }
-            jobs
+                // Unused for a second: back to the pool, whose ping decides whether it is still
+                // good when it is next handed out. A timer only while there is nothing to do.
+                () = tokio::time::sleep(crate::db::PING_AFTER_IDLE) => {
+                    held.release();
+                    gathered.await
+                }
+                jobs = &mut gathered => jobs,
+            },
+            _ => gathered.await,
+        };
+        let Some(jobs) = jobs else {
+            return;
         };
         let commands: Vec<Command> = jobs
             .iter()
             .map(|j| (j.events.as_slice(), j.moved.as_ref()))
             .collect();
         let started = std::time::Instant::now();
-        let outcomes = commit(&db, &recent, &commands).await;
+        let outcomes = commit(&db, &recent, &commands, &mut held).await;
+        if !holds {
+            held.release();
+        }
         metrics::histogram!("interview_commit_batch_commands").record(commands.len() as f64);
         metrics::histogram!("interview_commit_seconds").record(started.elapsed().as_secs_f64());
         for (job, outcome) in jobs.into_iter().zip(outcomes) {
@@ -122,6 +141,21 @@ async fn run(
             let _ = job.reply.send(outcome);
         }
     }
+}
+
+/// The next batch: the first command to come and whatever is queued behind it; `None` once
+/// every sender is gone. One committer gathers at a time; it lets go of the queue before it
+/// commits, so the next batch gathers while this one is in flight.
+async fn gather(rx: &tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>) -> Option<Vec<Job>> {
+    let mut rx = rx.lock().await;
+    let mut jobs = vec![rx.recv().await?];
+    while jobs.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
 }
 
 /// Appends each command's events and folds them into the views, all in one transaction; an
@@ -136,12 +170,33 @@ pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
     commands: &[Command<'_>],
+    held: &mut Held,
 ) -> Vec<Result<(), PersistenceError>> {
     if let Db::Postgres(pool) = db {
-        if let Some(outcomes) = crate::one_statement::commit(pool, recent, commands).await {
-            metrics::counter!("interview_commits_total", "path" => "one_statement").increment(1);
-            return outcomes;
+        if crate::one_statement::fits(recent, commands) {
+            let conn = match held.get(pool).await {
+                Ok(conn) => conn,
+                // No connection to be had (the database down, the pool closed): every command
+                // hears it now, rather than after the long way waited for the pool again.
+                Err(error) => {
+                    let error = ProjectionError::Db(error);
+                    return commands.iter().map(|_| Err(batch_error(&error))).collect();
+                }
+            };
+            if let Some(outcomes) = crate::one_statement::commit(conn, recent, commands).await {
+                if outcomes.iter().any(Result::is_err) {
+                    // The connection may have broken with the batch: back to the pool, which
+                    // tests it on release; the next batch takes another.
+                    held.release();
+                }
+                metrics::counter!("interview_commits_total", "path" => "one_statement")
+                    .increment(1);
+                return outcomes;
+            }
         }
+        // The long way takes its connection from the pool: the held one goes back meanwhile,
+        // so a committer never needs two.
+        held.release();
     }
     metrics::counter!("interview_commits_total", "path" => "transaction").increment(1);
     let postgres = db.is_postgres();
@@ -154,8 +209,8 @@ pub(crate) async fn commit(
         Err(error) if commands.len() > 1 && one_commands_fault(&error) => {
             tracing::warn!(%error, commands = commands.len(), "a batch of commands failed; committing its halves apart");
             let (left, right) = commands.split_at(commands.len() / 2);
-            let mut outcomes = Box::pin(commit(db, recent, left)).await;
-            outcomes.extend(Box::pin(commit(db, recent, right)).await);
+            let mut outcomes = Box::pin(commit(db, recent, left, held)).await;
+            outcomes.extend(Box::pin(commit(db, recent, right, held)).await);
             outcomes
         }
         Err(error) => {
@@ -164,51 +219,6 @@ pub(crate) async fn commit(
             }
             commands.iter().map(|_| Err(batch_error(&error))).collect()
         }
-    }
-}
-
-/// An error that may be one command's fault: a value the database refuses (PostgreSQL's data
-/// exceptions and constraint violations, SQLite's constraint, mismatch and too-big errors), or
-/// one that cannot be encoded or decoded. Anything else — the database down, out of
-/// connections, timing out, a deadlock — would fail every half alike: splitting would only
-/// multiply the load on a database already in trouble.
-pub(crate) fn one_commands_fault(error: &ProjectionError) -> bool {
-    match error {
-        ProjectionError::Decode { .. } => true,
-        ProjectionError::Db(sqlx::Error::Database(e)) => {
-            let code = e.code();
-            let code = code.as_deref().unwrap_or_default();
-            if code.len() == 5 {
-                // A PostgreSQL SQLSTATE: class 22 (data exception), 23 (integrity constraint).
-                code.starts_with("22") || code.starts_with("23")
-            } else {
-                // A SQLite result code: 18 too big, 19 constraint, 20 mismatch (the extended
-                // codes keep the primary code in their low byte).
-                code.parse::<u32>()
-                    .is_ok_and(|c| matches!(c & 0xff, 18..=20))
-            }
-        }
-        ProjectionError::Db(
-            sqlx::Error::Encode(_) | sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. },
-        ) => true,
-        ProjectionError::Db(_) => false,
-    }
-}
-
-/// What every command of a failed batch is told. A deadlock or serialization failure between
-/// processes writing the same sessions is a lost race like any other: the caller retries.
-pub(crate) fn batch_error(error: &ProjectionError) -> PersistenceError {
-    let message = error.to_string();
-    match error {
-        ProjectionError::Db(sqlx::Error::Database(e))
-            if matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
-        {
-            PersistenceError::OptimisticLockError
-        }
-        ProjectionError::Db(e) if crate::db::is_unavailable(e) => {
-            PersistenceError::ConnectionError(message.into())
-        }
-        _ => PersistenceError::UnknownError(message.into()),
     }
 }
 

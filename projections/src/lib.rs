@@ -7,6 +7,7 @@
 //! reads the event rows back through the one decode point.
 #![forbid(unsafe_code)]
 
+mod batch_error;
 pub mod bulk;
 pub mod columns;
 pub mod db;

@@ -15,7 +15,7 @@
 //! are to a thread in this process: it keeps the long way.
 
 use cqrs_es::persist::PersistenceError;
-use sqlx::PgPool;
+use sqlx::PgConnection;
 
 use crate::columns::{
     decision_cells, result_cells, state_cells, transcript_cells, Cell, DECISION_COLUMNS,
@@ -29,16 +29,10 @@ use crate::view_writes;
 /// The most values one statement binds (PostgreSQL takes 65,535).
 const MAX_VALUES: usize = 60_000;
 
-/// Commits `commands` in one statement when every one of them starts from a kept view and none
-/// moves the overview; `None` when the batch is not of that kind or the statement refused it
-/// (nothing was written: the caller commits it the long way; the views it folded are dropped,
-/// so the long way folds them from the stored rows).
-pub(crate) async fn commit(
-    pool: &PgPool,
-    recent: &RecentViews,
-    commands: &[Command<'_>],
-) -> Option<Vec<Result<(), PersistenceError>>> {
-    let fits = commands.iter().all(|(events, moved)| {
+/// Whether a batch is of the kind one statement commits: every command starts from a kept view,
+/// none moves the overview, and the statement's values stay under PostgreSQL's limit.
+pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
+    let kept = commands.iter().all(|(events, moved)| {
         moved.is_none()
             && events.first().is_some_and(|first| {
                 recent
@@ -52,7 +46,19 @@ pub(crate) async fn commit(
     let row = TRANSCRIPT_COLUMNS.len().max(DECISION_COLUMNS.len());
     let bound =
         events * (8 + row) + commands.len() * (STATE_COLUMNS.len() + 1 + RESULT_COLUMNS.len()) + 2;
-    if !fits || bound > MAX_VALUES {
+    kept && bound <= MAX_VALUES
+}
+
+/// Commits `commands` in one statement when every one of them starts from a kept view and none
+/// moves the overview; `None` when the batch is not of that kind or the statement refused it
+/// (nothing was written: the caller commits it the long way; the views it folded are dropped,
+/// so the long way folds them from the stored rows).
+pub(crate) async fn commit(
+    conn: &mut PgConnection,
+    recent: &RecentViews,
+    commands: &[Command<'_>],
+) -> Option<Vec<Result<(), PersistenceError>>> {
+    if !fits(recent, commands) {
         return None;
     }
     let mut folded: Vec<Fast> = Vec::with_capacity(commands.len());
@@ -71,7 +77,7 @@ pub(crate) async fn commit(
     }
     q = crate::columns::bind_all(q, cells);
     q = q.bind(NOTIFY_CHANNEL).bind(notes);
-    match q.execute(pool).await {
+    match q.execute(conn).await {
         Ok(_) => {
             for f in folded {
                 recent.keep(f.view);

@@ -146,9 +146,17 @@ impl Projector {
         }
         match &self.group {
             Some(group) => group.submit(events, moved).await,
-            None => group_commit::commit(&self.db, &self.recent, &[(events, moved.as_ref())])
+            None => {
+                let mut held = group_commit::Held::default();
+                group_commit::commit(
+                    &self.db,
+                    &self.recent,
+                    &[(events, moved.as_ref())],
+                    &mut held,
+                )
                 .await
-                .remove(0),
+                .remove(0)
+            }
         }
     }
 

@@ -74,6 +74,16 @@ impl KeptSessions {
             .map(|(session, _)| session.status())
     }
 
+    /// The last sequence number of a kept session, as of the last command this process
+    /// committed on it.
+    pub fn version(&self, id: &str) -> Option<u64> {
+        self.kept
+            .lock()
+            .expect("the session cache is never poisoned")
+            .peek(id)
+            .map(|(_, version)| *version as u64)
+    }
+
     /// Takes what the last command committed on `id` (and forgets it).
     pub(crate) fn take_commit(
         &self,

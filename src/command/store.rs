@@ -86,6 +86,12 @@ impl SessionStore {
         self.kept.status(id)
     }
 
+    /// The last sequence number of a kept session, as of the last command this process
+    /// committed on it.
+    pub fn kept_version(&self, id: &str) -> Option<u64> {
+        self.kept.version(id)
+    }
+
     /// Commands this process has committed (a command that writes nothing counts too).
     pub fn commands_committed(&self) -> u64 {
         self.committed.load(std::sync::atomic::Ordering::Relaxed)

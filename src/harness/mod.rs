@@ -87,8 +87,9 @@ struct Kept {
     session: Session,
     events: Arc<Vec<SessionEvent>>,
     last_seq: u64,
-    /// The run whose own commands committed `committed` right after the kept state (no gap):
-    /// that run's next load folds them in and reads nothing.
+    /// The run that folds `committed` — commits that followed the kept state with no gap (its
+    /// own, an earlier run's, the participant's that triggered it) — at its next load, reading
+    /// nothing.
     level_for: Option<Uuid>,
     committed: Vec<(u64, SessionEvent)>,
 }
@@ -225,10 +226,18 @@ impl Harness {
         }
     }
 
-    /// Keeps a command's committed events for the run's next load when they follow the kept
-    /// state (and the run's earlier commits) without a gap, so that load has nothing to read.
-    /// They are folded there, once the step holding the kept events has let go of them.
-    fn keep_committed(&self, session_id: &str, committed: Vec<(u64, SessionEvent)>, run: Uuid) {
+    /// Keeps a command's committed events for `run`'s next load when they follow the kept state
+    /// (and the commits kept after it) without a gap, so that load has nothing to read. They are
+    /// folded there, once the step holding the kept events has let go of them. The commits kept
+    /// after the state may be an earlier run's (its last, never loaded) or the participant's
+    /// that triggered this run: each was appended at the sequence after the one before, so the
+    /// chain has no gap whoever wrote it.
+    pub(crate) fn keep_committed(
+        &self,
+        session_id: &str,
+        committed: Vec<(u64, SessionEvent)>,
+        run: Uuid,
+    ) {
         let mut kept = self
             .kept
             .lock()
@@ -236,26 +245,21 @@ impl Harness {
         let Some(entry) = kept.get_mut(session_id) else {
             return;
         };
-        let ours = entry.level_for == Some(run);
-        let after = match entry.committed.last() {
-            Some((seq, _)) if ours => *seq,
-            _ => entry.last_seq,
-        };
+        let after = entry
+            .committed
+            .last()
+            .map_or(entry.last_seq, |(seq, _)| *seq);
         if committed.first().map(|(seq, _)| *seq) != Some(after + 1) {
             entry.level_for = None;
             entry.committed.clear();
             return;
-        }
-        if !ours {
-            entry.committed.clear();
         }
         entry.committed.extend(committed);
         entry.level_for = Some(run);
     }
 
     /// The decision loop proper; the caller holds the session's slot in this process.
-    async fn run_steps(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
-        let run_id = Uuid::new_v4();
+    async fn run_steps(&self, session_id: &str, run_id: Uuid) -> Result<RunOutcome, HarnessError> {
         let mut outcome = RunOutcome::Idle;
         let mut unclaimed = true;
         for _ in 0..MAX_STEPS {

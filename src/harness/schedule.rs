@@ -78,13 +78,17 @@ impl Harness {
         if !self.running.enter(session_id) {
             return Ok(RunOutcome::Queued);
         }
-        self.drive(session_id).await
+        self.drive(session_id, None).await
     }
 
     /// Runs while this process holds the session's slot, then gives the slot back.
-    async fn drive(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+    async fn drive(
+        &self,
+        session_id: &str,
+        first: Option<Uuid>,
+    ) -> Result<RunOutcome, HarnessError> {
         let started = std::time::Instant::now();
-        let outcome = self.drive_rounds(session_id).await;
+        let outcome = self.drive_rounds(session_id, first).await;
         if let Ok(outcome) = &outcome {
             tracing::info!(
                 outcome = ?outcome,
@@ -95,9 +99,15 @@ impl Harness {
         outcome
     }
 
-    async fn drive_rounds(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+    /// `first`: the id of the first round's run, when the trigger kept events for it.
+    async fn drive_rounds(
+        &self,
+        session_id: &str,
+        mut first: Option<Uuid>,
+    ) -> Result<RunOutcome, HarnessError> {
         loop {
-            let outcome = match self.run_steps(session_id).await {
+            let run = first.take().unwrap_or_else(Uuid::new_v4);
+            let outcome = match self.run_steps(session_id, run).await {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     self.running.leave(session_id);
@@ -118,16 +128,42 @@ impl Harness {
     /// Starts a run in the background; the slot is taken before this returns, so a caller that
     /// answered the participant can rely on the interviewer being on its way.
     pub fn trigger(self: &Arc<Self>, session_id: &str) {
+        self.start(session_id, None);
+    }
+
+    /// [`Harness::trigger`] right after a participant's command committed `committed`: they
+    /// are handed to the run, so its first look at the session reads nothing when they follow
+    /// what this process last saw of it. Were anything committed after them (another process),
+    /// the run's first command would meet it and the run read the log then.
+    pub fn trigger_after(
+        self: &Arc<Self>,
+        session_id: &str,
+        committed: Vec<(u64, interview_session::SessionEvent)>,
+    ) {
+        self.start(session_id, Some(committed));
+    }
+
+    fn start(
+        self: &Arc<Self>,
+        session_id: &str,
+        committed: Option<Vec<(u64, interview_session::SessionEvent)>>,
+    ) {
         if !self.running.enter(session_id) {
+            // The running run looks again before it ends, and reads what it has not seen.
             return;
         }
+        let first = committed.map(|committed| {
+            let run = Uuid::new_v4();
+            self.keep_committed(session_id, committed, run);
+            run
+        });
         let harness = self.clone();
         let id = session_id.to_string();
         // A child of the caller's span (the request that gave the interviewer its turn, with its
         // request id), so the run's commands, commits and model calls show under it.
         let span = tracing::info_span!("interviewer_run", session_id = %id);
         let run = async move {
-            if let Err(error) = harness.drive(&id).await {
+            if let Err(error) = harness.drive(&id, first).await {
                 tracing::warn!(session_id = id, %error, "interviewer run failed; the recovery sweep will retry");
             }
         };

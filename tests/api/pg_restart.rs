@@ -123,12 +123,13 @@ impl Drop for Cluster {
 }
 
 /// Keeps one participant talking — a new interview whenever one completes — until `stop`;
-/// records each acknowledged message, every status seen, and the sessions used.
+/// records each acknowledged message, every status seen (with when its request was sent), and
+/// the sessions used.
 async fn talk(
     app: &TestApp,
     stop: &AtomicBool,
     acked: &Mutex<Vec<String>>,
-    statuses: &Mutex<Vec<u16>>,
+    statuses: &Mutex<Vec<(Instant, u16)>>,
     used: &Mutex<Vec<String>>,
 ) {
     let words = Words {
@@ -138,11 +139,12 @@ async fn talk(
     let mut current: Option<(String, String)> = None;
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
         let Some((session, token)) = current.clone() else {
             let res = app
                 .post("/api/public/studies/demo/sessions", None, &json!({}))
                 .await;
-            statuses.lock().unwrap().push(res.status().as_u16());
+            statuses.lock().unwrap().push((sent, res.status().as_u16()));
             if let Ok(body) = res.json::<Value>().await {
                 if let (Some(s), Some(t)) = (
                     body["session_id"].as_str(),
@@ -159,7 +161,10 @@ async fn talk(
         if let Ok((step, codes)) =
             participant::step(&app.client, &app.address, &session, &token, n, &words).await
         {
-            statuses.lock().unwrap().extend(codes);
+            statuses
+                .lock()
+                .unwrap()
+                .extend(codes.into_iter().map(|c| (sent, c)));
             match step {
                 Step::Said {
                     client_message_id,
@@ -182,6 +187,7 @@ async fn postgres_restarted_under_load_loses_nothing() {
     let acked = Mutex::new(Vec::new());
     let statuses = Mutex::new(Vec::new());
     let used = Mutex::new(Vec::new());
+    let recovered = Mutex::new(None);
     let load =
         futures_util::future::join_all((0..3).map(|_| talk(&app, &stop, &acked, &statuses, &used)));
     let outage = async {
@@ -192,6 +198,7 @@ async fn postgres_restarted_under_load_loses_nothing() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         cluster.crash();
+        let crashed = Instant::now();
         // While it is down: a clear 503 with Retry-After, well within the pool's 3 s wait.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = Instant::now();
@@ -205,6 +212,9 @@ async fn postgres_restarted_under_load_loses_nothing() {
             app.get("/readyz", None).await.status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
+        // Down for longer than a pooled connection may sit unused before it is pinged (1 s,
+        // projections/src/db.rs), as any real restart is.
+        tokio::time::sleep(Duration::from_millis(1_500).saturating_sub(crashed.elapsed())).await;
         cluster.start();
         // Back on its own: no restart of the server.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -212,6 +222,7 @@ async fn postgres_restarted_under_load_loses_nothing() {
             assert!(Instant::now() < deadline, "the server did not recover");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        *recovered.lock().unwrap() = Some(Instant::now());
         // And the participants carry on: a message is acknowledged after the recovery.
         let before = acked.lock().unwrap().len();
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -226,6 +237,19 @@ async fn postgres_restarted_under_load_loses_nothing() {
     };
     tokio::join!(load, outage);
     let statuses = statuses.into_inner().unwrap();
+    // Once it answers again, nobody hears of the outage: no connection that broke with it is
+    // handed out (one unused since is pinged first; one used during it was dropped then).
+    let recovered = recovered.into_inner().unwrap().unwrap();
+    let after: Vec<u16> = statuses
+        .iter()
+        .filter(|(sent, _)| *sent > recovered)
+        .map(|(_, status)| *status)
+        .collect();
+    assert!(
+        !after.is_empty() && !after.contains(&503),
+        "after the recovery: {after:?}"
+    );
+    let statuses: Vec<u16> = statuses.into_iter().map(|(_, status)| status).collect();
     assert!(
         statuses.contains(&503),
         "the load saw the outage: {statuses:?}"
@@ -271,4 +295,32 @@ async fn postgres_restarted_under_load_loses_nothing() {
     for cmid in &acked {
         assert_eq!(in_log.get(cmid), Some(&1), "{cmid}");
     }
+}
+
+/// PostgreSQL restarted while the server sat idle: its pooled connections all broke unseen, and
+/// the first requests after it are answered as if nothing happened (a connection left unused for
+/// a while is pinged before it is handed out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_while_idle_goes_unnoticed() {
+    let cluster = Cluster::new();
+    let url = cluster.url();
+    let app = TestApp::spawn_with(Store::Postgres, move |s| s.database_url = Some(url)).await;
+    let requests = || {
+        futures_util::future::join_all(
+            (0..8).map(|_| app.get("/api/studies", Some(RESEARCHER_TOKEN))),
+        )
+    };
+    // Several connections in the pool, all of them idle.
+    for res in requests().await {
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    cluster.crash();
+    cluster.start();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let statuses: Vec<u16> = requests()
+        .await
+        .iter()
+        .map(|r| r.status().as_u16())
+        .collect();
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
 }

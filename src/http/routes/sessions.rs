@@ -172,7 +172,8 @@ pub(crate) async fn authorize_participant(
     }
 }
 
-/// Runs a participant's command and answers the session's status after it.
+/// Runs a participant's command, gives the interviewer its turn (handing it the events the
+/// command committed) and answers the session's status after the command.
 pub(crate) async fn execute_participant(
     state: &AppState,
     req: &HttpRequest,
@@ -181,17 +182,26 @@ pub(crate) async fn execute_participant(
 ) -> Result<String, ApiError> {
     let id = session_id.to_string();
     let actor = Actor::Participant;
-    state
+    let committed = state
         .store
-        .execute(&id, command, actor, &request_id(req))
+        .execute_committed(&id, command, actor, &request_id(req))
         .await?;
     // The state the command just committed; the database only when it is no longer kept.
-    if let Some(status) = state.store.kept_status(&id) {
-        return Ok(status.as_str().to_string());
+    let status = match state.store.kept_status(&id) {
+        Some(status) => status.as_str().to_string(),
+        None => read::session_status(&state.db, &id)
+            .await?
+            .ok_or_else(ApiError::session_not_found)?,
+    };
+    // Handed to the interviewer only while they are the last this process committed on the
+    // session: another participant command racing this one may have committed after them.
+    let last = committed.last().map(|(seq, _)| *seq);
+    if last.is_some() && state.store.kept_version(&id) == last {
+        state.harness.trigger_after(&id, committed);
+    } else {
+        state.harness.trigger(&id);
     }
-    read::session_status(&state.db, &id)
-        .await?
-        .ok_or_else(ApiError::session_not_found)
+    Ok(status)
 }
 
 /// Start a session from a study's public link (no login).
@@ -398,7 +408,6 @@ pub async fn post_message(
         at: Utc::now(),
     };
     let status = execute_participant(&state, &req, session_id, command).await?;
-    state.harness.trigger(&session_id.to_string());
     Ok(HttpResponse::Accepted().json(PostMessageResponse { turn_id, status }))
 }
 
@@ -437,7 +446,6 @@ pub async fn submit_interaction(
         at: Utc::now(),
     };
     let status = execute_participant(&state, &req, session_id, command).await?;
-    state.harness.trigger(&session_id.to_string());
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
 
@@ -458,7 +466,6 @@ pub async fn end(
     let session_id = authorize_participant(&state, &req, &path).await?;
     let command = SessionCommand::RequestEnd { at: Utc::now() };
     let status = execute_participant(&state, &req, session_id, command).await?;
-    state.harness.trigger(&session_id.to_string());
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
 

@@ -137,12 +137,8 @@ pub async fn run(
         }),
         (None, None) => None,
     };
-    let acted = command.is_some();
     if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
-    }
-    if acted {
-        state.harness.trigger(&id);
     }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
