@@ -64,7 +64,11 @@ async fn one_session(http: &reqwest::Client, base: &str, n: usize) -> (String, O
             .json(&json!({"content": "hello?"}))
             .send();
         let (a, b, c, m) = tokio::join!(submit(), submit(), submit(), message);
-        assert_eq!(m.unwrap().status(), 409);
+        // Refused while the widget is open; taken when the winning submit's next question was
+        // already out (the interviewer can be that quick): the re-check of every stored stream
+        // after the run judges that it was.
+        let m = m.unwrap().status().as_u16();
+        assert!(m == 409 || m == 202, "the racing message: {m}");
         let statuses = [a, b, c].map(|r| r.unwrap().status().as_u16());
         assert_eq!(
             statuses.iter().filter(|s| **s == 200).count(),
@@ -72,7 +76,7 @@ async fn one_session(http: &reqwest::Client, base: &str, n: usize) -> (String, O
             "{statuses:?}"
         );
         out.widgets += 1;
-        out.conflicts += statuses.iter().filter(|s| **s == 409).count() + 1;
+        out.conflicts += statuses.iter().filter(|s| **s == 409).count() + usize::from(m == 409);
     }
     (id, out)
 }
