@@ -275,6 +275,8 @@ pub async fn idle_streams(binary: &str) {
         .env("CREATE_RATE_PER_ADDRESS", "0")
         .env("CREATE_RATE_PER_STUDY", "0")
         .env("SSE_KEEPALIVE_SECS", "600")
+        // 10,000 streams over 100 sessions (the default cap is 8 a session).
+        .env("MAX_STREAMS_PER_SESSION", "1000")
         .env_remove("DATABASE_URL")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
