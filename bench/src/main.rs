@@ -52,6 +52,9 @@ struct Args {
     /// The release server binary, for the idle-stream memory measurement (its own process).
     #[arg(long, default_value = "target/release/interview-runtime")]
     server_binary: String,
+    /// The release `replay` binary: its `rebuild --all` is timed after the in-process rebuild.
+    #[arg(long, default_value = "target/release/replay")]
+    replay_binary: String,
     /// Only the idle-stream memory measurement.
     #[arg(long)]
     streams_only: bool,
@@ -256,7 +259,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     if args.commands_only {
         scale::commands_vs_raw(label, &server, &http, args.turns).await;
         scale::storage_per_interview(label, &server, &http).await;
-        rebuild_and_export(label, &server, &http).await;
+        rebuild_and_export(label, &server, &http, &args.replay_binary).await;
         return;
     }
     for &clients in &args.concurrency {
@@ -305,7 +308,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     scale::commands_vs_raw(label, &server, &http, args.turns).await;
     scale::storage_per_interview(label, &server, &http).await;
     growth::run(label, &server, &http).await;
-    rebuild_and_export(label, &server, &http).await;
+    rebuild_and_export(label, &server, &http, &args.replay_binary).await;
 }
 
 /// AG-UI runs at one client and at sixteen.
@@ -328,7 +331,7 @@ async fn agui_runs(label: &str, server: &Server, http: &reqwest::Client, args: &
 
 /// `replay rebuild --all` (the same bulk fold) over every session the run created, and the
 /// results CSV export over 10,000 result rows (synthetic: copies of one realistic row).
-async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client) {
+async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client, replay: &str) {
     use interview_projections as projections;
     let db = projections::Db::connect(&server.url, &projections::db::PoolSettings::default())
         .await
@@ -344,6 +347,21 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
         secs,
         events as f64 / secs
     );
+    // The tool an operator runs (its own process and allocator), over the same sessions.
+    match std::process::Command::new(replay)
+        .args(["rebuild", "--all", "--database-url", &server.url])
+        .output()
+    {
+        Ok(out) if out.status.success() => println!(
+            "{label}: replay rebuild --all: {}",
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        Ok(out) => println!(
+            "{label}: replay rebuild --all failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => println!("{label}: cannot run {replay}: {e} (scripts/bench builds it)"),
+    }
 
     let studies: Value = http
         .get(format!("{}/api/studies", server.base))
