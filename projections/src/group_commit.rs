@@ -22,8 +22,8 @@ use cqrs_es::persist::PersistenceError;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-pub(crate) use crate::batch_error::{batch_error, one_commands_fault};
-pub(crate) use crate::db::Held;
+use crate::batch_error::{batch_error, one_commands_fault};
+use crate::db::Held;
 use crate::log::NewEvent;
 use crate::overview::{self, Moved};
 use crate::projector::{fold_pending, placeholders, RecentViews};

@@ -49,21 +49,17 @@ pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
     kept && bound <= MAX_VALUES
 }
 
-/// Commits `commands` in one statement when every one of them starts from a kept view and none
-/// moves the overview; `None` when the batch is not of that kind or the statement refused it
-/// (nothing was written: the caller commits it the long way; the views it folded are dropped,
-/// so the long way folds them from the stored rows).
+/// Commits `commands`, a batch that [`fits`] (the caller has checked), in one statement; `None`
+/// when the statement refused it (nothing was written: the caller commits it the long way; the
+/// views it folded are dropped, so the long way folds them from the stored rows).
 pub(crate) async fn commit(
     conn: &mut PgConnection,
     recent: &RecentViews,
     commands: &[Command<'_>],
 ) -> Option<Vec<Result<(), PersistenceError>>> {
-    if !fits(recent, commands) {
-        return None;
-    }
     let mut folded: Vec<Fast> = Vec::with_capacity(commands.len());
     for (i, (events, _)) in commands.iter().enumerate() {
-        // Evicted since the look above: the long way folds them from their rows.
+        // Evicted since `fits` looked: the long way folds them from their rows.
         folded.push(Fast::fold(recent, i, events)?);
     }
     folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
@@ -95,7 +91,7 @@ pub(crate) async fn commit(
         }
         Err(error) => {
             let error = crate::ProjectionError::Db(error);
-            if crate::group_commit::one_commands_fault(&error) {
+            if crate::batch_error::one_commands_fault(&error) {
                 tracing::debug!(%error, "the one-statement commit failed on a value; the long way splits the batch");
                 return None;
             }
@@ -106,7 +102,7 @@ pub(crate) async fn commit(
             Some(
                 commands
                     .iter()
-                    .map(|_| Err(crate::group_commit::batch_error(&error)))
+                    .map(|_| Err(crate::batch_error::batch_error(&error)))
                     .collect(),
             )
         }

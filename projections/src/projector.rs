@@ -147,7 +147,7 @@ impl Projector {
         match &self.group {
             Some(group) => group.submit(events, moved).await,
             None => {
-                let mut held = group_commit::Held::default();
+                let mut held = crate::db::Held::default();
                 group_commit::commit(
                     &self.db,
                     &self.recent,

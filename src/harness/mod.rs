@@ -232,12 +232,7 @@ impl Harness {
     /// after the state may be an earlier run's (its last, never loaded) or the participant's
     /// that triggered this run: each was appended at the sequence after the one before, so the
     /// chain has no gap whoever wrote it.
-    pub(crate) fn keep_committed(
-        &self,
-        session_id: &str,
-        committed: Vec<(u64, SessionEvent)>,
-        run: Uuid,
-    ) {
+    fn keep_committed(&self, session_id: &str, committed: Vec<(u64, SessionEvent)>, run: Uuid) {
         let mut kept = self
             .kept
             .lock()
