@@ -276,9 +276,11 @@ impl Aggregate for Session {
                 self.decide(sink, message_id, interaction_id, proposal, at)
                     .await
             }
-            C::DecideWordless {
+            C::DecideUnclaimed {
                 after_hash,
                 message_id,
+                run_id,
+                process_id,
                 interaction_id,
                 proposal,
                 at,
@@ -286,9 +288,11 @@ impl Aggregate for Session {
                 let step = interviewer::Unclaimed {
                     after_hash,
                     message_id,
+                    run_id,
+                    process_id,
                     interaction_id,
                 };
-                self.decide_wordless(sink, step, proposal, at).await
+                self.decide_unclaimed(sink, step, proposal, at).await
             }
             C::RecordExtraction {
                 message_id,

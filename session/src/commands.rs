@@ -87,15 +87,20 @@ pub enum SessionCommand {
         proposal: Box<Proposal>,
         at: DateTime<Utc>,
     },
-    /// A decision that shows no words — a widget with no words before it, an extraction — taken
-    /// with no claim open: nothing is streamed before it is committed, so there is no turn to
-    /// hold, and its commit is its own lock. It is taken only on the state its run weighed —
-    /// `after_hash` is that state's chain head; anything committed since (a participant's added
-    /// words, another run's step) refuses it — and only as proposed (a decision the guards would
-    /// rewrite is refused). `message_id` only seeds its ids.
-    DecideWordless {
+    /// A decision the rules took, with no claim open: nothing is streamed before it is
+    /// committed, so its commit is its own lock. One that shows words writes its claim first, in
+    /// the same commit (`agent.message.started` naming `run_id` and `process_id`), and its words
+    /// reach live subscribers once it is committed (`src/live/stream_hub.rs`); one that shows
+    /// none (a widget with no words before it, an extraction) writes no claim. It is taken only
+    /// on the state its run weighed — `after_hash` is that state's chain head; anything
+    /// committed since (a participant's added words, another run's step) refuses it — and only
+    /// as proposed (a decision the guards would rewrite is refused). `message_id` names the
+    /// utterance and seeds the decision's ids.
+    DecideUnclaimed {
         after_hash: String,
         message_id: Uuid,
+        run_id: Uuid,
+        process_id: Option<Uuid>,
         interaction_id: Option<String>,
         proposal: Box<Proposal>,
         at: DateTime<Utc>,

@@ -148,10 +148,10 @@ impl SessionStore {
             metrics::counter!("interview_commands_total", "command" => command_name(&command), "outcome" => outcome)
                 .increment(1);
             match result {
-                // A wordless decision is not judged again on a state its run did not see.
+                // An unclaimed decision is not judged again on a state its run did not see.
                 Err(AggregateError::AggregateConflict)
                     if attempt < CONFLICT_RETRIES
-                        && !matches!(command, SessionCommand::DecideWordless { .. }) =>
+                        && !matches!(command, SessionCommand::DecideUnclaimed { .. }) =>
                 {
                     attempt += 1
                 }
@@ -183,7 +183,7 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::RenderInteraction { .. } => "render_interaction",
         SessionCommand::SubmitInteraction { .. } => "submit_interaction",
         SessionCommand::Decide { .. } => "decide",
-        SessionCommand::DecideWordless { .. } => "decide_wordless",
+        SessionCommand::DecideUnclaimed { .. } => "decide_unclaimed",
         SessionCommand::RecordExtraction { .. } => "record_extraction",
         SessionCommand::EvaluateScreening { .. } => "evaluate_screening",
         SessionCommand::ConfirmSummary { .. } => "confirm_summary",

@@ -14,7 +14,7 @@ pub mod conversation;
 pub mod probing;
 pub mod rules;
 pub mod schedule;
-mod wordless;
+mod unclaimed;
 
 mod llm_records;
 mod llm_step;
@@ -35,7 +35,7 @@ use crate::command::store::{Actor, SessionStore};
 use crate::live::stream_hub::{Live, StreamHub};
 use crate::llm::ModelGateway;
 use conversation::Conversation;
-use wordless::Wordless;
+use unclaimed::Unclaimed;
 
 /// Decisions one run may take before it yields (a guard against a policy that never waits).
 const MAX_STEPS: usize = 12;
@@ -185,20 +185,15 @@ impl Harness {
     }
 }
 
-/// A session's state and conversation, folded from its events.
-pub(crate) async fn load(db: &Db, session_id: &str) -> Result<Loaded, HarnessError> {
-    let events: Vec<_> = read::decoded_events_after(db, session_id, 0)
-        .await?
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
-    let conversation = Conversation::from_events(&events);
-    let session = Session::from_events(events.iter().cloned());
-    Ok(Loaded {
-        session,
-        conversation,
-        events: Arc::new(events),
-    })
+impl Harness {
+    /// The session as its log stands now, for work outside a run (the post-session
+    /// extraction): what the last load kept plus the events after it, read from the log — the
+    /// whole log only when nothing is kept (another process ran the interview, or it was
+    /// evicted).
+    pub(crate) async fn load_latest(&self, session_id: &str) -> Result<Loaded, HarnessError> {
+        // A run id no kept commits are levelled for: the events after the kept ones are read.
+        self.load(session_id, Uuid::new_v4()).await
+    }
 }
 
 impl Harness {
@@ -345,24 +340,24 @@ impl Harness {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // A step the rules take that shows no words needs no claim: one commit fewer. Once
-            // one was refused (the session moved), the run's later steps go the claimed way.
-            // The rules' proposal, when it was worked out there, is the claimed step's too.
+            // A step the rules take needs no claim of its own: one commit fewer. Once one was
+            // refused (the session moved), the run's later steps go the claimed way. The rules'
+            // proposal, when it was worked out there, is the claimed step's too.
             let mut ruled = None;
             if unclaimed {
                 match self
-                    .wordless_step(session_id, run_id, &session, &conversation, now)
+                    .unclaimed_step(session_id, run_id, &session, &conversation, now)
                     .await?
                 {
-                    Wordless::Committed => {
+                    Unclaimed::Committed => {
                         outcome = RunOutcome::Yielded;
                         continue;
                     }
-                    Wordless::Moved => {
+                    Unclaimed::Moved => {
                         unclaimed = false;
                         continue;
                     }
-                    Wordless::NotTaken(proposal) => ruled = proposal,
+                    Unclaimed::NotTaken(proposal) => ruled = proposal,
                 }
             }
             // Claim the turn first: only the run that wins goes on to ask the model and stream.

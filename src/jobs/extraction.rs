@@ -23,7 +23,6 @@ use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
 use crate::command::store::Actor;
-use crate::harness;
 use crate::http::error::ApiError;
 use crate::state::AppState;
 
@@ -93,7 +92,7 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
         }
         Err(e) => return Err(e.into()),
     }
-    let result = match harness::load(&state.db, &id).await {
+    let result = match state.harness.load_latest(&id).await {
         Ok(loaded) => {
             // In llm mode one model call over the whole transcript; the rules copier
             // otherwise, and as the recorded fallback.

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cqrs_es::{EventEnvelope, Query};
-use interview_session::{Session, SessionEvent};
+use interview_session::{EventBody, Session, SessionEvent};
 use tokio::sync::broadcast;
 
 /// Notes per session a subscriber may fall behind before it is cut off.
@@ -145,9 +145,34 @@ pub struct StreamNotifier(pub Arc<StreamHub>);
 #[async_trait]
 impl Query<Session> for StreamNotifier {
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
+        // An utterance claimed and completed in one commit (a rules step, see
+        // `src/harness/unclaimed.rs`) was not streamed before it: its words go out now, between
+        // its claim and the rest of the commit, as a claimed utterance's would have.
+        let Some((claim, message_id, text)) = said_whole(events) else {
+            return self.announce(aggregate_id, events);
+        };
+        let (claimed, rest) = events.split_at(claim + 1);
+        self.announce(aggregate_id, claimed);
+        let message_id = message_id.to_string();
+        for content in crate::harness::chunks(text) {
+            self.0.publish(
+                aggregate_id,
+                Live::Delta {
+                    message_id: message_id.clone(),
+                    content,
+                },
+            );
+        }
+        self.announce(aggregate_id, rest);
+    }
+}
+
+impl StreamNotifier {
+    /// One note for `events` (committed in order), carrying them.
+    fn announce(&self, session_id: &str, events: &[EventEnvelope<Session>]) {
         if let Some(last) = events.last() {
             // Copying the events is only worth it for a session someone is watching.
-            self.0.publish_with(aggregate_id, || Live::Committed {
+            self.0.publish_with(session_id, || Live::Committed {
                 last: last.sequence as u64,
                 events: Some(Arc::new(
                     events
@@ -158,6 +183,25 @@ impl Query<Session> for StreamNotifier {
             });
         }
     }
+}
+
+/// The position of a claim (`agent.message.started`) whose utterance the same commit completes,
+/// that utterance's id and its text.
+fn said_whole(events: &[EventEnvelope<Session>]) -> Option<(usize, uuid::Uuid, &str)> {
+    events.iter().enumerate().find_map(|(i, e)| {
+        let EventBody::AgentMessageStarted { message_id, .. } = &e.payload.body else {
+            return None;
+        };
+        events[i + 1..]
+            .iter()
+            .find_map(|later| match &later.payload.body {
+                EventBody::AgentMessageCompleted {
+                    message_id: said,
+                    content,
+                } if said == message_id => Some((i, *message_id, content.as_str())),
+                _ => None,
+            })
+    })
 }
 
 /// On PostgreSQL, relays the commit notes of every process sharing the database into this
@@ -217,7 +261,92 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
 
 #[cfg(test)]
 mod tests {
-    use super::StreamHub;
+    use super::{Live, StreamHub, StreamNotifier};
+    use cqrs_es::{EventEnvelope, Query};
+    use interview_session::events::{Phase, SessionStatus};
+    use interview_session::{EventBody, Session, SessionEvent};
+    use std::sync::Arc;
+    use uuid::Uuid;
+
+    fn commit(bodies: Vec<EventBody>) -> Vec<EventEnvelope<Session>> {
+        let at = chrono::Utc::now();
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, body)| EventEnvelope {
+                aggregate_id: "s".into(),
+                sequence: 11 + i,
+                payload: SessionEvent::seal(body, at, interview_session::hash::GENESIS_HASH),
+                metadata: Default::default(),
+            })
+            .collect()
+    }
+
+    /// What the subscriber of `s` receives: `C<last>` per note, `D` per delta (its text kept).
+    fn received(sub: &mut super::Subscription) -> (Vec<String>, String) {
+        let (mut notes, mut said) = (Vec::new(), String::new());
+        while let Ok(note) = sub.receiver.try_recv() {
+            notes.push(match note {
+                Live::Committed { last, events } => {
+                    format!("C{last}/{}", events.map_or(0, |e| e.len()))
+                }
+                Live::Delta { content, .. } => {
+                    said.push_str(&content);
+                    "D".into()
+                }
+                Live::Idle => "I".into(),
+            });
+        }
+        notes.dedup();
+        (notes, said)
+    }
+
+    #[tokio::test]
+    async fn an_utterance_claimed_and_said_in_one_commit_streams_between_its_claim_and_the_rest() {
+        let hub = Arc::new(StreamHub::default());
+        let mut sub = hub.subscribe("s");
+        let notifier = StreamNotifier(hub.clone());
+        let (message_id, text) = (
+            Uuid::from_u128(7),
+            "Could you walk me through your last shop?",
+        );
+        let said = commit(vec![
+            EventBody::AgentMessageStarted {
+                message_id,
+                run_id: Uuid::from_u128(8),
+                process_id: None,
+                takes_over: None,
+            },
+            EventBody::PhaseChanged {
+                from: Phase::Opening,
+                to: Phase::AskOrProbe,
+            },
+            EventBody::AgentMessageCompleted {
+                message_id,
+                content: text.into(),
+            },
+            EventBody::StatusChanged {
+                from: SessionStatus::Active,
+                to: SessionStatus::WaitingForUser,
+            },
+        ]);
+        notifier.dispatch("s", &said).await;
+        assert_eq!(
+            received(&mut sub),
+            (
+                vec!["C11/1".into(), "D".into(), "C14/3".into()],
+                text.into()
+            )
+        );
+        // A claim alone (the claimed way: the run streams the words itself), or an utterance
+        // completed under an earlier commit's claim, is announced as it is.
+        notifier.dispatch("s", &said[..1]).await;
+        notifier.dispatch("s", &said[1..]).await;
+        assert_eq!(
+            received(&mut sub),
+            (vec!["C11/1".into(), "C14/3".into()], String::new())
+        );
+    }
 
     #[test]
     fn only_this_process_s_own_commits_are_held_back() {

@@ -163,6 +163,35 @@ async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
         count("agent.message.completed")
     );
     assert!(count("agent.decision.recorded") > count("agent.message.started"));
+    // And each utterance was claimed in the commit that says it: no commit begins between a
+    // claim and its words.
+    let heads = app.commit_heads(&session).await;
+    let events = log
+        .as_array()
+        .or_else(|| log["events"].as_array())
+        .expect("an event list");
+    let seq_of = |kind: &str, message_id: &Value| {
+        events
+            .iter()
+            .find(|e| e["event_type"] == kind && e["payload"]["message_id"] == *message_id)
+            .and_then(|e| e["sequence"].as_u64())
+            .expect("the event")
+    };
+    for said in events
+        .iter()
+        .filter(|e| e["event_type"] == "agent.message.completed")
+    {
+        let message_id = &said["payload"]["message_id"];
+        let (claim, words) = (
+            seq_of("agent.message.started", message_id),
+            seq_of("agent.message.completed", message_id),
+        );
+        assert!(heads.contains(&claim), "the claim opens its commit: {said}");
+        assert!(
+            !heads.iter().any(|h| *h > claim && *h <= words),
+            "claim {claim} and words {words} in one commit (commits begin at {heads:?})"
+        );
+    }
     // And the participant cannot go on.
     assert_error(
         app.post_message(&session, &token, "one more thing").await,

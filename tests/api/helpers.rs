@@ -275,6 +275,27 @@ impl TestApp {
         })
     }
 
+    /// The sequence numbers of a session's events that begin a commit (version 2 stores its
+    /// command's request id on the first event only).
+    pub async fn commit_heads(&self, session: &str) -> Vec<u64> {
+        let sql = if self.db().is_postgres() {
+            "SELECT sequence FROM events WHERE aggregate_id = $1 AND metadata ? 'request_id' ORDER BY sequence"
+        } else {
+            "SELECT sequence FROM events WHERE aggregate_id = $1 \
+             AND json_extract(metadata, '$.request_id') IS NOT NULL ORDER BY sequence"
+        };
+        interview_projections::on_db!(read(self.db()), |pool| {
+            sqlx::query_scalar::<_, i64>(sql)
+                .bind(session)
+                .fetch_all(pool)
+                .await
+                .unwrap()
+        })
+        .into_iter()
+        .map(|s| s as u64)
+        .collect()
+    }
+
     pub async fn total_studies(&self) -> i64 {
         interview_projections::on_db!(read(self.db()), |pool| {
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM studies")

@@ -165,20 +165,22 @@ async fn a_decision_needs_the_claim_it_was_made_under() {
     .await;
 }
 
-/// A wordless decision on the state `given` leaves.
-async fn wordless_after(given: &[C], n: u128, p: Proposal) -> C {
+/// An unclaimed decision on the state `given` leaves.
+async fn unclaimed_after(given: &[C], n: u128, p: Proposal) -> C {
     let head = super::tests::history(given.to_vec())
         .await
         .last()
         .map(|e| e.hash.clone())
         .expect("a history");
-    wordless_on(head, n, p)
+    unclaimed_on(head, n, p)
 }
 
-fn wordless_on(after_hash: String, n: u128, p: Proposal) -> C {
-    C::DecideWordless {
+fn unclaimed_on(after_hash: String, n: u128, p: Proposal) -> C {
+    C::DecideUnclaimed {
         after_hash,
         message_id: Uuid::from_u128(n),
+        run_id: Uuid::from_u128(1000 + n),
+        process_id: Some(Uuid::from_u128(99)),
         interaction_id: Some(format!("int-{n}")),
         proposal: Box::new(p),
         at: at(),
@@ -204,7 +206,7 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
     let mut given = consented();
     given.extend(step(2, ask("o1"), None));
     given.push(message(10, "I use a moka pot every morning"));
-    let decided = wordless_after(&given, 3, extraction(0.9)).await;
+    let decided = unclaimed_after(&given, 3, extraction(0.9)).await;
     let events = when(given.clone(), decided).await.unwrap();
     assert_eq!(decision(&events), (A::ExtractFields, None));
     assert!(events
@@ -217,11 +219,11 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
     // An open claim holds the turn for its run.
     let mut claimed = given.clone();
     claimed.push(claim(5));
-    let decided = wordless_after(&claimed, 6, extraction(0.9)).await;
+    let decided = unclaimed_after(&claimed, 6, extraction(0.9)).await;
     let refused = SessionError::InvalidState { status: S::Active };
     expect_error(claimed, decided, refused.clone()).await;
     // Decided on a state that has moved since (anything committed after it) it is refused.
-    let seen = wordless_after(&given, 7, extraction(0.9)).await;
+    let seen = unclaimed_after(&given, 7, extraction(0.9)).await;
     let mut moved = given;
     moved.push(C::RecordError {
         source: "model".into(),
@@ -236,26 +238,60 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
 async fn an_unclaimed_decision_is_taken_as_proposed_or_not_at_all() {
     // Given consent given, where an objective must open with its question; when its widget is
     // decided unclaimed, which the guards would turn into that question; then it is refused
-    // (words need a claim, and a rewritten decision is not the one its run weighed).
+    // (a rewritten decision is not the one its run weighed).
     let refused = SessionError::InvalidState { status: S::Active };
     let widget = A::RenderInteraction {
         objective_id: Some("o1".into()),
     };
-    let decided = wordless_after(&consented(), 2, proposal(widget, None)).await;
+    let decided = unclaimed_after(&consented(), 2, proposal(widget, None)).await;
     expect_error(consented(), decided, refused.clone()).await;
     // Before consent every step becomes the consent widget, which shows no words: decided as
     // that widget it is taken unclaimed; as anything else it is refused, not rewritten.
     let started = vec![create(), C::Start { at: at() }];
     let consent = A::RenderInteraction { objective_id: None };
-    let decided = wordless_after(&started, 1, proposal(consent.clone(), None)).await;
+    let decided = unclaimed_after(&started, 1, proposal(consent.clone(), None)).await;
     let events = when(started.clone(), decided).await.unwrap();
     assert_eq!(decision(&events), (consent, None));
-    let decided = wordless_after(&started, 1, proposal(A::ExtractFields, None)).await;
-    expect_error(started, decided, refused.clone()).await;
-    // Nor are words said unclaimed.
+    let decided = unclaimed_after(&started, 1, proposal(A::ExtractFields, None)).await;
+    expect_error(started, decided, refused).await;
+}
+
+#[tokio::test]
+async fn an_unclaimed_decision_with_words_writes_its_claim_in_the_same_commit() {
+    // Given consent given; when the first question is decided unclaimed; then its claim comes
+    // first, naming the run and its process, and the utterance it holds the turn for follows.
     let question = proposal(ask("o1"), Some("How do you make coffee?"));
-    let decided = wordless_after(&consented(), 2, question).await;
-    expect_error(consented(), decided, refused).await;
+    let decided = unclaimed_after(&consented(), 2, question.clone()).await;
+    let events = when(consented(), decided).await.unwrap();
+    let message = Uuid::from_u128(2);
+    assert!(matches!(
+        events[0].body,
+        EventBody::AgentMessageStarted { message_id, run_id, process_id: Some(p), takes_over: None }
+            if message_id == message && run_id == Uuid::from_u128(1002) && p == Uuid::from_u128(99)
+    ));
+    assert_eq!(decision(&events), (ask("o1"), None));
+    assert!(events.iter().any(|e| matches!(
+        &e.body,
+        EventBody::AgentMessageCompleted { message_id, content }
+            if *message_id == message && content == "How do you make coffee?"
+    )));
+    assert!(matches!(
+        events.last().map(|e| &e.body),
+        Some(EventBody::StatusChanged {
+            to: S::WaitingForUser,
+            ..
+        })
+    ));
+    // An open claim holds the turn for its run: no second claim beside it.
+    let mut claimed = consented();
+    claimed.push(claim(5));
+    let decided = unclaimed_after(&claimed, 6, question).await;
+    expect_error(
+        claimed,
+        decided,
+        SessionError::InvalidState { status: S::Active },
+    )
+    .await;
 }
 
 #[tokio::test]

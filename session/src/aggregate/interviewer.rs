@@ -6,10 +6,13 @@ use super::*;
 use crate::decision::{Proposal, Provenance};
 use crate::events::SessionStatus::*;
 
-/// What names an unclaimed step: the chain head its run decided on, and the ids it seeds.
+/// What names an unclaimed step: the chain head its run decided on, the run (named in the claim
+/// a step with words writes), and the ids it seeds.
 pub(super) struct Unclaimed {
     pub after_hash: String,
     pub message_id: Uuid,
+    pub run_id: Uuid,
+    pub process_id: Option<Uuid>,
     pub interaction_id: Option<String>,
 }
 
@@ -124,8 +127,9 @@ impl Session {
         Ok(())
     }
 
-    /// A decision that shows no words, with no claim open (see `SessionCommand::DecideWordless`).
-    pub(super) async fn decide_wordless(
+    /// A rules decision with no claim open (see `SessionCommand::DecideUnclaimed`): one with
+    /// words writes its claim first, in the same commit.
+    pub(super) async fn decide_unclaimed(
         &mut self,
         sink: &EventSink<Self>,
         step: Unclaimed,
@@ -142,12 +146,23 @@ impl Session {
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
         let judged = self.judge(&proposal, step.interaction_id, at)?;
-        // Words need a claim; an open claim holds the turn for its run; and a decision its run
-        // did not weigh as it stands is not taken for it.
-        if self.open_message.is_some() || judged.message().is_some() || judged.proposed.is_some() {
+        // An open claim holds the turn for its run; and a decision its run did not weigh as it
+        // stands is not taken for it.
+        if self.open_message.is_some() || judged.proposed.is_some() {
             return Err(SessionError::InvalidState {
                 status: self.status,
             });
+        }
+        if judged.message().is_some() {
+            self.claim_utterance(
+                sink,
+                step.message_id,
+                step.run_id,
+                step.process_id,
+                None,
+                at,
+            )
+            .await?;
         }
         self.carry_out(sink, step.message_id, *proposal, judged, at)
             .await
