@@ -90,7 +90,7 @@ pub enum SessionCommand {
     /// A decision the rules took, with no claim open: nothing is streamed before it is
     /// committed, so its commit is its own lock. One that shows words writes its claim first, in
     /// the same commit (`agent.message.started` naming `run_id` and `process_id`), and its words
-    /// reach live subscribers once it is committed (`src/live/stream_hub.rs`); one that shows
+    /// reach this process's live subscribers once it is committed (`src/live/stream_hub.rs`); one that shows
     /// none (a widget with no words before it, an extraction) writes no claim. It is taken only
     /// on the state its run weighed — `after_hash` is that state's chain head; anything
     /// committed since (a participant's added words, another run's step) refuses it — and only

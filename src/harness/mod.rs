@@ -4,7 +4,9 @@
 //! the aggregate's own guard *before* a word is streamed, commits its claim on the turn
 //! (`agent.message.started`: only the run that wins the optimistic lock goes on, so two runs
 //! never both answer), streams the utterance as deltas to the session's subscribers, and submits
-//! the decision as a command. It loops while the interviewer holds the turn (extractions,
+//! the decision as a command. A step the rules decide, taken as proposed, is one command instead
+//! (`unclaimed.rs`): its claim, if it has words, is written in the same commit, and the hub
+//! streams the words once it is committed. It loops while the interviewer holds the turn (extractions,
 //! classifying a reply to the summary) and stops when the session waits for the participant or
 //! has ended. A refused decision is recorded as `error.recorded` and replaced by the fallback,
 //! so a session is never left without a next step.
@@ -126,7 +128,8 @@ impl Harness {
         self
     }
 
-    /// [`load`], starting from what the last load of this session kept. Right after one of
+    /// The session folded from its events, starting from what the last load of this session
+    /// kept (the whole log when nothing is). Right after one of
     /// `run`'s own commands the kept state is the log's as that command found it, and nothing is
     /// read: a run is driven by its commits. Its first load, and any after a command whose
     /// events did not follow the kept ones, read the events after the kept state.
@@ -155,7 +158,8 @@ impl Harness {
             read::decoded_events_after(&self.db, session_id, last_seq).await?
         };
         if !newer.is_empty() {
-            // Unshared by now: the previous load's copy was dropped with its step.
+            // Unshared by now, unless the post-session extraction still holds a copy (then the
+            // list is copied once): the previous load's copy was dropped with its step.
             let list = Arc::make_mut(&mut events);
             for (seq, event) in newer {
                 session.apply(event.clone());
@@ -191,8 +195,33 @@ impl Harness {
     /// whole log only when nothing is kept (another process ran the interview, or it was
     /// evicted).
     pub(crate) async fn load_latest(&self, session_id: &str) -> Result<Loaded, HarnessError> {
-        // A run id no kept commits are levelled for: the events after the kept ones are read.
-        self.load(session_id, Uuid::new_v4()).await
+        // Looked at, not taken out nor put back: the run that completed the session may load
+        // it once more, and a session nobody runs here does not push out one somebody does.
+        let kept = self
+            .kept
+            .lock()
+            .expect("the harness cache is never poisoned")
+            .peek(session_id)
+            .map(|k| {
+                let committed = k.committed.clone();
+                (k.session.clone(), k.events.clone(), k.last_seq, committed)
+            });
+        let (mut session, mut events, last_seq, mut newer) = kept.unwrap_or_default();
+        // The commits kept after the state chain on from it; the log's tail follows them.
+        let after = newer.last().map_or(last_seq, |(seq, _)| *seq);
+        newer.extend(read::decoded_events_after(&self.db, session_id, after).await?);
+        if !newer.is_empty() {
+            let list = Arc::make_mut(&mut events);
+            for (_, event) in newer {
+                session.apply(event.clone());
+                list.push(event);
+            }
+        }
+        Ok(Loaded {
+            conversation: Conversation::from_events(&events),
+            session,
+            events,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Live fan-out to SSE subscribers, in process.
 //!
-//! After each commit a `Committed` note is broadcast on the session's channel. A note from this
+//! After each commit a `Committed` note is broadcast on the session's channel (two, with the
+//! utterance's deltas between them, when a rules step claimed and said it in one commit). A note from this
 //! process carries the committed events themselves, so a subscriber that is exactly one commit
 //! behind folds them without touching the database; otherwise (a note from another process
 //! through PostgreSQL NOTIFY, which carries ids only, or a subscriber with a gap) the subscriber
@@ -26,8 +27,8 @@ pub type CommittedEvents = Arc<Vec<(u64, SessionEvent)>>;
 
 #[derive(Debug, Clone)]
 pub enum Live {
-    /// Events up to `last` are committed; `events` are the ones this commit added, when the
-    /// commit happened in this process.
+    /// Events up to `last` are committed; `events` are the ones this commit added (or the part
+    /// of it up to a claim whose words follow), when the commit happened in this process.
     Committed {
         last: u64,
         events: Option<CommittedEvents>,
@@ -106,6 +107,14 @@ impl StreamHub {
         }
     }
 
+    /// Whether the session has a subscriber in this process.
+    pub fn has_subscribers(&self, session_id: &str) -> bool {
+        self.channels
+            .lock()
+            .expect("hub lock")
+            .contains_key(session_id)
+    }
+
     /// This process is about to commit `session_id` up to `last`.
     pub fn mark_own(&self, session_id: &str, last: u64) {
         self.own
@@ -148,7 +157,8 @@ impl Query<Session> for StreamNotifier {
         // An utterance claimed and completed in one commit (a rules step, see
         // `src/harness/unclaimed.rs`) was not streamed before it: its words go out now, between
         // its claim and the rest of the commit, as a claimed utterance's would have.
-        let Some((claim, message_id, text)) = said_whole(events) else {
+        let said = said_whole(events).filter(|_| self.0.has_subscribers(aggregate_id));
+        let Some((claim, message_id, text)) = said else {
             return self.announce(aggregate_id, events);
         };
         let (claimed, rest) = events.split_at(claim + 1);
