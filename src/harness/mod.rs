@@ -34,7 +34,7 @@ use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
 use crate::command::store::{Actor, SessionStore};
-use crate::live::stream_hub::{Live, StreamHub};
+use crate::live::stream_hub::StreamHub;
 use crate::llm::ModelGateway;
 use conversation::Conversation;
 use unclaimed::Unclaimed;
@@ -157,15 +157,10 @@ impl Harness {
         } else {
             read::decoded_events_after(&self.db, session_id, last_seq).await?
         };
-        if !newer.is_empty() {
-            // Unshared by now, unless the post-session extraction still holds a copy (then the
-            // list is copied once): the previous load's copy was dropped with its step.
-            let list = Arc::make_mut(&mut events);
-            for (seq, event) in newer {
-                session.apply(event.clone());
-                list.push(event);
-                last_seq = seq;
-            }
+        // Unshared by now, unless the post-session extraction still holds a copy (then the list
+        // is copied once): the previous load's copy was dropped with its step.
+        if let Some(seq) = fold_in(&mut session, &mut events, newer) {
+            last_seq = seq;
         }
         let conversation = Conversation::from_events(&events);
         self.kept
@@ -187,9 +182,7 @@ impl Harness {
             events,
         })
     }
-}
 
-impl Harness {
     /// The session as its log stands now, for work outside a run (the post-session
     /// extraction): what the last load kept plus the events after it, read from the log — the
     /// whole log only when nothing is kept (another process ran the interview, or it was
@@ -210,19 +203,29 @@ impl Harness {
         // The commits kept after the state chain on from it; the log's tail follows them.
         let after = newer.last().map_or(last_seq, |(seq, _)| *seq);
         newer.extend(read::decoded_events_after(&self.db, session_id, after).await?);
-        if !newer.is_empty() {
-            let list = Arc::make_mut(&mut events);
-            for (_, event) in newer {
-                session.apply(event.clone());
-                list.push(event);
-            }
-        }
+        fold_in(&mut session, &mut events, newer);
         Ok(Loaded {
             conversation: Conversation::from_events(&events),
             session,
             events,
         })
     }
+}
+
+/// Folds `newer` (the events right after `events`, in order) into `session` and appends them;
+/// the last one's sequence number, if there were any.
+fn fold_in(
+    session: &mut Session,
+    events: &mut Arc<Vec<SessionEvent>>,
+    newer: Vec<(u64, SessionEvent)>,
+) -> Option<u64> {
+    let last = newer.last().map(|(seq, _)| *seq)?;
+    let list = Arc::make_mut(events);
+    for (_, event) in newer {
+        session.apply(event.clone());
+        list.push(event);
+    }
+    Some(last)
 }
 
 impl Harness {
@@ -503,7 +506,7 @@ impl Harness {
             // screen with `message.completed` (streaming it would append to the shown part).
             if shown == llm_step::Shown::Nothing {
                 if let Some(text) = judged.message() {
-                    self.stream(session_id, &message_id, text);
+                    self.hub.publish_words(session_id, &message_id, text);
                 }
             }
             let decide = SessionCommand::Decide {
@@ -543,20 +546,6 @@ impl Harness {
                 Ok(())
             }
             Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Streams an utterance to live subscribers, a few words at a time.
-    pub(crate) fn stream(&self, session_id: &str, message_id: &Uuid, text: &str) {
-        let message_id = message_id.to_string();
-        for chunk in chunks(text) {
-            self.hub.publish(
-                session_id,
-                Live::Delta {
-                    message_id: message_id.clone(),
-                    content: chunk,
-                },
-            );
         }
     }
 

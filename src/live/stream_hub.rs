@@ -107,6 +107,21 @@ impl StreamHub {
         }
     }
 
+    /// Streams an utterance's words to the session's subscribers, a few at a time
+    /// (`harness::chunks`).
+    pub fn publish_words(&self, session_id: &str, message_id: &uuid::Uuid, text: &str) {
+        let message_id = message_id.to_string();
+        for content in crate::harness::chunks(text) {
+            self.publish(
+                session_id,
+                Live::Delta {
+                    message_id: message_id.clone(),
+                    content,
+                },
+            );
+        }
+    }
+
     /// Whether the session has a subscriber in this process.
     pub fn has_subscribers(&self, session_id: &str) -> bool {
         self.channels
@@ -163,16 +178,7 @@ impl Query<Session> for StreamNotifier {
         };
         let (claimed, rest) = events.split_at(claim + 1);
         self.announce(aggregate_id, claimed);
-        let message_id = message_id.to_string();
-        for content in crate::harness::chunks(text) {
-            self.0.publish(
-                aggregate_id,
-                Live::Delta {
-                    message_id: message_id.clone(),
-                    content,
-                },
-            );
-        }
+        self.0.publish_words(aggregate_id, &message_id, text);
         self.announce(aggregate_id, rest);
     }
 }
