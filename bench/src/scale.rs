@@ -166,7 +166,6 @@ pub async fn stored_bytes(
             ("events", "aggregate_id"),
             ("session_state", "session_id"),
             ("transcript", "session_id"),
-            ("decision_log", "session_id"),
             ("results", "session_id"),
             ("session_overview", "session_id"),
         ] {

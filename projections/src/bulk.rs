@@ -15,7 +15,7 @@ use sqlx::{QueryBuilder, Row};
 
 use crate::on_db;
 use crate::projector::{ProjectionError, Projector};
-use crate::views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
+use crate::views::{NewRows, SessionStateView, TranscriptRow};
 
 /// Sessions per batch (one read, one write transaction).
 pub const BATCH: usize = 500;
@@ -190,7 +190,7 @@ impl Projector {
     async fn write_batch(&self, ids: &[String], folded: &[Folded]) -> Result<(), ProjectionError> {
         on_db!(write(self.db()), |pool| {
             let mut tx = pool.begin().await?;
-            for table in ["transcript", "decision_log", "results", "session_state"] {
+            for table in ["transcript", "results", "session_state"] {
                 let mut q = QueryBuilder::new(format!("DELETE FROM {table} WHERE session_id IN ("));
                 let mut list = q.separated(", ");
                 for id in ids {
@@ -228,16 +228,6 @@ impl Projector {
                 })
                 .collect();
             crate::view_writes::insert_transcript(&mut tx, &transcript).await?;
-            let decisions: Vec<(&str, &DecisionRow)> = folded
-                .iter()
-                .flat_map(|f| {
-                    f.rows
-                        .decisions
-                        .iter()
-                        .map(move |d| (f.session_id.as_str(), d))
-                })
-                .collect();
-            crate::view_writes::insert_decisions(&mut tx, &decisions).await?;
             crate::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view)).await?;
             let moved: Vec<_> = folded
                 .iter()

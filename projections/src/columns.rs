@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::projector::end_reason_text;
-use crate::views::{DecisionRow, SessionStateView, TranscriptRow};
+use crate::views::{SessionStateView, TranscriptRow};
 use interview_session::SessionStatus;
 
 /// One column's value.
@@ -121,52 +121,6 @@ pub fn transcript_cells(session_id: &str, t: &TranscriptRow) -> [Cell; 8] {
         Cell::Text(Some(t.content.clone())),
         Cell::Text(t.interaction_id.clone()),
         Cell::Time(Some(t.created_at)),
-    ]
-}
-
-/// `decision_log`, keyed by `(session_id, seq)`.
-pub const DECISION_COLUMNS: [&str; 15] = [
-    "session_id",
-    "seq",
-    "decision_id",
-    "turn_id",
-    "phase",
-    "selected_action",
-    "proposed_action",
-    "rationale",
-    "model",
-    "prompt_version_id",
-    "latency_ms",
-    "token_usage",
-    "input_summary",
-    "created_at",
-    "study_prompt_version",
-];
-
-pub const DECISION_KINDS: [Kind; 15] = {
-    use Kind::*;
-    [
-        Text, Int, Text, Text, Text, Json, Json, Text, Text, Text, Int, Json, Text, Time, Text,
-    ]
-};
-
-pub fn decision_cells(session_id: &str, d: &DecisionRow) -> [Cell; 15] {
-    [
-        Cell::Text(Some(session_id.to_string())),
-        Cell::Int(Some(d.seq as i64)),
-        Cell::Text(Some(d.decision_id.clone())),
-        Cell::Text(d.turn_id.clone()),
-        Cell::Text(Some(d.phase.clone())),
-        Cell::Json(Some(d.selected_action.clone())),
-        Cell::Json(d.proposed_action.clone()),
-        Cell::Text(Some(d.rationale.clone())),
-        Cell::Text(Some(d.model.clone())),
-        Cell::Text(Some(d.prompt_version_id.clone())),
-        Cell::Int(Some(d.latency_ms as i64)),
-        Cell::Json(Some(d.token_usage.clone())),
-        Cell::Text(Some(d.input_summary.clone())),
-        Cell::Time(Some(d.created_at)),
-        Cell::Text(d.study_prompt_version.clone()),
     ]
 }
 
@@ -336,24 +290,6 @@ mod tests {
             created_at: Utc::now(),
         };
         assert_eq!(kinds(&transcript_cells("s", &t)), TRANSCRIPT_KINDS);
-        let d = DecisionRow {
-            seq: 1,
-            session_id: "s".into(),
-            decision_id: "d".into(),
-            turn_id: None,
-            phase: "p".into(),
-            selected_action: Value::Null,
-            proposed_action: None,
-            rationale: "r".into(),
-            model: "m".into(),
-            prompt_version_id: "v".into(),
-            latency_ms: 0,
-            token_usage: Value::Null,
-            input_summary: "i".into(),
-            created_at: Utc::now(),
-            study_prompt_version: Some("v1".into()),
-        };
-        assert_eq!(kinds(&decision_cells("s", &d)), DECISION_KINDS);
     }
 
     #[test]

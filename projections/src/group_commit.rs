@@ -1,11 +1,11 @@
 //! Group commit: the commands waiting to be written share one transaction.
 //!
 //! Every statement is a round trip (on SQLite, to its single writer thread), and a command
-//! needs several: its events, its state row, its transcript and decision rows, the commit. When
+//! needs several: its events, its state row, its transcript rows, the commit. When
 //! several commands (of different sessions — one session's commands are serialized before they
 //! get here) are waiting, one task writes them together with a fixed number of statements: one
 //! `BEGIN`/`COMMIT`, all events in one insert, every state row in one guarded update, all
-//! transcript and decision rows in one insert each, and on PostgreSQL one statement announcing
+//! transcript rows in one insert, and on PostgreSQL one statement announcing
 //! every commit. An idle server sends each command through on its own, so a single client waits
 //! no longer.
 //!
@@ -352,11 +352,6 @@ where
         .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
         .collect();
     view_writes::insert_transcript(&mut tx, &transcript).await?;
-    let decisions: Vec<_> = fast
-        .iter()
-        .flat_map(|f| f.rows.decisions.iter().map(move |d| (f.session_id, d)))
-        .collect();
-    view_writes::insert_decisions(&mut tx, &decisions).await?;
     view_writes::upsert_results(&mut tx, fast.iter().map(|f| &f.view)).await?;
     if postgres && !fast.is_empty() {
         let commits: Vec<(&str, u64)> = fast

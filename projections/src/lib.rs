@@ -11,6 +11,7 @@ mod batch_error;
 pub mod bulk;
 pub mod columns;
 pub mod db;
+pub mod decision_log;
 pub mod group_commit;
 pub mod locks;
 pub mod log;
@@ -25,6 +26,7 @@ pub mod views;
 pub mod widget_history;
 
 pub use db::{Db, DbError};
+pub use decision_log::DecisionRow;
 pub use projector::{ProjectionError, Projector};
-pub use views::{DecisionRow, NewRows, SessionStateView, TranscriptRow};
+pub use views::{NewRows, SessionStateView, TranscriptRow};
 pub use widget_history::WidgetHistory;

@@ -2,7 +2,7 @@
 //!
 //! Most batches are commands whose sessions' views the projector kept and that move no study
 //! overview. Their writes do not depend on anything read back: the events, every state row
-//! (guarded by its expected `last_seq`), the transcript, decision and result rows and the
+//! (guarded by its expected `last_seq`), the transcript and result rows and the
 //! commit notes. One statement does all of it — data-modifying `WITH` clauses, each run to
 //! completion, and a last `SELECT` that checks every event went in and every state row was still
 //! where the fold started; if not, `interview_refuse_batch()` (migration 0012) raises, and the
@@ -10,7 +10,7 @@
 //! the long way ([`crate::group_commit`]), which sorts out the lost races and the stale views.
 //!
 //! Why: each statement is a round trip that wakes a backend, and a command alone made six or
-//! seven (`BEGIN`, events, state, transcript or decision, results, notify, `COMMIT`). Here it
+//! seven (`BEGIN`, events, state, transcript, results, notify, `COMMIT`). Here it
 //! is one, whatever the batch holds. SQLite has no data-modifying `WITH`, and its round trips
 //! are to a thread in this process: it keeps the long way.
 
@@ -18,8 +18,8 @@ use cqrs_es::persist::PersistenceError;
 use sqlx::PgConnection;
 
 use crate::columns::{
-    decision_cells, result_cells, state_cells, transcript_cells, Cell, DECISION_COLUMNS,
-    RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
+    result_cells, state_cells, transcript_cells, Cell, RESULT_COLUMNS, STATE_COLUMNS,
+    TRANSCRIPT_COLUMNS,
 };
 use crate::group_commit::{Command, Fast};
 use crate::log::NewEvent;
@@ -40,10 +40,10 @@ pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
                     .is_some_and(|seq| seq + 1 == first.sequence)
             })
     });
-    // At most: eight values an event, a transcript or decision row an event, a state row (and
-    // its expected sequence) and a results row a command, the channel and the notes.
+    // At most: eight values an event, a transcript row an event, a state row (and its expected
+    // sequence) and a results row a command, the channel and the notes.
     let events: usize = commands.iter().map(|(events, _)| events.len()).sum();
-    let row = TRANSCRIPT_COLUMNS.len().max(DECISION_COLUMNS.len());
+    let row = TRANSCRIPT_COLUMNS.len();
     let bound =
         events * (8 + row) + commands.len() * (STATE_COLUMNS.len() + 1 + RESULT_COLUMNS.len()) + 2;
     kept && bound <= MAX_VALUES
@@ -154,20 +154,6 @@ fn statement(events: &[&NewEvent], folded: &[Fast]) -> (String, Vec<Cell>, Vec<S
         clauses.push(format!(
             "tr AS ({})",
             view_writes::insert_transcript_sql(&transcript.join(", "))
-        ));
-    }
-    let decisions: Vec<String> = folded
-        .iter()
-        .flat_map(|f| f.rows.decisions.iter().map(move |d| (f.session_id, d)))
-        .map(|(id, d)| {
-            cells.extend(decision_cells(id, d));
-            row(before + cells.len(), DECISION_COLUMNS.len())
-        })
-        .collect();
-    if !decisions.is_empty() {
-        clauses.push(format!(
-            "dl AS ({})",
-            view_writes::insert_decisions_sql(&decisions.join(", "))
         ));
     }
     let results: Vec<String> = folded

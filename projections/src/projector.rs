@@ -1,8 +1,8 @@
 //! The projector: brings a session's views up to its event stream.
 //!
 //! For one session it locks the view row, reads the events after the view's `last_seq` in
-//! sequence order, folds them in memory and writes `session_state`, `transcript`,
-//! `decision_log` and `results` in the same transaction — the transaction that appended the
+//! sequence order, folds them in memory and writes `session_state`, `transcript` and `results`
+//! in the same transaction — the transaction that appended the
 //! events, when a command goes through [`Projector::append_and_project`]. Running it twice, or
 //! concurrently, or after views were dropped, gives the same views.
 
@@ -165,7 +165,7 @@ impl Projector {
     pub async fn rebuild(&self, session_id: &str) -> Result<u64, ProjectionError> {
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            for table in ["transcript", "decision_log", "results"] {
+            for table in ["transcript", "results"] {
                 sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
                     .bind(session_id)
                     .execute(&mut *tx)
@@ -317,7 +317,7 @@ where
     Ok((events.len() as u64, Some(view)))
 }
 
-/// Writes the folded `session_state` row, the new `transcript` and `decision_log` rows, and —
+/// Writes the folded `session_state` row, the new `transcript` rows, and —
 /// for a completed session that is not a preview — its `results` row, in the caller's
 /// transaction. Generic over the backend: the SQL is the same text on both. Writes nothing and
 /// answers false when the stored row is not at `expected_last_seq`.
@@ -353,8 +353,6 @@ where
     }
     let transcript: Vec<_> = rows.transcript.iter().map(|t| (session_id, t)).collect();
     view_writes::insert_transcript(tx, &transcript).await?;
-    let decisions: Vec<_> = rows.decisions.iter().map(|d| (session_id, d)).collect();
-    view_writes::insert_decisions(tx, &decisions).await?;
     view_writes::upsert_results(tx, [view]).await?;
     Ok(true)
 }

@@ -58,7 +58,8 @@ pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>,
 /// Every event of a session as researchers read it: `(sequence, event_type, payload, metadata)`
 /// in order. A version 1 payload is shown as stored; a later one decoded into the same form (its
 /// `type`, fields, `at`, `prev_hash` and `hash`, the pinned study inline) and its metadata with
-/// its command's request id, so every session reads alike whatever schema it was written in.
+/// its command's actor and request id, so every session reads alike whatever schema it was
+/// written in.
 pub async fn events(
     db: &Db,
     session_id: &str,
@@ -71,8 +72,10 @@ pub async fn events(
         let genesis = interview_session::hash::GENESIS_HASH.to_string();
         crate::log::decode_read(db, session_id, &rows, genesis).await?
     };
-    // A version 2 command's request id is stored on its first event only.
+    // A version 2 command's request id is stored on its first event only, and since 2026-12-02
+    // its actor too.
     let mut request_id = Value::Null;
+    let mut actor = Value::Null;
     Ok(rows
         .into_iter()
         .enumerate()
@@ -82,6 +85,11 @@ pub async fn events(
                 request_id = id.clone();
             } else if row.event_version != "1" && !request_id.is_null() {
                 metadata["request_id"] = request_id.clone();
+            }
+            if let Some(a) = metadata.get("actor") {
+                actor = a.clone();
+            } else if row.event_version != "1" && !actor.is_null() {
+                metadata["actor"] = actor.clone();
             }
             let payload = match decoded.get(i) {
                 Some((_, event)) if row.event_version != "1" => {
@@ -102,7 +110,7 @@ pub async fn audited_session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
         sqlx::query_scalar(
             "SELECT aggregate_id FROM events WHERE aggregate_type = $1 \
              UNION SELECT session_id FROM session_state UNION SELECT session_id FROM transcript \
-             UNION SELECT session_id FROM decision_log UNION SELECT session_id FROM results \
+             UNION SELECT session_id FROM results \
              ORDER BY 1",
         )
         .bind(interview_session::AGGREGATE_TYPE)
@@ -151,42 +159,6 @@ pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sq
         .bind(session_id)
         .fetch_all(pool)
         .await
-    })
-}
-
-/// The session's decision log in event order.
-pub async fn decisions(db: &Db, session_id: &str) -> Result<Vec<crate::DecisionRow>, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        let rows = sqlx::query(
-            "SELECT seq, decision_id, turn_id, phase, selected_action, proposed_action, rationale, model, \
-             prompt_version_id, latency_ms, token_usage, input_summary, created_at, study_prompt_version \
-             FROM decision_log \
-             WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(session_id)
-        .fetch_all(pool)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(crate::DecisionRow {
-                    seq: r.try_get::<i64, _>("seq")? as u64,
-                    session_id: session_id.to_string(),
-                    decision_id: r.try_get("decision_id")?,
-                    turn_id: r.try_get("turn_id")?,
-                    phase: r.try_get("phase")?,
-                    selected_action: r.try_get("selected_action")?,
-                    proposed_action: r.try_get("proposed_action")?,
-                    rationale: r.try_get("rationale")?,
-                    model: r.try_get("model")?,
-                    prompt_version_id: r.try_get("prompt_version_id")?,
-                    latency_ms: r.try_get::<i64, _>("latency_ms")? as u64,
-                    token_usage: r.try_get("token_usage")?,
-                    input_summary: r.try_get("input_summary")?,
-                    created_at: r.try_get("created_at")?,
-                    study_prompt_version: r.try_get("study_prompt_version")?,
-                })
-            })
-            .collect()
     })
 }
 

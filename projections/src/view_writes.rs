@@ -1,6 +1,5 @@
 //! The statements that write folded views, each for many sessions at once: a batch of commands
-//! writes its state rows in one guarded update, its transcript and decision rows in one insert
-//! each, and announces its commits in one statement. Generic over the backend: the SQL text is
+//! writes its state rows in one guarded update, its transcript rows in one insert, and announces its commits in one statement. Generic over the backend: the SQL text is
 //! the same on both (numbered placeholders, `UPDATE … FROM (VALUES …)`, `RETURNING`).
 
 use std::collections::HashSet;
@@ -8,11 +7,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::columns::{
-    bind_all, decision_cells, result_cells, state_cells, transcript_cells, DECISION_COLUMNS,
-    RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
+    bind_all, result_cells, state_cells, transcript_cells, RESULT_COLUMNS, STATE_COLUMNS,
+    TRANSCRIPT_COLUMNS,
 };
 use crate::projector::{placeholders, NOTIFY_CHANNEL};
-use crate::views::{DecisionRow, SessionStateView, TranscriptRow};
+use crate::views::{SessionStateView, TranscriptRow};
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
 const VALUES_PER_STATEMENT: usize = 30_000;
@@ -89,14 +88,6 @@ pub(crate) fn insert_transcript_sql(values: &str) -> String {
     )
 }
 
-/// Appends decision-log rows from `values` (a row already there is left as it is).
-pub(crate) fn insert_decisions_sql(values: &str) -> String {
-    format!(
-        "INSERT INTO decision_log ({}) VALUES {values} ON CONFLICT (session_id, seq) DO NOTHING",
-        DECISION_COLUMNS.join(", ")
-    )
-}
-
 /// Writes `results` rows from `values`, replacing what a session had.
 pub(crate) fn upsert_results_sql(values: &str) -> String {
     format!(
@@ -130,36 +121,6 @@ where
         let mut q = sqlx::query(&sql);
         for (session_id, t) in chunk {
             q = bind_all(q, transcript_cells(session_id, t));
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(())
-}
-
-/// Appends decision-log rows (a row already there is left as it is).
-pub(crate) async fn insert_decisions<'c, DB>(
-    tx: &mut sqlx::Transaction<'c, DB>,
-    rows: &[(&str, &DecisionRow)],
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    for chunk in rows.chunks(rows_per_statement(DECISION_COLUMNS.len())) {
-        let sql = insert_decisions_sql(&placeholders::<DB>(chunk.len(), DECISION_COLUMNS.len()));
-        let mut q = sqlx::query(&sql);
-        for (session_id, d) in chunk {
-            q = bind_all(q, decision_cells(session_id, d));
         }
         q.execute(&mut **tx).await?;
     }

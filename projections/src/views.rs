@@ -60,28 +60,6 @@ pub struct SessionStateView {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewRows {
     pub transcript: Vec<TranscriptRow>,
-    pub decisions: Vec<DecisionRow>,
-}
-
-/// One row of the `decision_log` view: a decision with the log FR-04-11 lists.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecisionRow {
-    pub seq: u64,
-    pub session_id: String,
-    pub decision_id: String,
-    pub turn_id: Option<String>,
-    pub phase: String,
-    pub selected_action: Value,
-    pub proposed_action: Option<Value>,
-    pub rationale: String,
-    pub model: String,
-    pub prompt_version_id: String,
-    pub latency_ms: u64,
-    pub token_usage: Value,
-    pub input_summary: String,
-    pub created_at: DateTime<Utc>,
-    /// The study's `agent.prompt_version` the decision was made under (absent in older logs).
-    pub study_prompt_version: Option<String>,
 }
 
 /// One row of the `transcript` view.
@@ -255,37 +233,9 @@ impl SessionStateView {
                 }
                 self.screening = Some(verdict);
             }
-            EventBody::DecisionRecorded {
-                decision_id,
-                turn_id,
-                phase,
-                input_summary,
-                selected_action,
-                proposed_action,
-                rationale,
-                model,
-                prompt_version_id,
-                latency_ms,
-                token_usage,
-                study_prompt_version,
-                ..
-            } => rows.decisions.push(DecisionRow {
-                seq,
-                session_id: self.session_id.clone(),
-                decision_id: decision_id.to_string(),
-                turn_id: turn_id.map(|t| t.to_string()),
-                phase: serde_json::to_value(phase).ok().and_then(|p| p.as_str().map(String::from)).unwrap_or_default(),
-                selected_action: serde_json::to_value(selected_action).expect("actions serialize"),
-                proposed_action: proposed_action.as_ref().map(|a| serde_json::to_value(a).expect("actions serialize")),
-                rationale: rationale.clone(),
-                model: model.clone(),
-                prompt_version_id: prompt_version_id.clone(),
-                latency_ms: *latency_ms,
-                token_usage: serde_json::to_value(token_usage).expect("usage serializes"),
-                input_summary: input_summary.clone(),
-                created_at: at,
-                study_prompt_version: study_prompt_version.clone(),
-            }),
+            // Decisions are not kept here: the log has them once, and readers fold the
+            // decision log from it (`decision_log`).
+            EventBody::DecisionRecorded { .. } => {}
             EventBody::SummaryProposed { summary } => {
                 self.summary = Some(summary.clone());
                 self.summary_confirmed = None;

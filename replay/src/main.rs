@@ -96,7 +96,7 @@ enum Command {
     },
     /// Check a session against its log: the hash chain (payload, type and version of every
     /// event), the sequence, the aggregate's rules over the stream, and every column of the
-    /// stored read models (session_state, transcript, decision_log, results, session_overview)
+    /// stored read models (session_state, transcript, results, session_overview)
     /// against the rows rebuilt from the log; with --all, also each study's overview counts
     /// against the sum of its sessions'. Not covered: event metadata (actor, request_id) — stored beside the
     /// payload, outside the hash — and the studies table (a session pins its study's
@@ -224,12 +224,16 @@ async fn main() -> ExitCode {
                         // the tool calls and interactions folded from the same log.
                         let mut view = serde_json::to_value(view).unwrap_or_default();
                         let history = interview_projections::WidgetHistory::of(&decoded);
+                        let decisions = interview_projections::decision_log::of(
+                            &session_id,
+                            upto.iter().map(|e| e.sequence).zip(&decoded),
+                        );
                         view["tool_calls"] =
                             serde_json::to_value(history.tool_calls).unwrap_or_default();
                         view["interaction_events"] =
                             serde_json::to_value(history.interaction_events).unwrap_or_default();
                         let state = serde_json::json!({"sequence": seq, "session_state": view,
-                                                       "transcript": rows.transcript, "decision_log": rows.decisions});
+                                                       "transcript": rows.transcript, "decision_log": decisions});
                         outln!(
                             "{}",
                             serde_json::to_string_pretty(&state).unwrap_or_default()

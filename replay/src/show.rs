@@ -9,8 +9,11 @@ use crate::source::StoredEvent;
 
 pub fn timeline(events: &[StoredEvent], as_json: bool) {
     let decoded = crate::verify::decode(events).ok();
+    // A command's actor is stored on its first event only (since 2026-12-02): the events after
+    // it without one are its own.
+    let mut actor = "-";
     for (i, e) in events.iter().enumerate() {
-        let actor = e.metadata["actor"].as_str().unwrap_or("-");
+        actor = e.metadata["actor"].as_str().unwrap_or(actor);
         if as_json {
             let line = json!({"sequence": e.sequence, "event_type": e.event_type, "actor": actor,
                               "metadata": e.metadata, "payload": e.payload});

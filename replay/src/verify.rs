@@ -102,7 +102,7 @@ struct Table<'a> {
 }
 
 /// Differences between the stored read models and the ones rebuilt from the log, column by
-/// column: `session_state`, `transcript`, `decision_log`, `results` and the session's study
+/// column: `session_state`, `transcript`, `results` and the session's study
 /// overview contribution, `session_overview` (the rules are in `interview_projections::columns`).
 /// Whether each study's counts are the sum of its sessions' is checked by `verify --all`
 /// (`interview_projections::overview::drift`).
@@ -136,18 +136,6 @@ pub async fn compare_views(
                 .transcript
                 .iter()
                 .map(|t| columns::transcript_cells(session_id, t).to_vec())
-                .collect(),
-        },
-        Table {
-            name: "decision_log",
-            columns: &columns::DECISION_COLUMNS,
-            kinds: &columns::DECISION_KINDS,
-            key: 2,
-            order_by: "seq",
-            expected: rows
-                .decisions
-                .iter()
-                .map(|d| columns::decision_cells(session_id, d).to_vec())
                 .collect(),
         },
         Table {

@@ -445,7 +445,7 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
         (Kind::Json, Store::Postgres) => format!("{column} = '{{\"tampered\":true}}'::jsonb"),
         (Kind::Time, _) => format!("{column} = '2001-02-03 04:05:06+00:00'"),
     };
-    let row = if matches!(table, "transcript" | "decision_log") {
+    let row = if table == "transcript" {
         format!(" AND seq = (SELECT MIN(seq) FROM {table} WHERE session_id = '{session}')")
     } else {
         String::new()
@@ -457,29 +457,22 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
 /// caught and named; a rebuild puts it right. Event metadata is said to be unaudited.
 async fn every_stored_column_and_field_is_audited(store: Store) {
     use interview_projections::columns::{
-        DECISION_COLUMNS, DECISION_KINDS, OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS,
-        RESULT_KINDS, STATE_COLUMNS, STATE_KINDS, TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
+        OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,
+        TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
     };
     let f = Fixture::start(store).await;
     let session = f.completed_session().await;
     let url = f.url.as_str();
     let (code, out, _) = replay(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
-    let tables: [(&str, &[&str], &[Kind]); 5] = [
+    let tables: [(&str, &[&str], &[Kind]); 4] = [
         ("session_state", &STATE_COLUMNS, &STATE_KINDS),
         ("transcript", &TRANSCRIPT_COLUMNS, &TRANSCRIPT_KINDS),
-        ("decision_log", &DECISION_COLUMNS, &DECISION_KINDS),
         ("results", &RESULT_COLUMNS, &RESULT_KINDS),
         ("session_overview", &OVERVIEW_COLUMNS, &OVERVIEW_KINDS),
     ];
     let restore = || async {
-        for table in [
-            "session_state",
-            "transcript",
-            "decision_log",
-            "results",
-            "session_overview",
-        ] {
+        for table in ["session_state", "transcript", "results", "session_overview"] {
             f.exec_both(&format!(
                 "DELETE FROM {table} WHERE session_id LIKE '{session}%'"
             ))
@@ -508,7 +501,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             restore().await;
         }
     }
-    assert_eq!(caught, 14 + 8 + 15 + 9 + 3);
+    assert_eq!(caught, 14 + 8 + 9 + 3);
 
     // A results row deleted (what researchers export) is missing.
     f.exec_both(&format!(

@@ -247,10 +247,12 @@ impl EventStore<Session> for CachingEventStore {
                 metadata: metadata.clone(),
             })
             .collect();
-        // The request id goes on the command's first event only (the events after it without
-        // one are the same command's); the actor on every event.
+        // The command's metadata (actor, request id) goes on its first event only: the events
+        // after it without any are the same command's, and readers show them with it
+        // (`read::events`, `replay show`). 18–25 bytes a row saved, most rows being a command's
+        // second or later event.
         let first = serde_json::to_value(&metadata)?;
-        let rest = serde_json::json!({ "actor": metadata.get("actor") });
+        let rest = serde_json::json!({});
         let rows: Vec<NewEvent> = envelopes
             .iter()
             .enumerate()

@@ -432,6 +432,12 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
     assert!(rows.iter().all(|r| r.event_version == "2"
         && r.payload.get("hash").is_none()
         && r.hash.as_ref().is_some_and(|h| h.len() == 32)));
+    // A command's metadata is stored on its first event only; the researcher route above showed
+    // every later event with its command's actor and request id.
+    assert!(rows
+        .iter()
+        .all(|r| r.metadata.get("request_id").is_some() || r.metadata == json!({})));
+    assert!(rows.iter().any(|r| r.metadata == json!({})));
     let head = interview_session::hash::verify_chain(rows.iter().map(|r| {
         (
             r.sequence as usize,
@@ -488,7 +494,7 @@ async fn a_session_without_views_is_caught_up(store: Store) {
     app.post_message(&session, &token, "one").await;
     let live = app.run(&session).await;
     interview_projections::on_db!(write(app.db()), |pool| {
-        for table in ["transcript", "decision_log", "session_state"] {
+        for table in ["transcript", "session_state"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
                 .bind(&session)
                 .execute(pool)

@@ -15,7 +15,7 @@ use crate::command::studies;
 use crate::http::auth::require_researcher;
 use crate::http::error::ApiError;
 use crate::http::export;
-use crate::http::routes::sessions::{authorize, from_log, load_view, widget_history};
+use crate::http::routes::sessions::{authorize, decision_log, from_log, load_view, widget_history};
 use crate::state::AppState;
 
 const STATUSES: [&str; 7] = [
@@ -197,8 +197,8 @@ pub async fn decisions(
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, _) = researcher_session(&state, &req, &path).await?;
-    let rows = read::decisions(&state.db, &id).await?;
+    let (id, view) = researcher_session(&state, &req, &path).await?;
+    let rows = decision_log(&state, &id, view.last_seq).await?;
     Ok(HttpResponse::Ok().json(json!({ "session_id": id, "decisions": rows })))
 }
 

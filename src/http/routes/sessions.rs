@@ -4,7 +4,7 @@
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use interview_projections::{read, SessionStateView, WidgetHistory};
+use interview_projections::{read, DecisionRow, SessionStateView, WidgetHistory};
 use interview_session::events::SubmitStatus;
 use interview_session::SessionCommand;
 use serde::{Deserialize, Serialize};
@@ -496,9 +496,8 @@ pub async fn get(
         .collect();
     let researcher = match caller {
         Caller::Researcher => {
-            let decisions = read::decisions(&state.db, &session_id.to_string()).await?;
             let from_log = from_log(&state, &session_id.to_string(), view.last_seq).await?;
-            Some(researcher_fields(&view, &decisions, from_log))
+            Some(researcher_fields(&view, from_log))
         }
         Caller::Participant { .. } => None,
     };
@@ -521,11 +520,12 @@ pub async fn get(
 
 /// What the researcher routes fold from the session's log rather than keep in a view: where
 /// each objective stands (FR-04-13) — exactly what the guards judge by (see
-/// `Session::coverage`) — and the session's tool calls and interaction events. Folded up to the
-/// view's `last_seq`, so one answer agrees with itself.
+/// `Session::coverage`) —, the session's tool calls and interaction events, and its decision
+/// log. Folded up to the view's `last_seq`, so one answer agrees with itself.
 pub(crate) struct FromLog {
     pub covered_objectives: Value,
     pub history: WidgetHistory,
+    pub decisions: Vec<DecisionRow>,
 }
 
 /// Only the tool calls and interaction events of [`from_log`] (no fold of the session).
@@ -538,6 +538,19 @@ pub(crate) async fn widget_history(
     Ok(WidgetHistory::of(events.iter().map(|(_, e)| e)))
 }
 
+/// Only the decision log of [`from_log`] (no fold of the session).
+pub(crate) async fn decision_log(
+    state: &AppState,
+    session_id: &str,
+    up_to: u64,
+) -> Result<Vec<DecisionRow>, ApiError> {
+    let events = read::decoded_events_between(&state.db, session_id, 0, up_to).await?;
+    Ok(interview_projections::decision_log::of(
+        session_id,
+        events.iter().map(|(seq, e)| (*seq, e)),
+    ))
+}
+
 pub(crate) async fn from_log(
     state: &AppState,
     session_id: &str,
@@ -545,6 +558,10 @@ pub(crate) async fn from_log(
 ) -> Result<FromLog, ApiError> {
     let events = read::decoded_events_between(&state.db, session_id, 0, up_to).await?;
     let history = WidgetHistory::of(events.iter().map(|(_, e)| e));
+    let decisions = interview_projections::decision_log::of(
+        session_id,
+        events.iter().map(|(seq, e)| (*seq, e)),
+    );
     let session = interview_session::Session::from_events(events.into_iter().map(|(_, e)| e));
     let covered_objectives: Map<String, Value> = session
         .coverage()
@@ -557,17 +574,15 @@ pub(crate) async fn from_log(
     Ok(FromLog {
         covered_objectives: Value::Object(covered_objectives),
         history,
+        decisions,
     })
 }
 
-fn researcher_fields(
-    view: &SessionStateView,
-    decisions: &[interview_projections::DecisionRow],
-    from_log: FromLog,
-) -> Map<String, Value> {
+fn researcher_fields(view: &SessionStateView, from_log: FromLog) -> Map<String, Value> {
     let FromLog {
         covered_objectives,
         history,
+        decisions,
     } = from_log;
     let fields = json!({
         "study_id": view.study_id,
