@@ -3,4 +3,5 @@
 //! the interview over AG-UI (`agui/`). The SSE route is `http::routes::stream`.
 
 pub mod agui;
+pub mod pieces;
 pub mod stream_hub;

@@ -108,10 +108,10 @@ impl StreamHub {
     }
 
     /// Streams an utterance's words to the session's subscribers, a few at a time
-    /// (`harness::chunks`).
+    /// (`pieces::chunks`).
     pub fn publish_words(&self, session_id: &str, message_id: &uuid::Uuid, text: &str) {
         let message_id = message_id.to_string();
-        for content in crate::harness::chunks(text) {
+        for content in super::pieces::chunks(text) {
             self.publish(
                 session_id,
                 Live::Delta {

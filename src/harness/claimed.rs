@@ -1,0 +1,192 @@
+//! A step taken the claimed way: the run first commits its claim on the turn
+//! (`agent.message.started`; only the run that wins the optimistic lock goes on, so two runs never
+//! both answer), then asks its policy — the model in `llm` mode, streaming its words as they are
+//! judged safe to show, or the rules — judges the proposal with the aggregate's own guard
+//! (replacing a refused one by the fallback, so the participant always gets a next step), streams
+//! what was not streamed yet, and submits the decision.
+
+use chrono::{DateTime, Utc};
+use cqrs_es::AggregateError;
+use interview_session::decision::{AgentAction, Proposal};
+use interview_session::events::SessionEvent;
+use interview_session::study::AgentMode;
+use interview_session::{Session, SessionCommand, SessionError};
+use uuid::Uuid;
+
+use super::conversation::Conversation;
+use super::{budget, llm_records, llm_step, rules, Harness, HarnessError, Loaded, RunOutcome};
+
+impl Harness {
+    /// Claims the turn and takes the step: [`RunOutcome::LostClaim`] when another run holds
+    /// it, [`RunOutcome::Yielded`] once the decision is committed.
+    pub(super) async fn claimed_step(
+        &self,
+        session_id: &str,
+        run_id: Uuid,
+        loaded: Loaded,
+        ruled: Option<Box<Proposal>>,
+        now: DateTime<Utc>,
+    ) -> Result<RunOutcome, HarnessError> {
+        let Loaded {
+            session,
+            conversation,
+            events,
+        } = loaded;
+        // Claim the turn first: only the run that wins goes on to ask the model and stream.
+        let message_id = Uuid::new_v4();
+        // A claim left by a dead run (its process died mid-turn) is taken over at once.
+        let takes_over = match session.open_claim() {
+            Some(open) if self.claim_is_dead(open.process_id).await? => Some(open.run_id),
+            _ => None,
+        };
+        let claim = SessionCommand::StartAgentMessage {
+            message_id,
+            run_id,
+            process_id: Some(self.process_id),
+            takes_over,
+            at: now,
+        };
+        match self.execute(session_id, claim, run_id).await {
+            Ok(()) => {}
+            Err(AggregateError::UserError(
+                SessionError::InvalidState { .. } | SessionError::Terminal { .. },
+            )) => return Ok(RunOutcome::LostClaim),
+            Err(e) => return Err(e.into()),
+        }
+        let interaction_id = Uuid::new_v4().to_string();
+        let step = llm_step::Step {
+            session_id,
+            run_id,
+            message_id,
+            now,
+        };
+        let (proposal, shown, reload) = self
+            .propose_claimed(&step, &session, &conversation, &events, ruled)
+            .await?;
+        // An extraction committed alongside changed the state the decision is judged on.
+        let (session, conversation) = if reload {
+            let Loaded {
+                session,
+                conversation,
+                ..
+            } = self.load(session_id, run_id).await?;
+            (session, conversation)
+        } else {
+            (session, conversation)
+        };
+        let (proposal, judged) = match session.judge(&proposal, Some(interaction_id.clone()), now) {
+            Ok(judged) => (proposal, judged),
+            Err(refusal) => {
+                self.record_refusal(session_id, run_id, &refusal).await;
+                let fallback = fallback(&session, &conversation, now);
+                let judged = session
+                    .judge(&fallback, Some(interaction_id.clone()), now)
+                    .map_err(AggregateError::UserError)?;
+                (fallback, judged)
+            }
+        };
+        // Text already streamed stands; text that replaces a shown part reaches the
+        // screen with `message.completed` (streaming it would append to the shown part).
+        if shown == llm_step::Shown::Nothing {
+            if let Some(text) = judged.message() {
+                self.hub.publish_words(session_id, &message_id, text);
+            }
+        }
+        let decide = SessionCommand::Decide {
+            message_id,
+            interaction_id: Some(interaction_id),
+            proposal: Box::new(proposal),
+            at: now,
+        };
+        self.execute(session_id, decide, run_id).await?;
+        Ok(RunOutcome::Yielded)
+    }
+
+    /// The policy's proposal for a claimed step, what of it was already shown, and whether an
+    /// extraction was committed alongside it (the session must then be loaded again).
+    async fn propose_claimed(
+        &self,
+        step: &llm_step::Step<'_>,
+        session: &Session,
+        conversation: &Conversation,
+        events: &[SessionEvent],
+        ruled: Option<Box<Proposal>>,
+    ) -> Result<(Proposal, llm_step::Shown, bool), HarnessError> {
+        let (session_id, run_id, message_id, now) =
+            (step.session_id, step.run_id, step.message_id, step.now);
+        let mut reload = false;
+        let (proposal, shown) = match (&self.gateway, session.study().map(|s| s.agent_config.mode))
+        {
+            // Consent, screening and safety stops are the runtime's own: the model is asked
+            // only during the interview proper.
+            (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
+                let model = &session.study().expect("interviewing").model_config;
+                match budget::check(events, model, &self.daily, now, true) {
+                    // An input not extracted yet has its extraction asked for at once
+                    // with the next step, so the participant waits on one round trip.
+                    None => {
+                        let alongside = llm_records::extraction_due(session, events);
+                        let extract = async {
+                            if alongside {
+                                self.llm_extract(gateway, step, session, conversation, events)
+                                    .await
+                            } else {
+                                None
+                            }
+                        };
+                        let (next, extraction) = tokio::join!(
+                            self.llm_propose(
+                                gateway,
+                                step,
+                                session,
+                                conversation,
+                                events,
+                                alongside
+                            ),
+                            extract,
+                        );
+                        if let Some(extraction) = extraction {
+                            self.record_extraction(session_id, message_id, extraction, run_id)
+                                .await?;
+                            reload = true;
+                        }
+                        next
+                    }
+                    // Past a limit the rules interviewer decides, and says why.
+                    Some(spent) => {
+                        let mut p = rules::propose(session, conversation, now);
+                        p.rationale = format!("{}: {}", spent.reason(), p.rationale);
+                        (p, llm_step::Shown::Nothing)
+                    }
+                }
+            }
+            _ => (
+                ruled.map_or_else(|| rules::propose(session, conversation, now), |p| *p),
+                llm_step::Shown::Nothing,
+            ),
+        };
+        Ok((proposal, shown, reload))
+    }
+}
+
+/// The fallback when a proposal is refused: the rules interviewer's choice, or, should even that
+/// be refused, the summary (always possible once consent is settled).
+fn fallback(
+    session: &Session,
+    conversation: &Conversation,
+    now: chrono::DateTime<Utc>,
+) -> Proposal {
+    let rules = rules::propose(session, conversation, now);
+    if session
+        .judge(&rules, Some(Uuid::nil().to_string()), now)
+        .is_ok()
+    {
+        return rules;
+    }
+    let mut p = rules;
+    p.action = AgentAction::SummarizeAndConfirm;
+    p.rationale = "Fallback after a refused decision: confirm what was learned so far.".into();
+    p.message = None;
+    p.summary = None;
+    p
+}
