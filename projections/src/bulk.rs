@@ -155,9 +155,11 @@ impl Projector {
         let documents = codec::CheckedOnce::new(load_documents(self.db(), &rows).await?);
         let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
         let mut prev = GENESIS_HASH.to_string();
+        let mut before = codec::compact::Before::default();
         for row in rows {
             if folded.last().is_none_or(|f| f.session_id != row.session_id) {
                 prev = GENESIS_HASH.to_string();
+                before = codec::compact::Before::default();
                 folded.push(Folded {
                     session_id: row.session_id.clone(),
                     view: SessionStateView::default(),
@@ -165,22 +167,24 @@ impl Projector {
                     session: interview_session::Session::default(),
                 });
             }
-            let event = codec::decode_text(
-                &row.event_type,
-                &row.event_version,
-                &row.payload,
+            let stored = (
+                row.event_type.as_str(),
+                row.event_version.as_str(),
+                row.payload.as_str(),
                 row.hash.as_deref(),
-                &prev,
-                &documents,
-            )
-            .map_err(|source| ProjectionError::Decode {
-                session_id: row.session_id.clone(),
-                sequence: row.sequence,
-                source,
-            })?;
+            );
+            let event =
+                codec::decode_text_after(stored, &prev, &before, &documents).map_err(|source| {
+                    ProjectionError::Decode {
+                        session_id: row.session_id.clone(),
+                        sequence: row.sequence,
+                        source,
+                    }
+                })?;
             let f = folded.last_mut().expect("just pushed");
             f.view.apply(row.sequence, &event, &mut f.rows);
             prev = event.hash.clone();
+            before = codec::compact::Before::of(&event);
             cqrs_es::Aggregate::apply(&mut f.session, event);
         }
         Ok((folded, events))

@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 
 use hashlink::LruCache;
+use interview_session::codec::compact::{self, Before};
 use interview_session::codec::{self, Documents, Encoded, Stored};
 use interview_session::hash::GENESIS_HASH;
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
@@ -49,8 +50,16 @@ impl NewEvent {
             .bind(&self.stored.hash)
     }
 
-    pub fn new(aggregate_id: &str, sequence: u64, event: SessionEvent, metadata: Value) -> Self {
-        let stored = codec::encode(&event);
+    /// The row of `event`, written right after `before` when it is the same command's (its
+    /// stored form then leaves out what `before` says: `codec::compact`).
+    pub fn new(
+        aggregate_id: &str,
+        sequence: u64,
+        event: SessionEvent,
+        before: Option<&SessionEvent>,
+        metadata: Value,
+    ) -> Self {
+        let stored = codec::encode_after(&event, before);
         Self {
             aggregate_id: aggregate_id.to_string(),
             sequence,
@@ -121,16 +130,17 @@ pub fn decode_rows(
     mut prev: String,
     documents: &dyn Documents,
 ) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
-    let mut out = Vec::with_capacity(rows.len());
+    let mut out: Vec<(u64, SessionEvent)> = Vec::with_capacity(rows.len());
+    let mut before = Before::default();
     for row in rows {
-        let event = codec::decode(row.stored(), &prev, documents).map_err(|source| {
-            ProjectionError::Decode {
-                session_id: session_id.into(),
-                sequence: row.sequence,
-                source,
-            }
+        let decoded = codec::decode_after(row.stored(), &prev, &before, documents);
+        let event = decoded.map_err(|source| ProjectionError::Decode {
+            session_id: session_id.into(),
+            sequence: row.sequence,
+            source,
         })?;
         prev = event.hash.clone();
+        before = Before::of(&event);
         out.push((row.sequence, event));
     }
     Ok(out)
@@ -219,6 +229,10 @@ pub async fn all_rows(db: &Db, session_id: &str) -> Result<Vec<Row>, sqlx::Error
     rows(db, session_id, 1, u64::MAX).await
 }
 
+/// How far back [`read_between`] looks at a time for an event stored whole (a commit's events
+/// are rarely more than this many).
+const READ_BACK: u64 = 8;
+
 /// A session's decoded events with `after < sequence <= up_to`, in order.
 pub async fn read_between(
     db: &Db,
@@ -226,13 +240,28 @@ pub async fn read_between(
     after: u64,
     up_to: u64,
 ) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
-    // The event at `after` is read for its hash, the link of the first one returned.
-    let mut rows = rows(db, session_id, after.max(1), up_to).await?;
-    let prev = match rows.first() {
-        Some(first) if after > 0 && first.sequence == after => row_hash(&rows.remove(0)),
-        _ => GENESIS_HASH.to_string(),
-    };
-    decode_read(db, session_id, &rows, prev).await
+    // Decoding starts at an event stored whole: the first one returned, unless it is a version 3
+    // one (inside a commit, taking what it leaves out from the events before it), and then the
+    // nearest whole one before it. The event before the first decoded is read for its hash, the
+    // first one's link.
+    let mut whole = after + 1;
+    loop {
+        let mut rows = rows(db, session_id, whole.saturating_sub(1).max(1), up_to).await?;
+        let prev = match rows.first() {
+            Some(first) if whole > 1 && first.sequence == whole - 1 => row_hash(&rows.remove(0)),
+            _ => GENESIS_HASH.to_string(),
+        };
+        let compact = rows
+            .first()
+            .is_some_and(|r| r.sequence == whole && r.event_version == compact::VERSION);
+        if compact && whole > 1 {
+            whole = whole.saturating_sub(READ_BACK).max(1);
+            continue;
+        }
+        let mut events = decode_read(db, session_id, &rows, prev).await?;
+        events.retain(|(seq, _)| *seq > after);
+        return Ok(events);
+    }
 }
 
 /// [`decode_rows`] for rows read from `db`, after reading the study documents they name.

@@ -20,7 +20,12 @@ pub fn timeline(events: &[StoredEvent], as_json: bool) {
             outln!("{line}");
             continue;
         }
-        let at = e.payload["at"].as_str().unwrap_or("-");
+        // A version 3 event may leave its time to the one before: the decoded event has it.
+        let at = match &decoded {
+            Some(decoded) => serde_json::to_value(decoded[i].at).ok(),
+            None => e.payload.get("at").cloned(),
+        };
+        let at = at.as_ref().and_then(Value::as_str).unwrap_or("-");
         let what = match &decoded {
             Some(decoded) => describe(&decoded[i].body),
             None => serde_json::from_value::<SessionEvent>(e.payload.clone())

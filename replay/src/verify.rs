@@ -22,11 +22,13 @@ pub fn decode(events: &[StoredEvent]) -> Result<Vec<SessionEvent>, Vec<String>> 
     let documents: std::collections::HashMap<String, serde_json::Value> =
         events.iter().flat_map(|e| e.documents.clone()).collect();
     let mut prev = GENESIS_HASH.to_string();
+    let mut before = codec::compact::Before::default();
     for e in events {
         let hash = e.hash_bytes();
-        match codec::decode(e.stored(hash.as_deref()), &prev, &documents) {
+        match codec::decode_after(e.stored(hash.as_deref()), &prev, &before, &documents) {
             Ok(d) => {
                 prev = d.hash.clone();
+                before = codec::compact::Before::of(&d);
                 decoded.push(d);
             }
             Err(DecodeError::UnknownVersion(version)) => problems.push(format!(

@@ -20,6 +20,11 @@
 //!
 //! `hash = SHA-256(prev_hash "\n" event_type "\n" "2" "\n" canonical(payload))`.
 //!
+//! **Version 3** (written today for a commit's second and later events) is a version 2 payload
+//! without what the event before it in the same commit already says — its `at`, and a rendered
+//! interaction that repeats its tool call — and decodes, and hashes, as that version 2 payload
+//! once [`compact::restore`] has put those back (see `codec/compact.rs`).
+//!
 //! **Version 1** (logs written before) carries `type`, `prev_hash` and `hash` inside the payload
 //! and the whole study in `session.created`. It decodes as it always did; nothing writes it.
 
@@ -36,7 +41,10 @@ use crate::hash::{canonical_json, event_hash, sha256_hex};
 pub const CURRENT_VERSION: &str = "2";
 
 /// The versions [`decode`] reads.
-pub const KNOWN_VERSIONS: [&str; 2] = ["1", "2"];
+pub const KNOWN_VERSIONS: [&str; 3] = ["1", "2", "3"];
+
+pub mod compact;
+use compact::Before;
 
 /// An event in the form it is stored: the columns beside the aggregate id and sequence.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,6 +249,16 @@ pub fn encode(event: &SessionEvent) -> Encoded {
     }
 }
 
+/// The stored form of a sealed event written right after `before` in the same commit: version 3
+/// when it can leave out what `before` says, else [`encode`]'s.
+pub fn encode_after(event: &SessionEvent, before: Option<&SessionEvent>) -> Encoded {
+    let encoded = encode(event);
+    match before {
+        Some(before) => compact::leave_out(encoded, event, before),
+        None => encoded,
+    }
+}
+
 /// The document ids a stored event needs before it can be decoded (a version 2
 /// `session.created`'s study documents); empty for every other event.
 pub fn documents_needed(row: Stored<'_>) -> Vec<String> {
@@ -255,12 +273,32 @@ pub fn documents_needed(row: Stored<'_>) -> Vec<String> {
 }
 
 /// Decodes one stored event. `prev_hash` is the hash of the event before it (the genesis hash
-/// for the first): a version 2 event's link, and its hash when the row's was not read.
+/// for the first): a version 2 event's link, and its hash when the row's was not read. A
+/// version 3 event needs the event before it too: see [`decode_after`].
 pub fn decode(
     row: Stored<'_>,
     prev_hash: &str,
     documents: &dyn Documents,
 ) -> Result<SessionEvent, DecodeError> {
+    decode_after(row, prev_hash, &Before::default(), documents)
+}
+
+/// [`decode`], with what the event before says (`Before::of` it) for a version 3 row to take.
+pub fn decode_after(
+    row: Stored<'_>,
+    prev_hash: &str,
+    before: &Before,
+    documents: &dyn Documents,
+) -> Result<SessionEvent, DecodeError> {
+    if row.event_version == compact::VERSION {
+        let whole = compact::restore(row.event_type, row.payload, before)?;
+        let row = Stored {
+            event_version: CURRENT_VERSION,
+            payload: &whole,
+            ..row
+        };
+        return decode_after(row, prev_hash, before, documents);
+    }
     let event = match row.event_version {
         // Version 1 is the typed event's own serde form.
         "1" => serde_json::from_value::<SessionEvent>(row.payload.clone())?,
@@ -317,6 +355,18 @@ pub fn decode_text(
     prev_hash: &str,
     documents: &dyn Documents,
 ) -> Result<SessionEvent, DecodeError> {
+    let row = (event_type, event_version, payload, hash);
+    decode_text_after(row, prev_hash, &Before::default(), documents)
+}
+
+/// [`decode_text`] of `(event_type, event_version, payload, hash)`, with what the event before
+/// says for a version 3 row (which takes the tree path).
+pub fn decode_text_after(
+    (event_type, event_version, payload, hash): (&str, &str, &str, Option<&[u8]>),
+    prev_hash: &str,
+    before: &Before,
+    documents: &dyn Documents,
+) -> Result<SessionEvent, DecodeError> {
     let fast = match (event_version, hash) {
         ("1", _) => Some(serde_json::from_str::<SessionEvent>(payload)?),
         // The splice is only for payloads without the keys version 2 never has (those take the
@@ -362,7 +412,7 @@ pub fn decode_text(
                 payload: &payload,
                 hash,
             };
-            decode(row, prev_hash, documents)
+            decode_after(row, prev_hash, before, documents)
         }
     }
 }

@@ -152,7 +152,9 @@ pub type ChainRow<'a> = (usize, &'a str, &'a str, &'a Value, Option<&'a [u8]>);
 
 /// Checks a session's stored events in sequence order: sequences are 1, 2, 3…; a version 1
 /// event's `prev_hash` is the previous hash and its `hash` recomputes; a version 2 event's stored
-/// hash recomputes from the previous hash. Returns the head hash, or every break found.
+/// hash recomputes from the previous hash, and a version 3 event's from its whole version 2
+/// payload (what it leaves out put back from the event before it, `codec::compact`). Returns the
+/// head hash, or every break found.
 pub fn verify_chain<'a>(
     events: impl IntoIterator<Item = ChainRow<'a>>,
 ) -> Result<String, Vec<ChainBreak>> {
@@ -160,6 +162,7 @@ pub fn verify_chain<'a>(
     let mut expected_prev = GENESIS_HASH.to_string();
     let mut expected_seq = 1usize;
     let mut seen_v2 = false;
+    let mut before = crate::codec::compact::Before::default();
     for (sequence, event_type, event_version, payload, column) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
@@ -175,6 +178,7 @@ pub fn verify_chain<'a>(
         }
         seen_v2 |= event_version != "1";
         let stored = if event_version == "1" {
+            before = crate::codec::compact::Before::of_payload(event_type, payload);
             let prev = payload
                 .get("prev_hash")
                 .and_then(Value::as_str)
@@ -194,7 +198,19 @@ pub fn verify_chain<'a>(
             stored.to_string()
         } else {
             let stored = column.map(to_hex).unwrap_or_default();
-            let recomputed = event_hash(&expected_prev, event_type, event_version, payload);
+            let (version, whole) = if event_version == crate::codec::compact::VERSION {
+                match crate::codec::compact::restore(event_type, payload, &before) {
+                    Ok(whole) => ("2", std::borrow::Cow::Owned(whole)),
+                    Err(e) => {
+                        problem(format!("cannot be read as version 3: {e}"));
+                        (event_version, std::borrow::Cow::Borrowed(payload))
+                    }
+                }
+            } else {
+                (event_version, std::borrow::Cow::Borrowed(payload))
+            };
+            before = crate::codec::compact::Before::of_payload(event_type, &whole);
+            let recomputed = event_hash(&expected_prev, event_type, version, &whole);
             if column.is_none_or(|c| c.len() != 32) {
                 problem(format!("the hash column holds {stored:?}, not 32 bytes"));
             } else if recomputed != stored {

@@ -258,10 +258,13 @@ impl EventStore<Session> for CachingEventStore {
             .enumerate()
             .map(|(i, e)| {
                 let metadata = if i == 0 { &first } else { &rest };
+                // After the command's first event, each leaves out what the one before says.
+                let before = i.checked_sub(1).map(|b| &envelopes[b].payload);
                 NewEvent::new(
                     &aggregate_id,
                     e.sequence as u64,
                     e.payload.clone(),
+                    before,
                     metadata.clone(),
                 )
             })
