@@ -229,10 +229,6 @@ pub async fn all_rows(db: &Db, session_id: &str) -> Result<Vec<Row>, sqlx::Error
     rows(db, session_id, 1, u64::MAX).await
 }
 
-/// How far back [`read_between`] looks at a time for an event stored whole (a commit's events
-/// are rarely more than this many).
-const READ_BACK: u64 = 8;
-
 /// A session's decoded events with `after < sequence <= up_to`, in order.
 pub async fn read_between(
     db: &Db,
@@ -241,27 +237,44 @@ pub async fn read_between(
     up_to: u64,
 ) -> Result<Vec<(u64, SessionEvent)>, ProjectionError> {
     // Decoding starts at an event stored whole: the first one returned, unless it is a version 3
-    // one (inside a commit, taking what it leaves out from the events before it), and then the
+    // one (inside a command, taking what it leaves out from the events before it), and then the
     // nearest whole one before it. The event before the first decoded is read for its hash, the
     // first one's link.
-    let mut whole = after + 1;
-    loop {
-        let mut rows = rows(db, session_id, whole.saturating_sub(1).max(1), up_to).await?;
-        let prev = match rows.first() {
-            Some(first) if whole > 1 && first.sequence == whole - 1 => row_hash(&rows.remove(0)),
-            _ => GENESIS_HASH.to_string(),
-        };
-        let compact = rows
-            .first()
-            .is_some_and(|r| r.sequence == whole && r.event_version == compact::VERSION);
-        if compact && whole > 1 {
-            whole = whole.saturating_sub(READ_BACK).max(1);
-            continue;
-        }
-        let mut events = decode_read(db, session_id, &rows, prev).await?;
-        events.retain(|(seq, _)| *seq > after);
-        return Ok(events);
+    let first = after.saturating_add(1);
+    let mut whole = first;
+    let mut read = rows(db, session_id, whole.saturating_sub(1).max(1), up_to).await?;
+    let inside = read
+        .iter()
+        .find(|r| r.sequence == first)
+        .is_some_and(|r| r.event_version == compact::VERSION);
+    if inside && first > 1 {
+        whole = whole_at_or_before(db, session_id, after).await?;
+        read = rows(db, session_id, whole.saturating_sub(1).max(1), up_to).await?;
     }
+    let prev = match read.first() {
+        Some(r) if whole > 1 && r.sequence == whole - 1 => row_hash(&read.remove(0)),
+        _ => GENESIS_HASH.to_string(),
+    };
+    let mut events = decode_read(db, session_id, &read, prev).await?;
+    events.retain(|(seq, _)| *seq > after);
+    Ok(events)
+}
+
+/// The last event at or before `seq` stored whole (not version 3): where decoding can start.
+async fn whole_at_or_before(db: &Db, session_id: &str, seq: u64) -> Result<u64, sqlx::Error> {
+    let found: Option<i64> = on_db!(read(db), |pool| {
+        sqlx::query_scalar(
+            "SELECT MAX(sequence) FROM events \
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3 AND event_version <> $4",
+        )
+        .bind(AGGREGATE_TYPE)
+        .bind(session_id)
+        .bind(seq.min(i64::MAX as u64) as i64)
+        .bind(compact::VERSION)
+        .fetch_one(pool)
+        .await?
+    });
+    Ok(found.map_or(1, |s| s.max(1) as u64))
 }
 
 /// [`decode_rows`] for rows read from `db`, after reading the study documents they name.

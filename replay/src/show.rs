@@ -2,6 +2,7 @@
 //! StreamEvents.
 
 use interview_projections::stream::StreamFolder;
+use interview_session::codec::compact::{self, Before};
 use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 
@@ -9,14 +10,27 @@ use crate::source::StoredEvent;
 
 pub fn timeline(events: &[StoredEvent], as_json: bool) {
     let decoded = crate::verify::decode(events).ok();
-    // A command's actor is stored on its first event only (since 2026-12-02): the events after
-    // it without one are its own.
-    let mut actor = "-";
+    // A command's metadata is stored on its first event only (since 2026-12-02): the events
+    // after it without any are its own, and are shown with it.
+    let mut metadata = Value::Null;
+    let mut before = Before::default();
     for (i, e) in events.iter().enumerate() {
-        actor = e.metadata["actor"].as_str().unwrap_or(actor);
+        if e.metadata.get("actor").is_some() || e.metadata.get("request_id").is_some() {
+            metadata = e.metadata.clone();
+        }
+        let actor = metadata["actor"].as_str().unwrap_or("-");
         if as_json {
-            let line = json!({"sequence": e.sequence, "event_type": e.event_type, "actor": actor,
-                              "metadata": e.metadata, "payload": e.payload});
+            // A version 3 payload with what it left out put back: every line has the whole
+            // version 2 payload.
+            let payload = match e.event_version.as_str() {
+                compact::VERSION => compact::restore(&e.event_type, &e.payload, &before)
+                    .unwrap_or_else(|_| e.payload.clone()),
+                _ => e.payload.clone(),
+            };
+            before = Before::of_payload(&e.event_type, &payload);
+            let line = json!({"sequence": e.sequence, "event_type": e.event_type,
+                              "event_version": e.event_version, "actor": actor,
+                              "metadata": metadata, "payload": payload});
             outln!("{line}");
             continue;
         }

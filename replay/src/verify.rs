@@ -1,5 +1,5 @@
 //! Verification: the hash chain and sequence (the stored `event_version` is part of the hashed
-//! text), every event decoding to its stored type and a known version, the aggregate's rules
+//! text; version 3 hashes as the version 2 payload it stands for), every event decoding to its stored type and a known version, the aggregate's rules
 //! re-checked over the stream, and (against a database) every column of the stored read models
 //! compared with the rows rebuilt in memory. Event metadata (`actor`, `request_id`) is not
 //! covered by the hash: it is reported as unaudited.

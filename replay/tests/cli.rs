@@ -257,9 +257,26 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         "{out}"
     );
     let (_, json_out, _) = replay(url, &["show", &session, "--json"]);
-    assert!(json_out
+    let lines: Vec<Value> = json_out
         .lines()
-        .all(|l| serde_json::from_str::<Value>(l).is_ok()));
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    // Every line has the whole payload (a version 3 one with what it left out put back), its
+    // stored version, and its command's metadata.
+    assert!(
+        lines.iter().any(|l| l["event_version"] == "3"),
+        "{json_out}"
+    );
+    assert!(
+        lines.iter().all(|l| l["payload"]["at"].is_string()
+            && l["metadata"]["actor"].is_string()
+            && l["metadata"]["request_id"].is_string()),
+        "{json_out}"
+    );
+    assert!(lines
+        .iter()
+        .filter(|l| l["event_type"] == "interaction.rendered")
+        .all(|l| l["payload"]["interaction"]["interaction_id"].is_string()));
 
     let (code, out, _) = replay(url, &["at", &session, "--seq", "1"]);
     assert_eq!(code, 0);

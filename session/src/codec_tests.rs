@@ -101,7 +101,7 @@ fn the_chain_runs_over_version_2_rows_and_an_edit_breaks_it_where_it_is() {
     let breaks = rows(&ea, &eb).unwrap_err();
     assert_eq!(breaks.len(), 1);
     assert_eq!(breaks[0].sequence, 2);
-    // The version is under the hash: a 2 stored as 3 breaks too.
+    // A 2 stored as 3 breaks too: it leaves out nothing a version 3 row must.
     let eb = Encoded {
         event_version: "3",
         ..encode(&b)

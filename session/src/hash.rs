@@ -4,8 +4,10 @@
 //! `codec`), where `hash = SHA-256(prev_hash "\n" event_type "\n" [event_version "\n"]
 //! canonical(payload without "hash"))` and `prev_hash` is the previous event's hash. The
 //! stored `event_version` column is part of the hashed text for every version but the first, `1`, which is written as nothing — so the hashes of the logs written before the
-//! version was covered still recompute, and editing a stored version in either direction breaks
-//! the chain (a `1` made `2` is hashed with `2`; a later version made `1` is hashed without it).
+//! version was covered still recompute, and editing a stored version between 1 and a later one
+//! breaks the chain (a `1` made `2` is hashed with `2`; a later version made `1` is hashed
+//! without it). Version 3 is a version 2 payload stored with what the event before says left
+//! out, and hashes as that version 2 payload (`codec::compact`).
 //! Canonical JSON is compact with object keys sorted by their UTF-8 bytes, so the hash does not
 //! depend on how a database (PostgreSQL `jsonb` reorders keys) or a serializer orders them.
 //! Content-addressed configuration ids use the same canonical form.
