@@ -24,6 +24,8 @@ const T = zh
       tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
       newer: "有新消息 ↓", notSent: "没有发出去 — 点这里重试", interviewer: "访谈者：", you: "你：",
       minutes: (n) => `大约需要 ${n} 分钟`, withName: (name) => `与你交谈的是 ${name}。`, named: (name) => `${name}：`,
+      withdraw: "撤回并删除我的回答", withdrawConfirm: "确定要退出这项研究并删除你在这次访谈中的所有回答吗？删除后无法恢复。",
+      erased: "你的回答已删除。", erasedDetail: "这次访谈中你说过、选过的内容都不再保留，研究人员也看不到。",
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -44,6 +46,10 @@ const T = zh
       newer: "New message ↓", notSent: "Not sent — tap to retry", interviewer: "Interviewer: ", you: "You: ",
       minutes: (n) => `About ${n} minute${n === 1 ? "" : "s"}`, withName: (name) => `You'll be talking with ${name}.`,
       named: (name) => `${name}: `,
+      withdraw: "Withdraw and delete my answers",
+      withdrawConfirm: "Withdraw from this study and delete everything you answered in this interview? This cannot be undone.",
+      erased: "Your answers have been deleted.",
+      erasedDetail: "Nothing you said or chose in this interview is kept, and the researchers can no longer see it.",
     };
 
 const $ = (id) => document.getElementById(id);
@@ -73,6 +79,7 @@ let events = null;
 const bubbles = new Map(); // message id → <li>
 const widgets = new Map(); // interaction id → the interaction, to show its answer later
 let awaitingFirstCharacter = false;
+let erased = false; // the participant's data was erased: nothing of it is shown again
 
 function firstCharacter() {
   if (awaitingFirstCharacter) {
@@ -211,6 +218,8 @@ function setStatus(next) {
   $("hint").textContent = T.answerAbove;
   $("hint").hidden = status !== "waiting_for_tool";
   $("end").hidden = status === "completed" || status === "abandoned" || !session;
+  // At the page's end while the interview runs; the completion card has its own.
+  $("withdraw").hidden = !session || erased || status === "completed" || status === "abandoned";
   if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
   if (open && document.activeElement === document.body) ui.text.focus();
   quickReplies(open && phase === "SUMMARY_CONFIRMATION");
@@ -305,6 +314,7 @@ function connect() {
     if (d.status === "completed" || d.status === "abandoned") finish(null, d.redirect_url);
   });
   on("session.completed", (d) => finish(d.summary, d.redirect_url));
+  on("session.erased", () => showErased());
   on("error", (d) => notice(d.message || T.failed));
 }
 
@@ -592,10 +602,12 @@ function showWidget(it) {
 // ---- the end ------------------------------------------------------------------------------
 
 function finish(summary, redirect) {
+  if (erased) return;
   hideWidget();
   thinking(false);
   ui.composer.hidden = true;
   $("end").hidden = true;
+  $("withdraw").hidden = true;
   const done = $("done");
   done.hidden = false;
   if (summary === null && done.childElementCount) {
@@ -613,7 +625,50 @@ function finish(summary, redirect) {
       location.reload();
     } })));
   }
+  done.append(el("p", {}, el("button", { type: "button", class: "quiet danger", text: T.withdraw, onclick: withdraw })));
   scrollDown();
+  heading.focus();
+}
+
+// ---- withdrawal ---------------------------------------------------------------------------
+
+// The participant leaves the study: after a confirmation in their language, the server ends the
+// interview if it runs and erases everything they said or chose (docs/privacy.md).
+async function withdraw() {
+  if (!confirm(T.withdrawConfirm)) return;
+  try {
+    await api("POST", `/api/sessions/${session.id}/withdraw`, {});
+    showErased();
+  } catch (error) {
+    notice(friendly(error));
+  }
+}
+
+// Nothing of the conversation stays on screen or in this browser; the stream (this tab or
+// another) says the same with `session.erased`.
+function showErased() {
+  if (erased) return;
+  erased = true;
+  events?.close();
+  hideWidget();
+  thinking(false);
+  quickReplies(false);
+  notice("");
+  ui.log.replaceChildren();
+  bubbles.clear();
+  widgets.clear();
+  ui.composer.hidden = true;
+  $("end").hidden = true;
+  $("withdraw").hidden = true;
+  forget();
+  try {
+    localStorage.removeItem(`interview:s:${session.id}`);
+  } catch {
+    // nothing kept
+  }
+  const heading = el("h2", { tabindex: "-1", text: T.erased });
+  $("done").replaceChildren(heading, el("p", { text: T.erasedDetail }));
+  $("done").hidden = false;
   heading.focus();
 }
 
@@ -761,6 +816,8 @@ function init() {
     send(e);
   });
   $("end").addEventListener("click", endInterview);
+  $("withdraw").textContent = T.withdraw;
+  $("withdraw").addEventListener("click", withdraw);
   $("start").addEventListener("click", begin);
   if (boot.error) {
     notice(boot.error === "study_not_found" ? T.notFound : T.failed);

@@ -13,7 +13,7 @@ use crate::ProjectionError;
 /// multiply the load on a database already in trouble.
 pub(crate) fn one_commands_fault(error: &ProjectionError) -> bool {
     match error {
-        ProjectionError::Decode { .. } => true,
+        ProjectionError::Decode { .. } | ProjectionError::ErasureMismatch { .. } => true,
         ProjectionError::Db(sqlx::Error::Database(e)) => {
             let code = e.code();
             let code = code.as_deref().unwrap_or_default();

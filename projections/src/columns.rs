@@ -88,7 +88,9 @@ pub fn state_cells(view: &SessionStateView) -> [Cell; 14] {
         Cell::Json(Some(state)),
         Cell::Time(view.idle_deadline()),
         Cell::Bool(Some(
-            view.status == SessionStatus::Completed && !view.final_extraction_done,
+            view.status == SessionStatus::Completed
+                && !view.final_extraction_done
+                && view.erasure.is_none(),
         )),
         Cell::Text(view.participant_ref.clone()),
     ]
@@ -144,7 +146,7 @@ pub const RESULT_KINDS: [Kind; 9] = {
 
 /// The view's `results` row, if it has one.
 pub fn result_cells(view: &SessionStateView) -> Option<[Cell; 9]> {
-    if view.status != SessionStatus::Completed || view.preview {
+    if view.status != SessionStatus::Completed || view.preview || view.erasure.is_some() {
         return None;
     }
     Some([

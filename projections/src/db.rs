@@ -179,14 +179,28 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
     {
-        std::fs::create_dir_all(dir).map_err(|source| DbError::DataDir {
+        let data_dir_error = |source| DbError::DataDir {
             path: dir.display().to_string(),
             source,
-        })?;
+        };
+        if !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(data_dir_error)?;
+            // A folder this process made holds participants' data: only its owner may enter.
+            owner_only(dir, 0o700).map_err(data_dir_error)?;
+        }
     }
+    // The database, and the WAL and shared-memory files SQLite creates with its permissions:
+    // readable and writable by the owner only.
+    create_owner_only(Path::new(path)).map_err(|source| DbError::DataDir {
+        path: path.to_string(),
+        source,
+    })?;
     let options = SqliteConnectOptions::new()
         .filename(path)
         .create_if_missing(true)
+        // Deleted and overwritten content is zeroed in the file, not left in free space: an
+        // erased participant's words must not stay in the database's bytes (docs/privacy.md).
+        .pragma("secure_delete", "ON")
         .journal_mode(SqliteJournalMode::Wal)
         // WAL + NORMAL: a commit survives the process being killed; only a power cut can lose
         // the last transactions.
@@ -212,6 +226,51 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
         .await
         .map_err(DbError::Connect)?;
     Ok(SqliteStore { write, read })
+}
+
+/// Sets `mode` on a file or folder (Unix; elsewhere nothing to do).
+fn owner_only(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
+/// Creates the database file with mode 600 if it is missing, else narrows it to 600.
+fn create_owner_only(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        return owner_only(path, 0o600);
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => owner_only(path, 0o600),
+        Err(e) => Err(e),
+    }
+}
+
+impl Db {
+    /// On SQLite, copies the WAL into the database and empties it (`wal_checkpoint(TRUNCATE)`):
+    /// pages an erasure overwrote must not live on in the log file. Nothing to do on PostgreSQL
+    /// (`docs/privacy.md` says what its WAL and dead rows keep).
+    #[tracing::instrument(skip(self), err)]
+    pub async fn truncate_wal(&self) -> Result<(), sqlx::Error> {
+        if let Db::Sqlite(s) = self {
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&s.write)
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// A PostgreSQL connection idle for longer than this is pinged before it is handed out.

@@ -327,6 +327,31 @@ where
         }
     }
 
+    // An erasure rewrites the events it covers in the transaction that records it.
+    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
+        if let (Some(erasure), Ok(())) = (crate::erasure::erasure_in(command), &outcome) {
+            match crate::erasure::rewrite(&mut tx, &command[0].aggregate_id, erasure).await {
+                Ok(()) => {}
+                // The log moved under the erasure: that command alone fails (its events are
+                // taken back below with the others that failed).
+                Err(ProjectionError::ErasureMismatch { .. }) => {
+                    *outcome = Err(PersistenceError::OptimisticLockError);
+                    for e in command.iter() {
+                        sqlx::query(
+                            "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+                        )
+                        .bind(interview_session::AGGREGATE_TYPE)
+                        .bind(e.aggregate_id.clone())
+                        .bind(e.sequence as i64)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     // 2. Fold in memory what starts from a kept view; the rest from the stored rows.
     let mut fast: Vec<Fast> = Vec::new();
     let mut slow: Vec<usize> = Vec::new();
@@ -353,6 +378,9 @@ where
         .collect();
     view_writes::insert_transcript(&mut tx, &transcript).await?;
     view_writes::upsert_results(&mut tx, fast.iter().map(|f| &f.view)).await?;
+    for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
+        crate::erasure::forget_views(&mut tx, f.session_id).await?;
+    }
     if postgres && !fast.is_empty() {
         let commits: Vec<(&str, u64)> = fast
             .iter()

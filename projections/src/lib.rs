@@ -12,6 +12,7 @@ pub mod bulk;
 pub mod columns;
 pub mod db;
 pub mod decision_log;
+pub mod erasure;
 pub mod group_commit;
 pub mod locks;
 pub mod log;

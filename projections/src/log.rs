@@ -102,6 +102,17 @@ impl Row {
         })
     }
 
+    /// The row as the chain check reads it (`interview_session::hash::verify_chain`).
+    pub fn chain(&self) -> interview_session::hash::ChainRow<'_> {
+        (
+            self.sequence as usize,
+            &self.event_type,
+            &self.event_version,
+            &self.payload,
+            self.hash.as_deref(),
+        )
+    }
+
     pub fn stored(&self) -> Stored<'_> {
         Stored {
             event_type: &self.event_type,

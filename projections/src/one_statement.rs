@@ -34,6 +34,7 @@ const MAX_VALUES: usize = 60_000;
 pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
     let kept = commands.iter().all(|(events, moved)| {
         moved.is_none()
+            && crate::erasure::erasure_in(events).is_none()
             && events.first().is_some_and(|first| {
                 recent
                     .kept_seq(&first.aggregate_id)

@@ -36,6 +36,8 @@ pub enum ProjectionError {
         sequence: u64,
         source: DecodeError,
     },
+    #[error("the events of session {session_id} are not the ones its erasure covers")]
+    ErasureMismatch { session_id: String },
 }
 
 #[derive(Clone, Debug)]
@@ -364,6 +366,9 @@ where
     let transcript: Vec<_> = rows.transcript.iter().map(|t| (session_id, t)).collect();
     view_writes::insert_transcript(tx, &transcript).await?;
     view_writes::upsert_results(tx, [view]).await?;
+    if view.erasure.is_some() {
+        crate::erasure::forget_views(tx, session_id).await?;
+    }
     Ok(true)
 }
 

@@ -170,6 +170,11 @@ impl StreamFolder {
                 json!({ "message": interview_session::phrases::delayed(&self.locale) }),
             )),
             EventBody::ErrorRecorded { .. } | EventBody::EndRequested {} => None,
+            // The page says the answers are gone (a reload then shows an empty conversation).
+            EventBody::ParticipantDataErased(_) => Some(StreamEvent::new(
+                "session.erased",
+                json!({ "erased_at": event.at }),
+            )),
         }
     }
 }

@@ -44,6 +44,10 @@ pub struct SessionStateView {
     /// The pinned study's `completion_redirect_url` template.
     #[serde(default)]
     pub completion_redirect_url: Option<String>,
+    /// The participant's data was erased: who asked, when, why, and how many events it covers.
+    /// What was said, answered or extracted is gone from this view (see [`Self::erase`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erasure: Option<Value>,
     /// Sequence of the last event folded in.
     pub last_seq: u64,
     /// Kept in its own column, never in the JSON document.
@@ -103,6 +107,19 @@ impl SessionStateView {
             self.status,
             self.end_reason,
         )
+    }
+
+    /// Forgets everything the session's content gave the view. Whole collections are dropped
+    /// rather than blanked, so the view is the same whether it was folded from the events before
+    /// or after they were erased. The stored transcript and results rows go with it
+    /// (`view_writes::forget_erased`).
+    pub fn erase(&mut self) {
+        self.participant_ref = None;
+        self.pending_interaction = None;
+        self.extracted_fields.clear();
+        self.errors.clear();
+        self.screening = None;
+        self.summary = None;
     }
 
     /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
@@ -255,6 +272,16 @@ impl SessionStateView {
                 "source": source, "code": code, "message": message, "created_at": at, "sequence": seq,
             })),
             EventBody::SessionAbandoned { reason } => self.end_reason = Some(*reason),
+            EventBody::ParticipantDataErased(erasure) => {
+                self.erase();
+                transcript.clear();
+                self.erasure = Some(serde_json::json!({
+                    "erased_at": at,
+                    "erased_by": erasure.by,
+                    "reason": erasure.reason,
+                    "erased_events": erasure.erased_events,
+                }));
+            }
         }
         self.last_activity_at = Some(at);
         self.last_seq = seq;

@@ -292,7 +292,7 @@ async fn run_verify(
                 "the bundle ends at {head:?}, not the expected head {expected:?}"
             ));
         }
-        return report(&source::session_id(&events), events.len(), &head, &problems);
+        return report(&source::session_id(&events), &events, &head, &problems);
     }
     let db = open(url, false).await?;
     let ids = match (session_id, all) {
@@ -310,7 +310,7 @@ async fn run_verify(
                 let problem =
                     "read-model rows are stored for this session, but the log has no event of it"
                         .to_string();
-                let _ = report(id, 0, "", &[problem]);
+                let _ = report(id, &[], "", &[problem]);
                 failed += 1;
                 continue;
             }
@@ -321,7 +321,7 @@ async fn run_verify(
             .await
             .map_err(|e| fail(SourceError::Database(e)))?;
         problems.extend(views);
-        if report(id, events.len(), &head, &problems).is_err() {
+        if report(id, &events, &head, &problems).is_err() {
             failed += 1;
         }
     }
@@ -349,9 +349,17 @@ async fn run_verify(
     }
 }
 
-fn report(id: &str, count: usize, head: &str, problems: &[String]) -> Result<(), ExitCode> {
+fn report(
+    id: &str,
+    events: &[source::StoredEvent],
+    head: &str,
+    problems: &[String],
+) -> Result<(), ExitCode> {
     if problems.is_empty() {
-        outln!("ok        {id}  ({count} events, head {head})");
+        outln!("ok        {id}  ({} events, head {head})", events.len());
+        for line in verify::erasure_note(events) {
+            outln!("  {line}");
+        }
         Ok(())
     } else {
         FAILED_SO_FAR.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -228,5 +228,19 @@ pub fn describe(body: &EventBody) -> String {
         } => format!("{source}/{code}: {message}"),
         EventBody::SessionAbandoned { reason } => format!("reason {reason:?}"),
         EventBody::EndRequested {} => "the participant asked to end".into(),
+        EventBody::ParticipantDataErased(e) => format!(
+            "the participant's data was erased by the {}{}: events 1-{} hold no content{}",
+            e.by.as_str(),
+            e.reason
+                .as_ref()
+                .map(|r| format!(" ({r:?})"))
+                .unwrap_or_default(),
+            e.erased_events,
+            if e.content_verified {
+                " (their chain verified just before)"
+            } else {
+                " (their chain did NOT verify just before)"
+            }
+        ),
     }
 }

@@ -302,3 +302,39 @@ fn clip(value: &str) -> String {
     cut.push_str("...");
     cut
 }
+
+/// What `verify` can still prove of a session whose participant's data was erased, and what was
+/// erased (when, by whom, why); nothing for any other session.
+pub fn erasure_note(events: &[StoredEvent]) -> Vec<String> {
+    let Some(erasure) = events
+        .iter()
+        .find(|e| e.event_type == "participant.data.erased")
+    else {
+        return Vec::new();
+    };
+    let p = &erasure.payload;
+    let n = p["erased_events"].as_u64().unwrap_or(0);
+    let reason = p["reason"]
+        .as_str()
+        .map(|r| format!(", reason {r:?}"))
+        .unwrap_or_default();
+    let verified = if p["content_verified"].as_bool() == Some(true) {
+        "verified"
+    } else {
+        "did NOT verify"
+    };
+    vec![
+        format!(
+            "erased:   the participant's data, at {} by the {}{reason} (event {}): the words, answers, \
+             panel id, summaries, extracted values and quotes of events 1-{n} are gone for good",
+            p["at"].as_str().unwrap_or("?"),
+            p["by"].as_str().unwrap_or("?"),
+            erasure.sequence
+        ),
+        format!(
+            "proven:   events 1-{n} are the ones erased, unchanged since (their digest), in order, \
+             with their types, times, statuses, phases, decisions' actions, ids, counts and the \
+             rules; their chain over the whole content {verified} just before the erasure"
+        ),
+    ]
+}

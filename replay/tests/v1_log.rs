@@ -293,6 +293,67 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
     assert_eq!(broken.len(), 1, "only the edited event: {out}");
 }
 
+/// A session written in version 1 (plaintext, its hashes inside its payloads) is erased like any
+/// other: nothing of its content is left, its rows carry their hashes in the column, and it
+/// verifies, linking to the head it had.
+async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
+    let server = start(store).await;
+    let events = fixture_events();
+    let session = events[0]["payload"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    insert(&server.db, &session, &events).await;
+    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    let old_head = events.last().unwrap()["payload"]["hash"].as_str().unwrap();
+    let said = events
+        .iter()
+        .find(|e| e["event_type"] == "participant.message.created")
+        .map(|e| e["payload"]["content"].as_str().unwrap().to_string())
+        .unwrap();
+
+    let receipt = interview_runtime::command::erasure::erase(
+        &server.state,
+        &session,
+        interview_session::erasure::ErasedBy::Researcher,
+        None,
+        "test",
+    )
+    .await
+    .unwrap();
+    assert_eq!(receipt.events_erased, events.len() as u64);
+    assert!(receipt.content_verified);
+
+    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("erased:"), "{out}");
+    let (_, shown, _) = replay(&server.url, &["show", &session, "--json"]);
+    assert!(!shown.contains(&said), "{shown}");
+    let rows = interview_projections::log::all_rows(&server.db, &session)
+        .await
+        .unwrap();
+    assert!(rows[..events.len()]
+        .iter()
+        .all(|r| r.event_version == "erased" && r.hash.is_some()));
+    // The erasure record links to the head the version 1 log had.
+    let link =
+        interview_session::hash::verify_chain(rows[..events.len()].iter().map(|r| r.chain()));
+    assert!(
+        link.is_err(),
+        "erased rows alone, without their record, do not verify"
+    );
+    let events_route = get(&server, &format!("/api/sessions/{session}/events")).await;
+    let erasure_event = events_route["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "participant.data.erased")
+        .cloned()
+        .unwrap();
+    assert_eq!(erasure_event["payload"]["prev_hash"], old_head);
+}
+
 /// One `#[tokio::test]` per store for each named `async fn(Store)`.
 macro_rules! both_stores {
     ($($name:ident),* $(,)?) => {
@@ -311,4 +372,5 @@ both_stores!(
     a_version_1_log_verifies_and_rebuilds_the_views_of_its_time,
     a_session_left_open_in_version_1_goes_on_in_version_2,
     an_edited_payload_breaks_the_chain_at_that_event_only,
+    a_version_1_session_is_erased_and_still_verifies,
 );

@@ -12,6 +12,7 @@ mod answers;
 mod check;
 mod coverage;
 mod decide;
+mod erase;
 mod fold;
 mod interviewer;
 mod judge;
@@ -110,6 +111,12 @@ pub struct Session {
     /// How the session ended and what its model calls cost (for the study overview).
     #[serde(default)]
     outcome: OutcomeFacts,
+    /// Events folded so far (an erasure must cover them all).
+    #[serde(default)]
+    events: u64,
+    /// The participant's data was erased: no command is taken any more.
+    #[serde(default)]
+    erased: bool,
 }
 
 /// The claim on the utterance being written (`agent.message.started` with no decision yet).
@@ -213,8 +220,11 @@ impl Aggregate for Session {
         sink: &EventSink<Self>,
     ) -> Result<(), Self::Error> {
         use SessionCommand as C;
+        if self.erased {
+            return Err(SessionError::Erased);
+        }
         // One function per command, by who sends it: lifecycle.rs, participant.rs,
-        // interviewer.rs, system.rs (the guards they share are below).
+        // interviewer.rs, system.rs, erase.rs (the guards they share are below).
         match command {
             C::Create {
                 session_id,
@@ -386,6 +396,11 @@ impl Aggregate for Session {
             C::Expire { at } => self.expire(sink, at).await,
             C::RequestEnd { at } => self.end_by_participant(sink, at).await,
             C::Abandon { reason, at } => self.abandon(sink, reason, at).await,
+            C::RecordErasure {
+                erasure,
+                head_hash,
+                at,
+            } => self.record_erasure(sink, erasure, &head_hash, at).await,
         }
     }
 

@@ -25,6 +25,10 @@
 //! interaction that repeats its tool call — and decodes, and hashes, as that version 2 payload
 //! once [`compact::restore`] has put those back (see `codec/compact.rs`).
 //!
+//! **Erased** (`erased`, `codec/erased.rs`): an event whose personal data was erased, rewritten
+//! in place as the version 2 payload of its erased body with its original hash kept in the
+//! column; the `participant.data.erased` event after it carries a digest of the erased rows.
+//!
 //! **Version 1** (logs written before) carries `type`, `prev_hash` and `hash` inside the payload
 //! and the whole study in `session.created`. It decodes as it always did; nothing writes it.
 
@@ -41,9 +45,10 @@ use crate::hash::{canonical_json, event_hash, sha256_hex};
 pub const CURRENT_VERSION: &str = "2";
 
 /// The versions [`decode`] reads.
-pub const KNOWN_VERSIONS: [&str; 3] = ["1", "2", "3"];
+pub const KNOWN_VERSIONS: [&str; 4] = ["1", "2", "3", erased::VERSION];
 
 pub mod compact;
+pub mod erased;
 use compact::Before;
 
 /// An event in the form it is stored: the columns beside the aggregate id and sequence.
@@ -152,6 +157,8 @@ pub enum DecodeError {
     DocumentMismatch(String),
     #[error("the hash column does not hold 32 bytes")]
     BadHash,
+    #[error("an erased event needs its hash column: its payload no longer gives it")]
+    ErasedWithoutHash,
 }
 
 #[derive(Serialize)]
@@ -299,6 +306,17 @@ pub fn decode_after(
         };
         return decode_after(row, prev_hash, before, documents);
     }
+    if row.event_version == erased::VERSION {
+        // A version 2 payload whose hash is the one stored, never one recomputed from it.
+        if row.hash.is_none_or(|h| h.len() != 32) {
+            return Err(DecodeError::ErasedWithoutHash);
+        }
+        let row = Stored {
+            event_version: CURRENT_VERSION,
+            ..row
+        };
+        return decode_after(row, prev_hash, before, documents);
+    }
     let event = match row.event_version {
         // Version 1 is the typed event's own serde form.
         "1" => serde_json::from_value::<SessionEvent>(row.payload.clone())?,
@@ -415,6 +433,31 @@ pub fn decode_text_after(
             decode_after(row, prev_hash, before, documents)
         }
     }
+}
+
+/// The study documents a version 1 `session.created` carries inline, as `(content id, kind,
+/// document)`, each checked against its id: what must be stored before the event is rewritten
+/// in a form that names them instead (its erasure, `codec/erased.rs`). Empty for every other row.
+pub fn inline_documents(
+    row: Stored<'_>,
+) -> Result<Vec<(String, &'static str, Value)>, DecodeError> {
+    if row.event_version != "1" || row.event_type != "session.created" {
+        return Ok(Vec::new());
+    }
+    let study = &row.payload["study"];
+    let mut found = Vec::new();
+    for (field, key, prefix) in STUDY_DOCUMENTS {
+        let Some(id) = study["config_versions"][key].as_str() else {
+            continue;
+        };
+        let mut document = study[field].clone();
+        crate::hash::normalize_numbers(&mut document);
+        if !document_matches(prefix, id, &document) {
+            return Err(DecodeError::DocumentMismatch(id.into()));
+        }
+        found.push((id.to_string(), field, document));
+    }
+    Ok(found)
 }
 
 /// Puts the pinned study's documents back into a version 2 `session.created`, each checked

@@ -165,6 +165,15 @@ pub enum SessionCommand {
         reason: ConcludeReason,
         at: DateTime<Utc>,
     },
+    /// Records that the participant's data is erased (`docs/privacy.md`), on an ended session:
+    /// `erasure` covers every event so far, the last of which has `head_hash` (the caller read
+    /// and erased exactly those; anything committed since refuses this). Once recorded, the
+    /// session takes no command at all.
+    RecordErasure {
+        erasure: crate::erasure::Erasure,
+        head_hash: String,
+        at: DateTime<Utc>,
+    },
 }
 
 /// The message of a [`SessionCommand::SubmitThenPostMessage`].

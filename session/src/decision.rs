@@ -35,6 +35,9 @@ pub enum ConcludeReason {
     SafetyTriggered,
     ConsentDeclined,
     Timeout,
+    /// The participant withdrew (`POST …/withdraw`) while the interview ran; their data is
+    /// erased next. Only the withdrawal ends a session with it: no interviewer may.
+    Withdrawn,
 }
 
 impl ConcludeReason {
@@ -42,7 +45,7 @@ impl ConcludeReason {
     pub fn abandons(self) -> bool {
         matches!(
             self,
-            Self::ScreeningFailed | Self::SafetyTriggered | Self::ConsentDeclined
+            Self::ScreeningFailed | Self::SafetyTriggered | Self::ConsentDeclined | Self::Withdrawn
         )
     }
 }

@@ -40,6 +40,10 @@ pub enum SessionError {
     InvalidValue { field: String, message: String },
     #[error("this message id was already used for a different message")]
     IdempotencyKeyReused { client_message_id: Option<String> },
+    #[error("the participant's data in this session was erased")]
+    Erased,
+    #[error("the session changed while its data was being erased; try again")]
+    ErasureOutdated,
 }
 
 impl SessionError {
@@ -50,8 +54,9 @@ impl SessionError {
             | Self::InteractionPending { .. }
             | Self::InvalidState { .. }
             | Self::InteractionAlreadyAnswered { .. }
-            | Self::IdempotencyKeyReused { .. } => ErrorKind::Conflict,
-            Self::Terminal { .. } => ErrorKind::Gone,
+            | Self::IdempotencyKeyReused { .. }
+            | Self::ErasureOutdated => ErrorKind::Conflict,
+            Self::Terminal { .. } | Self::Erased => ErrorKind::Gone,
             Self::InvalidValue { .. } => ErrorKind::Invalid,
         }
     }
@@ -67,13 +72,15 @@ impl SessionError {
             Self::InteractionAlreadyAnswered { .. } => "interaction_already_answered",
             Self::InvalidValue { .. } => "invalid_value",
             Self::IdempotencyKeyReused { .. } => "idempotency_key_reused",
+            Self::Erased => "participant_data_erased",
+            Self::ErasureOutdated => "erasure_outdated",
         }
     }
 
     /// Machine-readable context for the error body's `details`.
     pub fn details(&self) -> Option<Value> {
         match self {
-            Self::NotCreated | Self::AlreadyCreated => None,
+            Self::NotCreated | Self::AlreadyCreated | Self::Erased | Self::ErasureOutdated => None,
             Self::Terminal { status } | Self::InvalidState { status } => {
                 Some(json!({ "status": status }))
             }

@@ -254,6 +254,12 @@ pub enum EventBody {
     /// confirmed; pressed again at the confirmation, the session completes unconfirmed.
     #[serde(rename = "session.end_requested")]
     EndRequested {},
+    /// The participant's data was erased (withdrawal, a researcher acting on a request, or the
+    /// study's retention): every event before this one is stored in its erased form from now on
+    /// (`codec/erased.rs`), and this event says what was erased and how to check it. It holds no
+    /// content: who asked, when (`at`), why, and a digest of the erased events as stored.
+    #[serde(rename = "participant.data.erased")]
+    ParticipantDataErased(crate::erasure::Erasure),
 }
 
 /// What an event says a model call cost: the calls it stands for and their tokens.
@@ -324,6 +330,7 @@ impl EventBody {
             Self::SessionCompleted { .. } => "session.completed",
             Self::SessionAbandoned { .. } => "session.abandoned",
             Self::EndRequested { .. } => "session.end_requested",
+            Self::ParticipantDataErased(_) => "participant.data.erased",
         }
     }
 }

@@ -155,8 +155,10 @@ pub type ChainRow<'a> = (usize, &'a str, &'a str, &'a Value, Option<&'a [u8]>);
 /// Checks a session's stored events in sequence order: sequences are 1, 2, 3…; a version 1
 /// event's `prev_hash` is the previous hash and its `hash` recomputes; a version 2 event's stored
 /// hash recomputes from the previous hash, and a version 3 event's from its whole version 2
-/// payload (what it leaves out put back from the event before it, `codec::compact`). Returns the
-/// head hash, or every break found.
+/// payload (what it leaves out put back from the event before it, `codec::compact`). Erased
+/// events (`codec::erased`) are checked through the digest the `participant.data.erased` event
+/// after them carries, which must cover exactly the events before it; nothing may be erased
+/// without one. Returns the head hash, or every break found.
 pub fn verify_chain<'a>(
     events: impl IntoIterator<Item = ChainRow<'a>>,
 ) -> Result<String, Vec<ChainBreak>> {
@@ -165,6 +167,7 @@ pub fn verify_chain<'a>(
     let mut expected_seq = 1usize;
     let mut seen_v2 = false;
     let mut before = crate::codec::compact::Before::default();
+    let mut erased = crate::codec::erased::FormDigest::default();
     for (sequence, event_type, event_version, payload, column) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
@@ -179,7 +182,20 @@ pub fn verify_chain<'a>(
             problem("a version 1 event after events of a later version".into());
         }
         seen_v2 |= event_version != "1";
-        let stored = if event_version == "1" {
+        let stored = if event_version == crate::codec::erased::VERSION {
+            // Its hash was taken over content that is gone: the erasure's digest covers it.
+            before = crate::codec::compact::Before::of_payload(event_type, payload);
+            match column.filter(|c| c.len() == 32) {
+                Some(hash) => {
+                    erased.add(sequence as u64, event_type, payload, hash);
+                    to_hex(hash)
+                }
+                None => {
+                    problem("an erased event without its 32-byte hash".into());
+                    String::new()
+                }
+            }
+        } else if event_version == "1" {
             before = crate::codec::compact::Before::of_payload(event_type, payload);
             let prev = payload
                 .get("prev_hash")
@@ -220,15 +236,54 @@ pub fn verify_chain<'a>(
                     "hash {stored:?} does not match the payload and the previous hash (recomputed {recomputed:?})"
                 ));
             }
+            if event_type == "participant.data.erased" {
+                let digest = std::mem::take(&mut erased);
+                if let Err(p) = erasure_covers(&whole, sequence, digest) {
+                    problem(p);
+                }
+            }
             stored
         };
         expected_prev = stored;
+    }
+    if erased.events() > 0 {
+        breaks.push(ChainBreak {
+            sequence: expected_seq.saturating_sub(1),
+            problem: format!(
+                "{} events are stored erased with no participant.data.erased after them",
+                erased.events()
+            ),
+        });
     }
     if breaks.is_empty() {
         Ok(expected_prev)
     } else {
         Err(breaks)
     }
+}
+
+/// Whether an erasure record (`payload`, at `sequence`) covers exactly the erased events before it.
+fn erasure_covers(
+    payload: &Value,
+    sequence: usize,
+    digest: crate::codec::erased::FormDigest,
+) -> Result<(), String> {
+    let said = payload["erased_events"].as_u64().unwrap_or(0);
+    if said != sequence as u64 - 1 || digest.events() != said {
+        return Err(format!(
+            "the erasure covers {said} events but {} of the {} before it are stored erased",
+            digest.events(),
+            sequence - 1
+        ));
+    }
+    let recorded = payload["erased_form_sha256"].as_str().unwrap_or("");
+    let stored = digest.finish();
+    if recorded != stored {
+        return Err(format!(
+            "the erased events as stored (digest {stored:?}) are not the ones erased (digest {recorded:?})"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -231,6 +231,11 @@ pub struct Limits {
     /// Serialized only when set, so studies published before it existed keep their version id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<u32>,
+    /// Days an ended session's data is kept; then the sweeper erases it (`docs/privacy.md`).
+    /// Fractions count (`0.5` is twelve hours); `0` erases at the first sweep after the end.
+    /// Unset: kept until someone erases it. Serialized only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_days: Option<f64>,
 }
 
 impl Default for Limits {
@@ -241,6 +246,7 @@ impl Default for Limits {
             confidence_threshold: 0.7,
             idle_ttl_minutes: 24 * 60,
             max_sessions: None,
+            retention_days: None,
         }
     }
 }
@@ -663,6 +669,14 @@ impl StudyDefinition {
         }
         if l.max_sessions == Some(0) {
             return Err(invalid("limits.max_sessions", "must be at least 1"));
+        }
+        if l.retention_days
+            .is_some_and(|d| !(0.0..=36_500.0).contains(&d))
+        {
+            return Err(invalid(
+                "limits.retention_days",
+                "must be between 0 and 36500 (days)",
+            ));
         }
         Ok(())
     }

@@ -95,6 +95,15 @@ impl KeptSessions {
             .remove(id)
     }
 
+    /// Drops the session's kept state and last commit.
+    pub fn forget(&self, id: &str) {
+        self.kept
+            .lock()
+            .expect("the session cache is never poisoned")
+            .remove(id);
+        self.take_commit(id);
+    }
+
     fn take_doubt(&self, id: &str) -> bool {
         self.doubted
             .lock()

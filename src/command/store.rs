@@ -92,6 +92,12 @@ impl SessionStore {
         self.kept.version(id)
     }
 
+    /// Forgets everything this process keeps of a session (its folded state and last commit):
+    /// after an erasure, no copy of its content may stay in memory.
+    pub fn forget(&self, id: &str) {
+        self.kept.forget(id);
+    }
+
     /// Commands this process has committed (a command that writes nothing counts too).
     pub fn commands_committed(&self) -> u64 {
         self.committed.load(std::sync::atomic::Ordering::Relaxed)
@@ -194,5 +200,6 @@ fn command_name(command: &SessionCommand) -> &'static str {
         SessionCommand::CompleteFinalExtraction { .. } => "complete_final_extraction",
         SessionCommand::Abandon { .. } => "abandon",
         SessionCommand::RequestEnd { .. } => "request_end",
+        SessionCommand::RecordErasure { .. } => "record_erasure",
     }
 }

@@ -100,6 +100,14 @@ pub(crate) struct Loaded {
 }
 
 impl Harness {
+    /// Forgets what the harness keeps of a session (after its data was erased).
+    pub fn forget(&self, session_id: &str) {
+        self.kept
+            .lock()
+            .expect("the harness cache is never poisoned")
+            .remove(session_id);
+    }
+
     pub fn new(
         db: Db,
         store: Arc<SessionStore>,

@@ -235,7 +235,8 @@ impl From<interview_projections::ProjectionError> for ApiError {
     fn from(err: interview_projections::ProjectionError) -> Self {
         match err {
             interview_projections::ProjectionError::Db(e) => e.into(),
-            other @ interview_projections::ProjectionError::Decode { .. } => {
+            other @ (interview_projections::ProjectionError::Decode { .. }
+            | interview_projections::ProjectionError::ErasureMismatch { .. }) => {
                 Self::Internal(Box::new(other))
             }
         }

@@ -5,7 +5,7 @@ use actix_web::{get, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::routes::{health, research, sessions, stream, studies};
+use crate::http::routes::{erasure, health, research, sessions, stream, studies};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -19,6 +19,7 @@ use crate::http::routes::{health, research, sessions, stream, studies};
         research::study_sessions, research::transcript, research::session_state, research::decisions,
         research::tool_calls, research::interaction_events, research::events,
         research::results, research::results_csv, research::results_jsonl,
+        erasure::withdraw, erasure::erase_session, erasure::erase_participant, erasure::purge_log,
     ),
     modifiers(&BearerAuth),
     tags(

@@ -83,8 +83,10 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
         .await
     {
         Ok(()) => {}
-        // Done, or another worker holds a fresh claim.
-        Err(AggregateError::UserError(SessionError::InvalidState { .. }))
+        // Done, or another worker holds a fresh claim, or the participant's data is erased.
+        Err(AggregateError::UserError(
+            SessionError::InvalidState { .. } | SessionError::Erased,
+        ))
         | Err(AggregateError::AggregateConflict) => {
             metrics::counter!("interview_final_extractions_total", "outcome" => "skipped")
                 .increment(1);

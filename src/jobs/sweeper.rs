@@ -1,5 +1,6 @@
 //! The idle sweeper: sessions left idle past their study's `idle_ttl_minutes` are abandoned
 //! (`timeout`), or — idle at the summary confirmation — completed with the summary unconfirmed.
+//! Each sweep then runs the studies' retention (`jobs::retention`).
 //!
 //! The aggregate decides (`Expire` is refused for a session that is not idle), so the sweeper is
 //! safe on several processes at once and against a participant who comes back at the last
@@ -61,6 +62,9 @@ pub fn spawn(state: web::Data<AppState>, every_secs: u64) {
             tick.tick().await;
             if let Err(error) = sweep_once(&state, Utc::now()).await {
                 tracing::warn!(%error, "idle sweep failed; will retry");
+            }
+            if let Err(error) = crate::jobs::retention::erase_expired(&state, Utc::now()).await {
+                tracing::warn!(%error, "retention sweep failed; will retry");
             }
         }
     });

@@ -86,6 +86,10 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "GET /api/sessions/{session_id}/tool-calls",
         "GET /api/sessions/{session_id}/interaction-events",
         "GET /api/sessions/{session_id}/events",
+        "POST /api/sessions/{session_id}/withdraw",
+        "DELETE /api/sessions/{session_id}/participant-data",
+        "POST /api/studies/{study_id}/erasures",
+        "GET /api/studies/{study_id}/erasures",
     ]
     .into_iter()
     .map(String::from)

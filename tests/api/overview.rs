@@ -184,6 +184,7 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
             "in_progress": 1, "declined": 1, "screened_out": 1,
             "abandoned": {"total": 1, "by_phase": {"CONSENT_OR_SCREENING": 1}},
             "idle_expired": {"total": 1, "by_phase": {idle_phase: 1}},
+            "withdrawn": 0,
         }),
         "{o:#}"
     );

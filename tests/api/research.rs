@@ -16,11 +16,22 @@ pub(crate) async fn interview(app: &TestApp, preview: bool, consent: bool) -> St
 
 /// The same, the participant giving `answer` to every open question.
 async fn interview_saying(app: &TestApp, preview: bool, consent: bool, answer: &str) -> String {
+    interview_as(app, preview, consent, answer, "p,1").await.0
+}
+
+/// The same for the panel id `participant_ref`; the session and its participant token.
+pub(crate) async fn interview_as(
+    app: &TestApp,
+    preview: bool,
+    consent: bool,
+    answer: &str,
+    participant_ref: &str,
+) -> (String, String) {
     let res = app
         .post(
             "/api/public/studies/demo/sessions",
             preview.then_some(RESEARCHER_TOKEN),
-            &json!({"preview": preview, "participant_ref": "p,1"}),
+            &json!({"preview": preview, "participant_ref": participant_ref}),
         )
         .await;
     assert_eq!(res.status(), StatusCode::CREATED);
@@ -56,7 +67,7 @@ async fn interview_saying(app: &TestApp, preview: bool, consent: bool, answer: &
         }
         s = app.run(&session).await;
     }
-    session
+    (session, token)
 }
 
 /// RFC 4180, enough for the tests: quoted fields, doubled quotes, line breaks inside quotes.
@@ -645,14 +656,9 @@ async fn the_log_reads_alike_from_any_event(store: Store) {
         .unwrap();
     let last = whole.last().unwrap().0;
     let head = interview_session::hash::verify_chain(
-        rows.iter().filter(|r| r.sequence <= last).map(|r| {
-            let row = (
-                r.sequence as usize,
-                r.event_type.as_str(),
-                r.event_version.as_str(),
-            );
-            (row.0, row.1, row.2, &r.payload, r.hash.as_deref())
-        }),
+        rows.iter()
+            .filter(|r| r.sequence <= last)
+            .map(|r| r.chain()),
     );
     assert_eq!(head.unwrap(), whole.last().unwrap().1.hash);
 }

@@ -517,3 +517,75 @@ test("hostile study text and answers never run as script on the page", async () 
   assert.deepEqual(foreign, [], "the page asked another host for something");
   await context.close();
 });
+
+// Withdrawal (docs/privacy.md): during the interview a participant can withdraw and have their
+// answers deleted, after a confirmation; the page then keeps nothing of the conversation, and
+// neither does the server (the researcher's event log no longer holds the words). The
+// completion screen offers the same.
+test("a participant withdraws and their answers are deleted", async () => {
+  const { context, page } = await phone({ bypassCSP: true });
+  const WORDS = "I keep my meal plans in a violet ledger 4471";
+  await page.goto(`${server.base}/interview/demo`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.keyboard.press("Enter");
+  await assistant(page).first().waitFor();
+  await say(page, WORDS);
+  await assistant(page).nth(1).waitFor();
+  const withdraw = page.locator("#withdraw");
+  assert.equal(await withdraw.textContent(), "Withdraw and delete my answers");
+  await withdraw.scrollIntoViewIfNeeded();
+  assert.ok(await withdraw.isVisible(), "withdrawing is offered during the interview");
+  await axe(page, "the interview with the withdraw button");
+  const id = await page.evaluate(() => session.id);
+
+  // Dismissed, nothing happens; accepted, the answers go.
+  page.once("dialog", (d) => d.dismiss());
+  await withdraw.click();
+  assert.ok((await page.locator("#log").textContent()).includes("violet ledger"));
+  const asked = [];
+  page.once("dialog", (d) => { asked.push(d.message()); d.accept(); });
+  await withdraw.click();
+  await page.locator("#done h2", { hasText: "Your answers have been deleted." }).waitFor();
+  assert.match(asked[0], /cannot be undone/);
+  assert.equal(await page.locator("#log li").count(), 0, "the conversation is gone from the page");
+  assert.ok(await page.locator("#composer").isHidden());
+  assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2");
+  await axe(page, "after withdrawal");
+  const kept = await page.evaluate(() => JSON.stringify(localStorage));
+  assert.ok(!kept.includes(id), "the browser keeps no token for the erased session");
+
+  const auth = { authorization: `Bearer ${RESEARCHER_TOKEN}` };
+  const log = await (await fetch(`${server.base}/api/sessions/${id}/events`, { headers: auth })).text();
+  assert.ok(log.includes("participant.data.erased"), log.slice(0, 300));
+  assert.ok(!log.includes("violet ledger"), "the server keeps none of the words");
+
+  // A reload shows nothing of it either.
+  await page.reload();
+  assert.equal(await page.locator("#log li").count(), 0);
+  await context.close();
+});
+
+test("the completion screen offers withdrawal too", async () => {
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/demo`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.keyboard.press("Enter");
+  await assistant(page).first().waitFor();
+  // "End interview" twice: the questions stop, then the summary is left unconfirmed.
+  for (let i = 0; i < 2; i++) {
+    page.once("dialog", (d) => d.accept());
+    await page.locator("#end").click();
+    await page.waitForTimeout(300);
+    if (await page.locator("#done h2").isVisible()) break;
+  }
+  await page.locator("#done h2").waitFor();
+  const button = page.locator("#done button", { hasText: "Withdraw and delete my answers" });
+  assert.ok(await button.isVisible());
+  page.once("dialog", (d) => d.accept());
+  await button.click();
+  await page.locator("#done h2", { hasText: "Your answers have been deleted." }).waitFor();
+  assert.equal(await page.locator("#log li").count(), 0);
+  await context.close();
+});

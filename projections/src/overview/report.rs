@@ -31,6 +31,9 @@ pub struct Stopped {
     pub screened_out: i64,
     pub abandoned: ByPhase,
     pub idle_expired: ByPhase,
+    /// Sessions whose participant's data was erased (withdrawn, erased on request, or past the
+    /// study's retention), however they had ended: they count nowhere else.
+    pub withdrawn: i64,
 }
 
 /// The median and 90th percentile of a measure (linear between closest ranks, as numpy and
@@ -238,6 +241,7 @@ impl Overview {
                 screened_out: get("screened_out"),
                 abandoned: by_phase("abandoned"),
                 idle_expired: by_phase("idle_expired"),
+                withdrawn: get("withdrawn"),
             },
             completed: Completed {
                 count: get("completed"),
@@ -293,7 +297,8 @@ mod tests {
     #[test]
     fn every_created_session_is_counted_once() {
         let counts: BTreeMap<String, i64> = [
-            ("created", 6),
+            ("created", 7),
+            ("withdrawn", 1),
             ("consented", 4),
             ("screened_in", 3),
             ("completed", 2),
@@ -321,7 +326,8 @@ mod tests {
                 + s.declined
                 + s.screened_out
                 + s.abandoned.total
-                + s.idle_expired.total,
+                + s.idle_expired.total
+                + s.withdrawn,
             o.funnel.created
         );
         assert_eq!(s.abandoned.by_phase["ASK_OR_PROBE"], 1);

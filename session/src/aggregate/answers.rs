@@ -17,6 +17,11 @@ impl Session {
         self.status
     }
 
+    /// The participant's data was erased.
+    pub fn is_erased(&self) -> bool {
+        self.erased
+    }
+
     pub fn phase(&self) -> Phase {
         self.phase
     }

@@ -22,6 +22,10 @@ pub fn check_stream(events: &[SessionEvent]) -> Vec<String> {
             |p: String| problems.push(format!("event {seq} ({}): {p}", event.body.event_type()));
         let created = state.session_id.is_some();
         match &event.body {
+            _ if state.erased => problem("after the participant's data was erased".into()),
+            EventBody::ParticipantDataErased(_) if !state.status.is_terminal() => {
+                problem("an erasure of a session that had not ended".into())
+            }
             EventBody::SessionCreated { .. } if created => {
                 problem("a second session.created".into())
             }
@@ -32,6 +36,7 @@ pub fn check_stream(events: &[SessionEvent]) -> Vec<String> {
             | EventBody::ExtractionStarted { .. }
             | EventBody::ExtractionCompleted { .. }
             | EventBody::ErrorRecorded { .. }
+            | EventBody::ParticipantDataErased(_)
                 if state.status.is_terminal() => {}
             _ if state.status.is_terminal() => {
                 problem(format!("after the session was {}", state.status.as_str()))

@@ -178,7 +178,9 @@ impl Session {
             | EventBody::SessionCompleted { .. }
             | EventBody::SessionAbandoned { .. } => {}
             EventBody::EndRequested {} => self.end_requested = true,
+            EventBody::ParticipantDataErased(_) => self.erased = true,
         }
+        self.events += 1;
         self.last_activity_at = Some(event.at);
         self.last_hash = Some(event.hash);
     }

@@ -68,6 +68,7 @@ pub fn moves_overview(body: &EventBody) -> bool {
                 to: SessionStatus::Completed | SessionStatus::Abandoned,
                 ..
             }
+            | EventBody::ParticipantDataErased(_)
     )
 }
 
@@ -94,6 +95,12 @@ impl Session {
         add("created".into(), 1);
         add("consented".into(), i64::from(self.consent == Some(true)));
         add("screened_in".into(), i64::from(self.screened_in()));
+        // An erased session counts in the funnel it went through and then only as withdrawn:
+        // nothing it said or how it ended is a result any more.
+        if self.erased {
+            add("withdrawn".into(), 1);
+            return c;
+        }
         let facts = &self.outcome;
         let reason = facts.end_reason;
         let phase = facts.stopped_in.map_or("UNKNOWN".into(), phase_name);

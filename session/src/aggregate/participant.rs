@@ -5,6 +5,9 @@ use super::*;
 use crate::commands::FollowingMessage;
 use serde_json::{json, Value};
 
+/// The largest `client_context` an answer carries, as compact JSON.
+pub const MAX_CLIENT_CONTEXT_BYTES: usize = 2048;
+
 impl Session {
     /// A widget answer followed by a participant message in the same turn, before the interviewer
     /// takes it up — AG-UI's resume with a new user message ("answer in my own words instead":
@@ -117,6 +120,18 @@ impl Session {
         self.ensure_open()?;
         if self.answered.contains(&interaction_id) {
             return Err(SessionError::InteractionAlreadyAnswered { interaction_id });
+        }
+        // Whatever a client sends along is kept with the answer until erasure: bounded.
+        if client_context
+            .as_ref()
+            .is_some_and(|c| c.to_string().len() > MAX_CLIENT_CONTEXT_BYTES)
+        {
+            return Err(SessionError::InvalidValue {
+                field: "client_context".into(),
+                message: format!(
+                    "client_context holds at most {MAX_CLIENT_CONTEXT_BYTES} bytes of JSON"
+                ),
+            });
         }
         let pending = match &self.pending {
             Some(p) if p.interaction_id == interaction_id => p,

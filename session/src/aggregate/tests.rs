@@ -486,6 +486,24 @@ async fn a_value_outside_the_value_schema_is_refused() {
 }
 
 #[tokio::test]
+async fn a_client_context_over_2_kb_is_refused() {
+    let with_context = |bytes: usize| {
+        let mut command = submit("i1", json!(4));
+        if let C::SubmitInteraction { client_context, .. } = &mut command {
+            // `{"x":"…"}`: eight bytes around the text.
+            *client_context = Some(json!({ "x": "a".repeat(bytes - 8) }));
+        }
+        command
+    };
+    let given = vec![create(), C::Start { at: at() }, likert("i1")];
+    assert!(when(given.clone(), with_context(2048)).await.is_ok());
+    assert!(matches!(
+        when(given, with_context(2049)).await,
+        Err(SessionError::InvalidValue { field, .. }) if field == "client_context"
+    ));
+}
+
+#[tokio::test]
 async fn submitting_an_unknown_interaction_is_refused() {
     expect_error(
         vec![create(), C::Start { at: at() }, likert("i1")],

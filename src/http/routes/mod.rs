@@ -1,6 +1,7 @@
 //! HTTP routes. Each handler authenticates, parses, runs one command or query, and answers with
 //! the HTTP contract (README, "API at a glance"); errors go through [`crate::http::error::ApiError`].
 
+pub mod erasure;
 pub mod health;
 pub mod page;
 pub mod research;
@@ -27,6 +28,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(sessions::post_message)
         .service(sessions::submit_interaction)
         .service(sessions::end)
+        .service(erasure::withdraw)
+        .service(erasure::erase_session)
+        .service(erasure::erase_participant)
+        .service(erasure::purge_log)
         .service(stream::stream)
         .service(crate::live::agui::run)
         .service(page::study_page)

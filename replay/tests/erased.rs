@@ -1,0 +1,101 @@
+//! The audit of an erased session (`docs/privacy.md`, `docs/audit.md`), on both stores: `replay`
+//! shows and exports nothing of what was erased, `verify` passes and says what it still proves
+//! and what was erased, a rebuild from the erased log gives the stored views, and an edit of an
+//! erased event is caught.
+
+mod common;
+#[macro_use]
+#[path = "common/fixture.rs"]
+mod fixture;
+
+use common::replay;
+use fixture::{Fixture, Store};
+use serde_json::Value;
+
+const WORDS: &str = "Sunday evenings with a shared list";
+
+async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
+    let f = Fixture::start(store).await;
+    let session = f.completed_session().await;
+    let kept = f.completed_session().await;
+    let url = f.url.as_str();
+    let (_, shown, _) = replay(url, &["show", &session]);
+    assert!(shown.contains(WORDS), "{shown}");
+
+    let receipt: Value = f
+        .http
+        .delete(format!(
+            "{}/api/sessions/{session}/participant-data",
+            f.base
+        ))
+        .bearer_auth("r")
+        .header("content-type", "application/json")
+        .body(r#"{"reason": "ethics board request 17"}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let head = receipt["head_hash"].as_str().unwrap();
+
+    for args in [
+        vec!["show", &session],
+        vec!["show", &session, "--json"],
+        vec!["at", &session, "--seq", "1000"],
+        vec!["stream", &session],
+    ] {
+        let (code, out, err) = replay(url, &args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            !out.contains(WORDS) && !out.contains("Sunday"),
+            "{args:?}: {out}"
+        );
+    }
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("erased:") && out.contains("by the researcher"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ethics board request 17") && out.contains("proven:"),
+        "{out}"
+    );
+    assert!(out.contains(head), "{out}");
+    let (code, out, _) = replay(url, &["verify", &kept]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("erased:"), "{out}");
+
+    // An exported bundle holds nothing erased and verifies against the receipt's head.
+    let bundle = f.dir.join("erased.jsonl");
+    let (code, exported_head, _) =
+        replay(url, &["export", &session, "-o", bundle.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(exported_head.trim(), head);
+    assert!(!std::fs::read_to_string(&bundle).unwrap().contains("Sunday"));
+    let path = bundle.to_str().unwrap();
+    let (code, out, _) = replay(url, &["verify", "--bundle", path, "--expect-head", head]);
+    assert_eq!(code, 0, "{out}");
+
+    // The views rebuilt from the erased log are the stored ones.
+    let (code, out, _) = replay(url, &["rebuild", &session]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = replay(url, &["verify", "--all"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 session(s) checked, 0 failed"), "{out}");
+
+    // An erased event edited, or the erasure record's reason: caught, at that event.
+    let message =
+        format!("aggregate_id = '{session}' AND event_type = 'participant.message.created'");
+    f.exec(
+        &format!("UPDATE events SET payload = json_set(payload, '$.content', 'forged') WHERE {message}"),
+        &format!("UPDATE events SET payload = jsonb_set(payload, '{{content}}', '\"forged\"') WHERE {message}"),
+    )
+    .await;
+    let (code, out, _) = replay(url, &["verify", &session]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("are not the ones erased"), "{out}");
+}
+
+both_stores!(an_erased_session_verifies_and_shows_nothing_erased);

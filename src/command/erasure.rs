@@ -1,0 +1,156 @@
+//! Erasing a participant's data (`docs/privacy.md`): a running session is ended first
+//! (`withdrawn`), then the erasure is recorded on the session's events so far — the commit that
+//! records it rewrites them into their erased form and empties the views
+//! (`interview_projections::erasure`) — and every copy this process keeps is dropped.
+//!
+//! Erasing an erased session answers its receipt again and changes nothing.
+
+use chrono::Utc;
+use cqrs_es::AggregateError;
+use interview_projections::erasure::{self, Receipt};
+use interview_session::erasure::{ErasedBy, Erasure};
+use interview_session::{ConcludeReason, SessionCommand, SessionError};
+
+use crate::command::store::Actor;
+use crate::http::error::ApiError;
+use crate::state::AppState;
+
+/// How many times an erasure is tried again when the session moved under it (the post-session
+/// extraction, a last interviewer step after a withdrawal).
+const ATTEMPTS: usize = 5;
+
+fn actor(by: ErasedBy) -> Actor {
+    match by {
+        ErasedBy::Participant => Actor::Participant,
+        ErasedBy::Researcher => Actor::Researcher,
+        ErasedBy::Retention => Actor::System,
+    }
+}
+
+/// Erases the participant's data of `session_id` and answers the receipt; 404 when there is no
+/// such session.
+#[tracing::instrument(skip(state, reason))]
+pub async fn erase(
+    state: &AppState,
+    session_id: &str,
+    by: ErasedBy,
+    reason: Option<String>,
+    request_id: &str,
+) -> Result<Receipt, ApiError> {
+    if let Some(receipt) = erasure::receipt(&state.db, session_id).await? {
+        return Ok(receipt);
+    }
+    // Refused before anything is written: a running session is not ended for an erasure the
+    // aggregate would then refuse.
+    interview_session::erasure::check_reason(reason.as_deref())?;
+    end_if_running(state, session_id, by, request_id).await?;
+    for _ in 0..ATTEMPTS {
+        let prepared = erasure::prepare(&state.db, session_id)
+            .await?
+            .ok_or_else(ApiError::session_not_found)?;
+        let command = SessionCommand::RecordErasure {
+            erasure: Erasure {
+                by,
+                reason: reason.clone(),
+                erased_events: prepared.erased_events,
+                erased_form_sha256: prepared.erased_form_sha256,
+                content_verified: prepared.content_verified,
+            },
+            head_hash: prepared.head_hash,
+            at: Utc::now(),
+        };
+        match state
+            .store
+            .execute(session_id, command, actor(by), request_id)
+            .await
+        {
+            Ok(()) => {
+                forget_copies(state, session_id).await;
+                metrics::counter!("interview_erasures_total", "by" => by.as_str()).increment(1);
+                tracing::info!(session_id, by = by.as_str(), "participant data erased");
+                return erasure::receipt(&state.db, session_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ApiError::Internal(
+                            "an erasure committed but its record is not read back".into(),
+                        )
+                    });
+            }
+            // Someone else erased it meanwhile: theirs is the receipt.
+            Err(AggregateError::UserError(SessionError::Erased)) => {
+                return erasure::receipt(&state.db, session_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ApiError::Internal("an erased session has no erasure record".into())
+                    });
+            }
+            // An event came in between the read and the record: read again.
+            Err(AggregateError::UserError(SessionError::ErasureOutdated))
+            | Err(AggregateError::AggregateConflict) => {
+                tokio::task::yield_now().await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::Conflict {
+        code: "erasure_outdated",
+        message: "the session kept changing while its data was being erased; try again".into(),
+        details: None,
+    })
+}
+
+/// Ends a session that is still running (reason `withdrawn`); one that has ended stays as it
+/// ended.
+async fn end_if_running(
+    state: &AppState,
+    session_id: &str,
+    by: ErasedBy,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let command = SessionCommand::Abandon {
+        reason: ConcludeReason::Withdrawn,
+        at: Utc::now(),
+    };
+    match state
+        .store
+        .execute(session_id, command, actor(by), request_id)
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(AggregateError::UserError(SessionError::Terminal { .. } | SessionError::Erased)) => {
+            Ok(())
+        }
+        Err(AggregateError::UserError(SessionError::NotCreated)) => {
+            Err(ApiError::session_not_found())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Drops what this process keeps of the session's content, and on SQLite empties the WAL that
+/// still holds the pages the erasure overwrote.
+async fn forget_copies(state: &AppState, session_id: &str) {
+    state.store.forget(session_id);
+    state.harness.forget(session_id);
+    if let Err(error) = state.db.truncate_wal().await {
+        // The next checkpoint overwrites them; said, not fatal.
+        tracing::warn!(%error, "the WAL could not be emptied after an erasure");
+    }
+}
+
+/// Erases every session of `study_id` created for `participant_ref`; the receipts, oldest
+/// session first (none when the reference names no session — or only erased ones, which no
+/// longer hold it).
+pub async fn erase_participant(
+    state: &AppState,
+    study_id: &str,
+    participant_ref: &str,
+    reason: Option<String>,
+    request_id: &str,
+) -> Result<Vec<Receipt>, ApiError> {
+    let mut receipts = Vec::new();
+    for id in erasure::sessions_of_participant(&state.db, study_id, participant_ref).await? {
+        receipts.push(erase(state, &id, ErasedBy::Researcher, reason.clone(), request_id).await?);
+    }
+    Ok(receipts)
+}
