@@ -101,6 +101,10 @@ fn describe() {
         "interview_final_extractions_total",
         "Post-session extractions, by outcome (completed, skipped, failed)"
     );
+    describe_counter!(
+        "interview_erasures_total",
+        "Sessions whose participant's data was erased, by who asked (participant, researcher, retention)"
+    );
 }
 
 /// Families whose events may not have happened yet start at zero, so every family is there
@@ -112,6 +116,9 @@ fn zero() {
     counter!("interview_sweeper_closed_sessions_total").absolute(0);
     for outcome in ["completed", "skipped", "failed"] {
         counter!("interview_final_extractions_total", "outcome" => outcome).absolute(0);
+    }
+    for by in ["participant", "researcher", "retention"] {
+        counter!("interview_erasures_total", "by" => by).absolute(0);
     }
     for code in ["rate_limited", "overloaded", "shutting_down"] {
         counter!("interview_refusals_total", "code" => code).absolute(0);

@@ -145,6 +145,39 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
         total as f64 / 1024.0,
         parts.join(", ")
     );
+    erase_and_measure(label, server, http, &id).await;
+}
+
+/// Erases the interview just measured (`DELETE …/participant-data`, docs/privacy.md): the time
+/// the request takes, and what stays stored of the session.
+async fn erase_and_measure(label: &str, server: &Server, http: &reqwest::Client, id: &str) {
+    // The post-session extraction comes after the completion: erasing while it commits is
+    // retried by the server, but the time is the erasure's alone once it is done.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let res = http
+        .delete(format!(
+            "{}/api/sessions/{id}/participant-data",
+            server.base
+        ))
+        .bearer_auth(crate::RESEARCHER)
+        .send()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    let (events, sizes) = stored_bytes(label, server, id, false).await;
+    let total: i64 = sizes.iter().map(|(_, b)| b).sum();
+    let parts: Vec<String> = sizes
+        .iter()
+        .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
+        .collect();
+    println!(
+        "{label}: the same interview erased in {} ms: {events} events, {:.1} KB stored ({})",
+        crate::ms(took),
+        total as f64 / 1024.0,
+        parts.join(", ")
+    );
 }
 
 /// The stored bytes of one session: its event count, and per table (`events` and each view)

@@ -44,7 +44,7 @@ impl Cell {
 }
 
 /// `session_state`, keyed by `session_id` (the first column).
-pub const STATE_COLUMNS: [&str; 14] = [
+pub const STATE_COLUMNS: [&str; 15] = [
     "session_id",
     "study_id",
     "status",
@@ -59,16 +59,17 @@ pub const STATE_COLUMNS: [&str; 14] = [
     "idle_deadline",
     "needs_final_extraction",
     "participant_ref",
+    "retained_since",
 ];
 
-pub const STATE_KINDS: [Kind; 14] = {
+pub const STATE_KINDS: [Kind; 15] = {
     use Kind::*;
     [
-        Text, Text, Text, Text, Int, Bool, Text, Int, Time, Time, Json, Time, Bool, Text,
+        Text, Text, Text, Text, Int, Bool, Text, Int, Time, Time, Json, Time, Bool, Text, Time,
     ]
 };
 
-pub fn state_cells(view: &SessionStateView) -> [Cell; 14] {
+pub fn state_cells(view: &SessionStateView) -> [Cell; 15] {
     let state = serde_json::to_value(view).expect("views serialize");
     let phase = state["current_phase"]
         .as_str()
@@ -93,6 +94,7 @@ pub fn state_cells(view: &SessionStateView) -> [Cell; 14] {
                 && view.erasure.is_none(),
         )),
         Cell::Text(view.participant_ref.clone()),
+        Cell::Time(view.retained_since()),
     ]
 }
 

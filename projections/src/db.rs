@@ -263,13 +263,23 @@ impl Db {
     /// pages an erasure overwrote must not live on in the log file. Nothing to do on PostgreSQL
     /// (`docs/privacy.md` says what its WAL and dead rows keep).
     #[tracing::instrument(skip(self), err)]
-    pub async fn truncate_wal(&self) -> Result<(), sqlx::Error> {
-        if let Db::Sqlite(s) = self {
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                .execute(&s.write)
+    /// Answers whether the WAL was emptied: a reader in the middle of a transaction holds its
+    /// frames (the checkpoint then says busy), so it is tried a few times.
+    pub async fn truncate_wal(&self) -> Result<bool, sqlx::Error> {
+        let Db::Sqlite(s) = self else {
+            return Ok(true);
+        };
+        for attempt in 0..5 {
+            // (busy, frames in the WAL, frames checkpointed)
+            let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+                .fetch_one(&s.write)
                 .await?;
+            if busy == 0 {
+                return Ok(true);
+            }
+            tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
         }
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -258,8 +258,8 @@ pub async fn study_log(db: &Db, study_id: &str) -> Result<Vec<Receipt>, Projecti
     Ok(receipts)
 }
 
-/// Ended sessions of `study_id` whose last event is older than `before` and whose data is not
-/// erased yet (at most `limit`): what the study's retention erases.
+/// Ended sessions of `study_id` that ended before `before` and whose data is not erased (at
+/// most `limit`, the oldest first): what the study's retention erases.
 pub async fn past_retention(
     db: &Db,
     study_id: &str,
@@ -267,16 +267,13 @@ pub async fn past_retention(
     limit: i64,
 ) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(&format!(
-            "SELECT s.session_id FROM session_state s \
-             WHERE s.study_id = $1 AND s.status IN ('completed', 'abandoned') AND s.updated_at < $2 \
-             AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregate_type = $3 \
-                 AND e.aggregate_id = s.session_id AND e.event_type = '{ERASURE_EVENT}') \
-             ORDER BY s.updated_at LIMIT $4",
-        ))
+        sqlx::query_scalar(
+            "SELECT session_id FROM session_state \
+             WHERE study_id = $1 AND retained_since IS NOT NULL AND retained_since < $2 \
+             ORDER BY retained_since LIMIT $3",
+        )
         .bind(study_id)
         .bind(before)
-        .bind(AGGREGATE_TYPE)
         .bind(limit)
         .fetch_all(pool)
         .await

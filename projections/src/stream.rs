@@ -171,10 +171,13 @@ impl StreamFolder {
             )),
             EventBody::ErrorRecorded { .. } | EventBody::EndRequested {} => None,
             // The page says the answers are gone (a reload then shows an empty conversation).
-            EventBody::ParticipantDataErased(_) => Some(StreamEvent::new(
-                "session.erased",
-                json!({ "erased_at": event.at }),
-            )),
+            EventBody::ParticipantDataErased(_) => {
+                self.redirect_template = None;
+                Some(StreamEvent::new(
+                    "session.erased",
+                    json!({ "erased_at": event.at }),
+                ))
+            }
         }
     }
 }

@@ -99,8 +99,21 @@ impl SessionStateView {
         )
     }
 
+    /// When the session's data began to be kept for the study's retention: its end, while its
+    /// data is not erased (the `retained_since` column the retention sweep reads).
+    pub fn retained_since(&self) -> Option<DateTime<Utc>> {
+        if !self.status.is_terminal() || self.erasure.is_some() {
+            return None;
+        }
+        self.ended_at
+    }
+
     /// Where an ended session sends a panel participant (the study's template, filled in).
     pub fn redirect_url(&self) -> Option<String> {
+        // An erased session names no panel id any more: nowhere to send it.
+        if self.erasure.is_some() {
+            return None;
+        }
         interview_session::redirect::redirect_url(
             self.completion_redirect_url.as_deref(),
             self.participant_ref.as_deref(),

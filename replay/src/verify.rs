@@ -75,11 +75,33 @@ pub fn verify_stream(events: &[StoredEvent]) -> (Vec<String>, String) {
         }
     };
     match decode(events) {
-        Ok(decoded) if problems.is_empty() => problems.extend(check_stream(&decoded)),
+        Ok(decoded) if problems.is_empty() => {
+            problems.extend(check_stream(&decoded));
+            problems.extend(still_personal(events, &decoded));
+        }
         Ok(_) => {}
         Err(decode_problems) => problems.extend(decode_problems),
     }
     (problems, head)
+}
+
+/// Events stored as erased that still hold something erasure takes away (their erased form is
+/// not what they say): the digest proves they did not change since, not that they were erased.
+fn still_personal(events: &[StoredEvent], decoded: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .zip(decoded)
+        .filter(|(stored, event)| {
+            stored.event_version == codec::erased::VERSION
+                && event.body.without_personal_data() != event.body
+        })
+        .map(|(stored, _)| {
+            format!(
+                "event {}: stored as erased but it still holds content erasure removes",
+                stored.sequence
+            )
+        })
+        .collect()
 }
 
 /// The read models folded in memory from the stream.
@@ -325,16 +347,17 @@ pub fn erasure_note(events: &[StoredEvent]) -> Vec<String> {
     };
     vec![
         format!(
-            "erased:   the participant's data, at {} by the {}{reason} (event {}): the words, answers, \
-             panel id, summaries, extracted values and quotes of events 1-{n} are gone for good",
+            "erased:   the participant's data, at {} by the {}{reason} (event {}): events 1-{n} hold \
+             none of the words, answers, panel id, summaries, extracted values and quotes erasure removes",
             p["at"].as_str().unwrap_or("?"),
             p["by"].as_str().unwrap_or("?"),
             erasure.sequence
         ),
         format!(
-            "proven:   events 1-{n} are the ones erased, unchanged since (their digest), in order, \
-             with their types, times, statuses, phases, decisions' actions, ids, counts and the \
-             rules; their chain over the whole content {verified} just before the erasure"
+            "proven:   events 1-{n} are the ones erased, unchanged since (their digest, under the \
+             head above), in order, with their types, times, statuses, phases, decisions' actions, \
+             ids, counts and the rules; their chain over the whole content {verified} just before \
+             the erasure"
         ),
     ]
 }

@@ -294,7 +294,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             restore().await;
         }
     }
-    assert_eq!(caught, 14 + 8 + 9 + 3);
+    assert_eq!(caught, 15 + 8 + 9 + 3);
 
     // A results row deleted (what researchers export) is missing.
     f.exec_both(&format!(

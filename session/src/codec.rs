@@ -261,6 +261,8 @@ pub fn encode(event: &SessionEvent) -> Encoded {
 pub fn encode_after(event: &SessionEvent, before: Option<&SessionEvent>) -> Encoded {
     let encoded = encode(event);
     match before {
+        // An erasure record is read on its own (its receipt, the purge log): stored whole.
+        Some(_) if matches!(event.body, EventBody::ParticipantDataErased(_)) => encoded,
         Some(before) => compact::leave_out(encoded, event, before),
         None => encoded,
     }

@@ -7,7 +7,7 @@
 //! `client_context`, the panel id (`participant_ref`), the interviewer's utterances (they quote
 //! the participant), summaries and additions, extracted values and quotes, decisions' input
 //! summaries and rationales, screening answers and rationales, error messages, and a widget's
-//! words when a model may have written them. Optional text keeps whether it was there (`Some("")`
+//! words and option ids when a model may have written them. Optional text keeps whether it was there (`Some("")`
 //! rather than `None`), so the shape of what happened stays readable.
 
 use serde::{Deserialize, Serialize};
@@ -245,14 +245,15 @@ fn field_without_personal_data(field: &ExtractedField) -> ExtractedField {
     }
 }
 
-/// A widget without the words a model may have written into it (its prompt, intent, option
-/// labels). The runtime's consent panel is the study's own text and stays.
+/// A widget without the words a model may have written into it: its prompt, intent, option
+/// labels and option ids (a model may word an id after what the participant said; they become
+/// `option_1`, `option_2`… and the value schema follows). The runtime's consent panel is the
+/// study's own text and stays.
 fn widget_without_personal_data(widget: &InteractionToolCall) -> InteractionToolCall {
     let options = |options: &[Choice]| -> Vec<Choice> {
-        options
-            .iter()
-            .map(|o| Choice {
-                id: o.id.clone(),
+        (1..=options.len())
+            .map(|i| Choice {
+                id: format!("option_{i}"),
                 label: String::new(),
             })
             .collect()
@@ -285,6 +286,7 @@ fn widget_without_personal_data(widget: &InteractionToolCall) -> InteractionTool
     InteractionToolCall {
         prompt: String::new(),
         research_intent: String::new(),
+        value_schema: kind.value_schema(),
         kind,
         ..widget.clone()
     }

@@ -157,8 +157,9 @@ pub type ChainRow<'a> = (usize, &'a str, &'a str, &'a Value, Option<&'a [u8]>);
 /// hash recomputes from the previous hash, and a version 3 event's from its whole version 2
 /// payload (what it leaves out put back from the event before it, `codec::compact`). Erased
 /// events (`codec::erased`) are checked through the digest the `participant.data.erased` event
-/// after them carries, which must cover exactly the events before it; nothing may be erased
-/// without one. Returns the head hash, or every break found.
+/// after them carries, which must cover events 1 to N, all of them stored erased (what follows
+/// them before it is the withdrawal that ended the session in the same commit) and whose chain
+/// the erasing server found whole; nothing may be erased without one. Returns the head hash, or every break found.
 pub fn verify_chain<'a>(
     events: impl IntoIterator<Item = ChainRow<'a>>,
 ) -> Result<String, Vec<ChainBreak>> {
@@ -185,6 +186,9 @@ pub fn verify_chain<'a>(
         let stored = if event_version == crate::codec::erased::VERSION {
             // Its hash was taken over content that is gone: the erasure's digest covers it.
             before = crate::codec::compact::Before::of_payload(event_type, payload);
+            if sequence as u64 != erased.events() + 1 {
+                problem("an erased event after events that are not erased".into());
+            }
             match column.filter(|c| c.len() == 32) {
                 Some(hash) => {
                     erased.add(sequence as u64, event_type, payload, hash);
@@ -268,13 +272,21 @@ fn erasure_covers(
     sequence: usize,
     digest: crate::codec::erased::FormDigest,
 ) -> Result<(), String> {
+    // It covers events 1 to `said`; what follows them before it is the withdrawal that ended
+    // the session in the same commit (nothing personal, chained and checked as usual).
     let said = payload["erased_events"].as_u64().unwrap_or(0);
-    if said != sequence as u64 - 1 || digest.events() != said {
+    if said >= sequence as u64 || digest.events() != said {
         return Err(format!(
             "the erasure covers {said} events but {} of the {} before it are stored erased",
             digest.events(),
             sequence - 1
         ));
+    }
+    if payload["content_verified"].as_bool() != Some(true) {
+        return Err(
+            "the server that erased these events found their chain broken just before (content_verified is false)"
+                .into(),
+        );
     }
     let recorded = payload["erased_form_sha256"].as_str().unwrap_or("");
     let stored = digest.finish();

@@ -1,6 +1,6 @@
-//! Erasing a participant's data (`docs/privacy.md`): a running session is ended first
-//! (`withdrawn`), then the erasure is recorded on the session's events so far — the commit that
-//! records it rewrites them into their erased form and empties the views
+//! Erasing a participant's data (`docs/privacy.md`): the erasure is recorded on the session's
+//! events so far — a running session is withdrawn in the same command, and the commit that
+//! records it rewrites those events into their erased form and empties the views
 //! (`interview_projections::erasure`) — and every copy this process keeps is dropped.
 //!
 //! Erasing an erased session answers its receipt again and changes nothing.
@@ -9,14 +9,14 @@ use chrono::Utc;
 use cqrs_es::AggregateError;
 use interview_projections::erasure::{self, Receipt};
 use interview_session::erasure::{ErasedBy, Erasure};
-use interview_session::{ConcludeReason, SessionCommand, SessionError};
+use interview_session::{SessionCommand, SessionError};
 
 use crate::command::store::Actor;
 use crate::http::error::ApiError;
 use crate::state::AppState;
 
-/// How many times an erasure is tried again when the session moved under it (the post-session
-/// extraction, a last interviewer step after a withdrawal).
+/// How many times an erasure is tried again when the session moved under it (the interviewer's
+/// next step, the post-session extraction).
 const ATTEMPTS: usize = 5;
 
 fn actor(by: ErasedBy) -> Actor {
@@ -40,10 +40,7 @@ pub async fn erase(
     if let Some(receipt) = erasure::receipt(&state.db, session_id).await? {
         return Ok(receipt);
     }
-    // Refused before anything is written: a running session is not ended for an erasure the
-    // aggregate would then refuse.
     interview_session::erasure::check_reason(reason.as_deref())?;
-    end_if_running(state, session_id, by, request_id).await?;
     for _ in 0..ATTEMPTS {
         let prepared = erasure::prepare(&state.db, session_id)
             .await?
@@ -53,10 +50,10 @@ pub async fn erase(
                 by,
                 reason: reason.clone(),
                 erased_events: prepared.erased_events,
-                erased_form_sha256: prepared.erased_form_sha256,
+                erased_form_sha256: prepared.erased_form_sha256.clone(),
                 content_verified: prepared.content_verified,
             },
-            head_hash: prepared.head_hash,
+            head_hash: prepared.head_hash.clone(),
             at: Utc::now(),
         };
         match state
@@ -65,6 +62,12 @@ pub async fn erase(
             .await
         {
             Ok(()) => {
+                if !prepared.content_verified {
+                    tracing::warn!(
+                        session_id,
+                        "erased a session whose chain did not verify: replay verify reports it"
+                    );
+                }
                 forget_copies(state, session_id).await;
                 metrics::counter!("interview_erasures_total", "by" => by.as_str()).increment(1);
                 tracing::info!(session_id, by = by.as_str(), "participant data erased");
@@ -89,6 +92,9 @@ pub async fn erase(
             | Err(AggregateError::AggregateConflict) => {
                 tokio::task::yield_now().await;
             }
+            Err(AggregateError::UserError(SessionError::NotCreated)) => {
+                return Err(ApiError::session_not_found())
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -99,42 +105,16 @@ pub async fn erase(
     })
 }
 
-/// Ends a session that is still running (reason `withdrawn`); one that has ended stays as it
-/// ended.
-async fn end_if_running(
-    state: &AppState,
-    session_id: &str,
-    by: ErasedBy,
-    request_id: &str,
-) -> Result<(), ApiError> {
-    let command = SessionCommand::Abandon {
-        reason: ConcludeReason::Withdrawn,
-        at: Utc::now(),
-    };
-    match state
-        .store
-        .execute(session_id, command, actor(by), request_id)
-        .await
-    {
-        Ok(()) => Ok(()),
-        Err(AggregateError::UserError(SessionError::Terminal { .. } | SessionError::Erased)) => {
-            Ok(())
-        }
-        Err(AggregateError::UserError(SessionError::NotCreated)) => {
-            Err(ApiError::session_not_found())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Drops what this process keeps of the session's content, and on SQLite empties the WAL that
 /// still holds the pages the erasure overwrote.
 async fn forget_copies(state: &AppState, session_id: &str) {
     state.store.forget(session_id);
     state.harness.forget(session_id);
-    if let Err(error) = state.db.truncate_wal().await {
+    match state.db.truncate_wal().await {
+        Ok(true) => {}
         // The next checkpoint overwrites them; said, not fatal.
-        tracing::warn!(%error, "the WAL could not be emptied after an erasure");
+        Ok(false) => tracing::warn!("readers kept the WAL from being emptied after an erasure"),
+        Err(error) => tracing::warn!(%error, "the WAL could not be emptied after an erasure"),
     }
 }
 
@@ -148,6 +128,7 @@ pub async fn erase_participant(
     reason: Option<String>,
     request_id: &str,
 ) -> Result<Vec<Receipt>, ApiError> {
+    interview_session::erasure::check_reason(reason.as_deref())?;
     let mut receipts = Vec::new();
     for id in erasure::sessions_of_participant(&state.db, study_id, participant_ref).await? {
         receipts.push(erase(state, &id, ErasedBy::Researcher, reason.clone(), request_id).await?);

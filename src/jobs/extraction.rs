@@ -105,11 +105,19 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
                 decided_by,
                 at: Utc::now().max(now),
             };
-            state
+            match state
                 .store
                 .execute(&id, complete, Actor::System, "final-extraction")
                 .await
-                .map_err(|e| e.to_string())
+            {
+                // Erased while it ran: nothing to record, nothing to retry.
+                Err(AggregateError::UserError(SessionError::Erased)) => {
+                    metrics::counter!("interview_final_extractions_total", "outcome" => "skipped")
+                        .increment(1);
+                    return Ok(false);
+                }
+                other => other.map_err(|e| e.to_string()),
+            }
         }
         Err(e) => Err(e.to_string()),
     };

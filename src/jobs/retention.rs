@@ -1,6 +1,6 @@
 //! Retention: each ended session is erased once its study's `limits.retention_days` have passed
-//! since its last event (its end, or the post-session extraction just after), reason
-//! `retention`, a batch per study and sweep (`docs/privacy.md`). The study's published version
+//! since it ended (the `retained_since` column), reason `retention`, a batch per study and sweep
+//! (`docs/privacy.md`). The study's published version
 //! decides, for all its sessions: a data-protection officer who shortens it means it for the
 //! data already held.
 
@@ -30,9 +30,15 @@ pub async fn erase_expired(state: &AppState, now: DateTime<Utc>) -> Result<usize
         let window = chrono::Duration::milliseconds((days * 86_400_000.0).round() as i64);
         let before = now - window;
         for id in erasure::past_retention(&state.db, &study.study_id, before, BATCH).await? {
-            crate::command::erasure::erase(state, &id, ErasedBy::Retention, None, "retention")
-                .await?;
-            erased += 1;
+            // One session that cannot be erased now must not hold up the others.
+            match crate::command::erasure::erase(state, &id, ErasedBy::Retention, None, "retention")
+                .await
+            {
+                Ok(_) => erased += 1,
+                Err(error) => {
+                    tracing::warn!(session_id = id, %error, "retention could not erase a session; the next sweep tries again")
+                }
+            }
         }
     }
     if erased > 0 {

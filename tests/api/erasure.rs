@@ -256,6 +256,25 @@ async fn a_running_interview_is_ended_and_erased(store: Store) {
     assert_eq!(state["end_reason"], "withdrawn", "{state}");
     assert!(!state.to_string().contains("zebra"));
     assert!(!app.event_log(&session).await.contains("zebra"));
+    // The withdrawal and the record came in one commit, after the erased events; it verifies.
+    let rows = interview_projections::log::all_rows(app.db(), &session)
+        .await
+        .unwrap();
+    let types: Vec<&str> = rows
+        .iter()
+        .rev()
+        .take(3)
+        .map(|r| r.event_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "participant.data.erased",
+            "session.status_changed",
+            "session.abandoned"
+        ]
+    );
+    assert!(interview_session::hash::verify_chain(rows.iter().map(|r| r.chain())).is_ok());
 }
 
 async fn erasure_refuses_bad_input_and_writes_nothing(store: Store) {

@@ -120,6 +120,7 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
         "interview_refusals_total",
         "interview_sweeper_closed_sessions_total",
         "interview_final_extractions_total",
+        "interview_erasures_total",
         "interview_projection_caught_up_events_total",
         "interview_projection_lag_events",
     ] {

@@ -5,9 +5,10 @@ use super::*;
 use crate::erasure::Erasure;
 
 impl Session {
-    /// Records an erasure: only on an ended session (a withdrawal ends a running one first),
-    /// once, and only when it covers every event so far — the caller erased the events it read,
-    /// and one committed since would be left readable.
+    /// Records an erasure of every event so far — the caller erased the events it read, and one
+    /// committed since would be left readable — once. A session still running is withdrawn in
+    /// the same commit (`session.abandoned`, reason `withdrawn`, before the record), so a
+    /// withdrawal is never left half done.
     pub(super) async fn record_erasure(
         &mut self,
         sink: &EventSink<Self>,
@@ -18,15 +19,21 @@ impl Session {
         if self.session_id.is_none() {
             return Err(SessionError::NotCreated);
         }
-        if !self.status.is_terminal() {
-            return Err(SessionError::InvalidState {
-                status: self.status,
-            });
-        }
         if erasure.erased_events != self.events || head_hash != self.head_hash() {
             return Err(SessionError::ErasureOutdated);
         }
         crate::erasure::check_reason(erasure.reason.as_deref())?;
+        if !self.status.is_terminal() {
+            self.emit(
+                sink,
+                EventBody::SessionAbandoned {
+                    reason: ConcludeReason::Withdrawn,
+                },
+                at,
+            )
+            .await;
+            self.change_status(sink, SessionStatus::Abandoned, at).await;
+        }
         self.emit(sink, EventBody::ParticipantDataErased(erasure), at)
             .await;
         Ok(())
@@ -35,7 +42,9 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{at, create, history, message, when};
+    use super::super::tests::{
+        agent_says, at, complete, create, history, likert, message, submit, when,
+    };
     use crate::commands::SessionCommand as C;
     use crate::erasure::{ErasedBy, Erasure};
     use crate::error::SessionError;
@@ -80,12 +89,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_running_session_is_not_erased_before_it_ends() {
+    async fn a_running_session_is_withdrawn_and_erased_in_one_commit() {
         let given = vec![create(), C::Start { at: at() }];
         let events = history(given.clone()).await;
         let head = events.last().unwrap().hash.clone();
-        let refused = when(given, erase(events.len() as u64, &head)).await;
-        assert!(matches!(refused, Err(SessionError::InvalidState { .. })));
+        let written = when(given, erase(events.len() as u64, &head))
+            .await
+            .unwrap();
+        let types: Vec<_> = written.iter().map(|e| e.body.event_type()).collect();
+        assert_eq!(
+            types,
+            [
+                "session.abandoned",
+                "session.status_changed",
+                "participant.data.erased"
+            ]
+        );
+        assert!(matches!(
+            written[0].body,
+            EventBody::SessionAbandoned {
+                reason: ConcludeReason::Withdrawn
+            }
+        ));
     }
 
     #[tokio::test]
@@ -153,5 +178,32 @@ mod tests {
                 reason: ConcludeReason::Withdrawn
             }
         )));
+    }
+
+    #[tokio::test]
+    async fn the_erased_form_of_every_event_holds_nothing_personal_and_erases_to_itself() {
+        let mut commands = vec![create(), C::Start { at: at() }, likert("i1")];
+        let mut answer = submit("i1", serde_json::json!(4));
+        if let C::SubmitInteraction { client_context, .. } = &mut answer {
+            *client_context = Some(serde_json::json!({"note": "zebra context"}));
+        }
+        commands.push(answer);
+        commands.extend(agent_says(50, true));
+        commands.push(message(1, "zebra notebook words"));
+        commands.extend(agent_says(60, true));
+        commands.push(message(2, "more zebra words"));
+        commands.push(complete());
+        let events = history(commands).await;
+        assert!(serde_json::to_string(&events).unwrap().contains("zebra"));
+        for event in &events {
+            let erased = event.body.without_personal_data();
+            assert_eq!(erased.without_personal_data(), erased, "{erased:?}");
+            let text = serde_json::to_string(&erased).unwrap();
+            assert!(!text.contains("zebra") && !text.contains("p-7"), "{text}");
+            assert!(
+                !text.contains("You drink coffee") && !text.contains("Tell me more"),
+                "{text}"
+            );
+        }
     }
 }

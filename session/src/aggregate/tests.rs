@@ -61,7 +61,7 @@ pub(super) fn message(turn: u128, content: &str) -> C {
     }
 }
 
-fn likert(id: &str) -> C {
+pub(super) fn likert(id: &str) -> C {
     let spec = InteractionSpec {
         prompt: "How satisfied are you?".into(),
         research_intent: "satisfaction".into(),
@@ -101,7 +101,7 @@ fn consent(id: &str) -> C {
     }
 }
 
-fn submit(id: &str, value: serde_json::Value) -> C {
+pub(super) fn submit(id: &str, value: serde_json::Value) -> C {
     C::SubmitInteraction {
         interaction_id: id.into(),
         turn_id: Uuid::from_u128(900),
@@ -112,7 +112,7 @@ fn submit(id: &str, value: serde_json::Value) -> C {
     }
 }
 
-fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
+pub(super) fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
     let message_id = Uuid::from_u128(message);
     vec![
         C::StartAgentMessage {
@@ -131,7 +131,7 @@ fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
     ]
 }
 
-fn complete() -> C {
+pub(super) fn complete() -> C {
     C::Complete {
         summary: "You drink coffee daily.".into(),
         summary_confirmed: true,

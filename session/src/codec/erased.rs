@@ -147,6 +147,10 @@ mod tests {
 
     /// Two events and the erasure after them, as stored.
     fn erased_log() -> Vec<Encoded> {
+        erased_log_with(true)
+    }
+
+    fn erased_log_with(content_verified: bool) -> Vec<Encoded> {
         let first = message("first words");
         let second = SessionEvent::seal(
             EventBody::AgentMessageCompleted {
@@ -163,7 +167,7 @@ mod tests {
                 reason: Some("request".into()),
                 erased_events: digest.events(),
                 erased_form_sha256: digest.finish(),
-                content_verified: true,
+                content_verified,
             }),
             first.at,
             &second.hash,
@@ -210,11 +214,52 @@ mod tests {
             "erased rows with no erasure after them"
         );
 
+        assert!(
+            verify(&erased_log_with(false)).is_err(),
+            "an erasure of a chain found broken"
+        );
+
         let mut partly = rows.clone();
         partly[0] = crate::codec::encode(&message("first words"));
         assert!(
             verify(&partly).is_err(),
             "an event the erasure covers left whole"
+        );
+    }
+
+    #[test]
+    fn a_withdrawal_between_the_erased_events_and_their_record_verifies() {
+        let first = message("first words");
+        let digest = digest_of([(1, &first)]);
+        let abandoned = SessionEvent::seal(
+            EventBody::SessionAbandoned {
+                reason: crate::events::ConcludeReason::Withdrawn,
+            },
+            first.at,
+            &first.hash,
+        );
+        let erasure = SessionEvent::seal(
+            EventBody::ParticipantDataErased(crate::erasure::Erasure {
+                by: crate::erasure::ErasedBy::Participant,
+                reason: None,
+                erased_events: digest.events(),
+                erased_form_sha256: digest.finish(),
+                content_verified: true,
+            }),
+            first.at,
+            &abandoned.hash,
+        );
+        let rows = vec![
+            encode(&first),
+            crate::codec::encode(&abandoned),
+            crate::codec::encode(&erasure),
+        ];
+        assert!(verify(&rows).is_ok());
+        let mut late = rows.clone();
+        late[1] = encode(&abandoned);
+        assert!(
+            verify(&late).is_err(),
+            "an event the record does not cover, erased"
         );
     }
 }
