@@ -6,8 +6,10 @@ CREATE INDEX events_erasures ON events (aggregate_id) WHERE event_type = 'partic
 -- it runs and once its data is erased. Set once per session, so indexing it costs a running
 -- session's updates nothing (they stay heap-only).
 ALTER TABLE session_state ADD COLUMN retained_since timestamptz;
+-- Cut to whole microseconds (logs written before events were stamped in microseconds carry
+-- nanoseconds; a cast would round them, the views truncate).
 UPDATE session_state
-SET retained_since = (state ->> 'ended_at')::timestamptz
+SET retained_since = regexp_replace(state ->> 'ended_at', '(\.[0-9]{6})[0-9]+', '\1')::timestamptz
 WHERE state ->> 'ended_at' IS NOT NULL AND state -> 'erasure' IS NULL
   AND status IN ('completed', 'abandoned');
 CREATE INDEX session_state_retained ON session_state (study_id, retained_since)

@@ -174,6 +174,9 @@ impl Db {
     }
 }
 
+/// How long an SQLite statement waits for a lock before it fails.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore, DbError> {
     if let Some(dir) = Path::new(path)
         .parent()
@@ -205,7 +208,7 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
         // WAL + NORMAL: a commit survives the process being killed; only a power cut can lose
         // the last transactions.
         .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(10))
+        .busy_timeout(SQLITE_BUSY_TIMEOUT)
         .foreign_keys(true);
     // An SQLite connection is a file handle in this process: nothing can hang up on it, so it
     // is never pinged before it is handed out (each ping is a hop to its worker thread).
@@ -269,17 +272,38 @@ impl Db {
         let Db::Sqlite(s) = self else {
             return Ok(true);
         };
+        // The checkpoint waits for readers through the busy handler, holding the one writer
+        // connection meanwhile: it waits briefly here, between tries, rather than the writer's
+        // usual ten seconds.
+        let mut conn = s.write.acquire().await?;
+        sqlx::query("PRAGMA busy_timeout = 50")
+            .execute(&mut *conn)
+            .await?;
+        let mut emptied = Ok(false);
         for attempt in 0..5 {
             // (busy, frames in the WAL, frames checkpointed)
-            let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
-                .fetch_one(&s.write)
-                .await?;
-            if busy == 0 {
-                return Ok(true);
+            let checkpoint: Result<(i64, i64, i64), _> =
+                sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .fetch_one(&mut *conn)
+                    .await;
+            match checkpoint {
+                Ok((0, _, _)) => emptied = Ok(true),
+                Ok(_) => {
+                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                    continue;
+                }
+                Err(e) => emptied = Err(e),
             }
-            tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+            break;
         }
-        Ok(false)
+        // Back to the writer's usual patience, whatever happened.
+        sqlx::query(&format!(
+            "PRAGMA busy_timeout = {}",
+            SQLITE_BUSY_TIMEOUT.as_millis()
+        ))
+        .execute(&mut *conn)
+        .await?;
+        emptied
     }
 }
 

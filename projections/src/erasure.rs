@@ -176,10 +176,10 @@ pub struct Receipt {
     pub erased_by: ErasedBy,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// How many events' content was erased (every event before the erasure record).
+    /// How many events' content was erased (every event before the erasure's command).
     pub events_erased: u64,
-    /// The chain's head once the erasure was recorded: the erasure record's own hash, which
-    /// links to the last erased event's (`replay verify --expect-head` checks a bundle by it).
+    /// The chain's head once the erasure was recorded: the erasure record's own hash
+    /// (`replay verify --expect-head` checks a bundle by it).
     pub head_hash: String,
     /// Its sequence number in the session's log.
     pub sequence: u64,
@@ -258,22 +258,33 @@ pub async fn study_log(db: &Db, study_id: &str) -> Result<Vec<Receipt>, Projecti
     Ok(receipts)
 }
 
-/// Ended sessions of `study_id` that ended before `before` and whose data is not erased (at
-/// most `limit`, the oldest first): what the study's retention erases.
+/// Ended sessions of `study_id` that ended before `before` and whose data is not erased, oldest
+/// first, after the one `after` names (its `retained_since` and id; `None` from the start), at
+/// most `limit`: what the study's retention erases, a page at a time, with each session's
+/// `retained_since` to go on from.
 pub async fn past_retention(
     db: &Db,
     study_id: &str,
     before: chrono::DateTime<chrono::Utc>,
+    after: Option<&(chrono::DateTime<chrono::Utc>, String)>,
     limit: i64,
-) -> Result<Vec<String>, sqlx::Error> {
+) -> Result<Vec<(chrono::DateTime<chrono::Utc>, String)>, sqlx::Error> {
+    let (from, id) = match after {
+        Some((at, id)) => (*at, id.as_str()),
+        // Before any session (PostgreSQL refuses chrono's own minimum).
+        None => (chrono::DateTime::<chrono::Utc>::UNIX_EPOCH, ""),
+    };
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state \
+        sqlx::query_as(
+            "SELECT retained_since, session_id FROM session_state \
              WHERE study_id = $1 AND retained_since IS NOT NULL AND retained_since < $2 \
-             ORDER BY retained_since LIMIT $3",
+             AND (retained_since > $3 OR (retained_since = $3 AND session_id > $4)) \
+             ORDER BY retained_since, session_id LIMIT $5",
         )
         .bind(study_id)
         .bind(before)
+        .bind(from)
+        .bind(id)
         .bind(limit)
         .fetch_all(pool)
         .await

@@ -61,8 +61,7 @@ pub struct Erasure {
 pub const MAX_REASON_CHARS: usize = 500;
 
 /// Whether an erasure may keep `reason` (at most [`MAX_REASON_CHARS`] characters). The
-/// aggregate checks it, and so does the caller before it ends a running session for an erasure
-/// it would then refuse.
+/// aggregate checks it, and so does a caller that erases several sessions, before the first.
 pub fn check_reason(reason: Option<&str>) -> Result<(), crate::error::SessionError> {
     if reason.is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
         return Err(crate::error::SessionError::InvalidValue {

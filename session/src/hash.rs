@@ -169,6 +169,9 @@ pub fn verify_chain<'a>(
     let mut seen_v2 = false;
     let mut before = crate::codec::compact::Before::default();
     let mut erased = crate::codec::erased::FormDigest::default();
+    // The events after the erased ones, up to their erasure record: only a withdrawal may be
+    // there (see `erasure_covers`).
+    let mut after_erased: Vec<(String, Value)> = Vec::new();
     for (sequence, event_type, event_version, payload, column) in events {
         if sequence != expected_seq {
             breaks.push(ChainBreak {
@@ -242,9 +245,12 @@ pub fn verify_chain<'a>(
             }
             if event_type == "participant.data.erased" {
                 let digest = std::mem::take(&mut erased);
-                if let Err(p) = erasure_covers(&whole, sequence, digest) {
+                let between = std::mem::take(&mut after_erased);
+                if let Err(p) = erasure_covers(&whole, sequence, digest, &between) {
                     problem(p);
                 }
+            } else if erased.events() > 0 {
+                after_erased.push((event_type.to_string(), whole.into_owned()));
             }
             stored
         };
@@ -266,19 +272,38 @@ pub fn verify_chain<'a>(
     }
 }
 
-/// Whether an erasure record (`payload`, at `sequence`) covers exactly the erased events before it.
+/// Whether an erasure record (`payload`, at `sequence`) covers the erased events before it: events
+/// 1 to N, all stored erased, and between them and the record nothing but the withdrawal that
+/// ended a running session in the same commit (`between`: `session.abandoned` with reason
+/// `withdrawn`, then `session.status_changed` to `abandoned`), or nothing at all.
 fn erasure_covers(
     payload: &Value,
     sequence: usize,
     digest: crate::codec::erased::FormDigest,
+    between: &[(String, Value)],
 ) -> Result<(), String> {
-    // It covers events 1 to `said`; what follows them before it is the withdrawal that ended
-    // the session in the same commit (nothing personal, chained and checked as usual).
     let said = payload["erased_events"].as_u64().unwrap_or(0);
-    if said >= sequence as u64 || digest.events() != said {
+    if said == 0 || said >= sequence as u64 || digest.events() != said {
         return Err(format!(
             "the erasure covers {said} events but {} of the {} before it are stored erased",
             digest.events(),
+            sequence - 1
+        ));
+    }
+    let withdrawal = match between {
+        [] => true,
+        [(abandoned, a), (changed, c)] => {
+            abandoned == "session.abandoned"
+                && a["reason"] == "withdrawn"
+                && changed == "session.status_changed"
+                && c["to"] == "abandoned"
+        }
+        _ => false,
+    };
+    if !withdrawal || said + between.len() as u64 + 1 != sequence as u64 {
+        return Err(format!(
+            "events {}-{} come between the erased events and their erasure, and are not a withdrawal",
+            said + 1,
             sequence - 1
         ));
     }

@@ -6,10 +6,10 @@
 //! event's original hash kept in the `hash` column. That hash was taken over the whole content,
 //! so it can no longer be recomputed; instead the `participant.data.erased` event that follows
 //! carries the [`FormDigest`] of the erased rows exactly as stored — their sequence, type, payload
-//! and hash — and is itself chained (as version 2) onto the last erased event's hash. `replay
-//! verify` recomputes the digest from the rows and the erasure event's hash from its payload: an
-//! edit of any erased row, or of the erasure record, is caught, and the head hash an auditor kept
-//! from before the erasure is still the one the erasure event links to.
+//! and hash — and is itself stored whole and chained as usual (onto the last erased event, or the
+//! withdrawal that came in its commit). `replay verify` recomputes the digest from the rows and
+//! the erasure event's hash from its payload: an edit of any erased row, or of the erasure
+//! record, is caught against the head after the erasure (`hash::verify_chain`).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -230,36 +230,59 @@ mod tests {
     #[test]
     fn a_withdrawal_between_the_erased_events_and_their_record_verifies() {
         let first = message("first words");
-        let digest = digest_of([(1, &first)]);
-        let abandoned = SessionEvent::seal(
+        let withdrawal = [
             EventBody::SessionAbandoned {
                 reason: crate::events::ConcludeReason::Withdrawn,
             },
-            first.at,
-            &first.hash,
-        );
-        let erasure = SessionEvent::seal(
-            EventBody::ParticipantDataErased(crate::erasure::Erasure {
-                by: crate::erasure::ErasedBy::Participant,
-                reason: None,
-                erased_events: digest.events(),
-                erased_form_sha256: digest.finish(),
-                content_verified: true,
-            }),
-            first.at,
-            &abandoned.hash,
-        );
-        let rows = vec![
-            encode(&first),
-            crate::codec::encode(&abandoned),
-            crate::codec::encode(&erasure),
+            EventBody::StatusChanged {
+                from: crate::events::SessionStatus::WaitingForUser,
+                to: crate::events::SessionStatus::Abandoned,
+            },
         ];
-        assert!(verify(&rows).is_ok());
-        let mut late = rows.clone();
+        // `first`, then `between` kept whole, then the record covering `first`.
+        let log = |between: &[EventBody]| -> Vec<Encoded> {
+            let mut rows = vec![encode(&first)];
+            let mut head = first.hash.clone();
+            for body in between {
+                let event = SessionEvent::seal(body.clone(), first.at, &head);
+                head = event.hash.clone();
+                rows.push(crate::codec::encode(&event));
+            }
+            let digest = digest_of([(1, &first)]);
+            let erasure = SessionEvent::seal(
+                EventBody::ParticipantDataErased(crate::erasure::Erasure {
+                    by: crate::erasure::ErasedBy::Participant,
+                    reason: None,
+                    erased_events: digest.events(),
+                    erased_form_sha256: digest.finish(),
+                    content_verified: true,
+                }),
+                first.at,
+                &head,
+            );
+            rows.push(crate::codec::encode(&erasure));
+            rows
+        };
+        assert!(verify(&log(&withdrawal)).is_ok());
+        assert!(verify(&log(&[])).is_ok());
+
+        // Anything else kept whole between the erased events and their record is refused: a
+        // summary that quotes the participant, half a withdrawal, a withdrawal for another reason.
+        let summary = EventBody::SummaryProposed {
+            summary: "first words, kept".into(),
+        };
+        assert!(verify(&log(std::slice::from_ref(&summary))).is_err());
+        assert!(verify(&log(&withdrawal[..1])).is_err());
+        let mut timeout = withdrawal.clone();
+        timeout[0] = EventBody::SessionAbandoned {
+            reason: crate::events::ConcludeReason::Timeout,
+        };
+        assert!(verify(&log(&timeout)).is_err());
+
+        // An event the record does not cover, stored erased.
+        let mut late = log(&withdrawal);
+        let abandoned = SessionEvent::seal(withdrawal[0].clone(), first.at, &first.hash);
         late[1] = encode(&abandoned);
-        assert!(
-            verify(&late).is_err(),
-            "an event the record does not cover, erased"
-        );
+        assert!(verify(&late).is_err());
     }
 }
