@@ -365,6 +365,22 @@ async fn erasure_refuses_bad_input_and_writes_nothing(store: Store) {
             "study_not_found",
         ),
     ];
+    // Another site's form, riding on the participant's cookie: not JSON, refused.
+    let forged = app
+        .client
+        .post(app.url(&withdraw(&session)))
+        .header("cookie", format!("participant_token={token}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("x=1")
+        .send()
+        .await
+        .unwrap();
+    let mut cases = cases;
+    cases.push((
+        forged,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+    ));
     for (i, (res, status, code)) in cases.into_iter().enumerate() {
         assert_eq!(res.status(), status, "case {i}");
         assert_error(res, status, code).await;
