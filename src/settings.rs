@@ -96,8 +96,9 @@ pub struct Overrides {
     /// Seconds between keep-alive comments on idle SSE streams [default: 15].
     #[arg(long, env = "SSE_KEEPALIVE_SECS")]
     pub sse_keepalive_secs: Option<u64>,
-    /// Seconds between idle-session sweeps (and recovery sweeps for post-session extractions,
-    /// which otherwise follow each completion at once); 0 turns both off [default: 60].
+    /// Seconds between idle-session sweeps, which also erase sessions past their study's
+    /// retention (and recovery sweeps for post-session extractions, which otherwise follow each
+    /// completion at once); 0 turns all of them off [default: 60].
     #[arg(long, env = "SWEEP_INTERVAL_SECS")]
     pub sweep_interval_secs: Option<u64>,
     /// Seconds a model stream may stay silent before it counts as stalled [default: 15].

@@ -1,5 +1,6 @@
 //! Generated whole sessions, on both stores: a seeded participant (answers of every length and
-//! language, skips, one-word streaks, end intents, `/end` at any step, racing duplicate submits
+//! language, skips, one-word streaks, end intents, `/end` and withdrawal at any step (and
+//! withdrawal after the end), racing duplicate submits
 //! and messages, reconnects) against a seeded model (good tool calls and every fault kind the
 //! scripted model has), through the real server. For every session: it ends (`completed` or
 //! `abandoned`) within `max_turn_count` + [`EXTRA_STEPS`] participant steps, no step waits for the
@@ -266,6 +267,14 @@ async fn one_session(server: &Server, seed: u64) -> Result<(), String> {
         let status = s["status"].as_str().unwrap_or_default().to_string();
         if status == "completed" || status == "abandoned" {
             log.push(format!("ended {status} after {step} steps"));
+            // Some withdraw after the end, while the post-session extraction may be running.
+            if rng.chance(10) {
+                let did = withdraw(server, &session, &token).await;
+                log.push(did.clone());
+                if !did.ends_with("200 OK") {
+                    return Err(fail(&log, "a withdrawal after the end was refused"));
+                }
+            }
             return Ok(());
         }
         step += 1;
@@ -280,7 +289,22 @@ async fn one_session(server: &Server, seed: u64) -> Result<(), String> {
             "step {step} [{status}/{}]: {did}",
             s["current_phase"]
         ));
+        if did.starts_with("POST /withdraw") && !did.ends_with("200 OK") {
+            return Err(fail(&log, "a withdrawal was refused"));
+        }
     }
+}
+
+/// The participant withdraws (docs/privacy.md); what happened.
+async fn withdraw(server: &Server, session: &str, token: &str) -> String {
+    let res = server
+        .post(
+            &format!("/api/sessions/{session}/withdraw"),
+            Some(token),
+            json!({}),
+        )
+        .await;
+    format!("POST /withdraw: {}", res.status())
 }
 
 /// The session as a failure reports it: status, phase, turns, and the last decisions.
@@ -311,6 +335,9 @@ fn fail(log: &[String], why: &str) -> String {
 /// One participant step, chosen by the seed; what was done.
 async fn act(server: &Server, session: &str, token: &str, s: &Value, rng: &mut Rng) -> String {
     let base = format!("/api/sessions/{session}");
+    if rng.chance(2) {
+        return withdraw(server, session, token).await;
+    }
     if rng.chance(5) {
         server
             .post(&format!("{base}/end"), Some(token), json!({}))

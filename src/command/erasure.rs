@@ -16,8 +16,8 @@ use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// How many times an erasure is tried again when the session moved under it (the interviewer's
-/// next step, the post-session extraction).
-const ATTEMPTS: usize = 5;
+/// next step, the post-session extraction), waiting a little longer each time.
+const ATTEMPTS: u32 = 10;
 
 fn actor(by: ErasedBy) -> Actor {
     match by {
@@ -41,7 +41,7 @@ pub async fn erase(
         return Ok(receipt);
     }
     interview_session::erasure::check_reason(reason.as_deref())?;
-    for _ in 0..ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
         let prepared = erasure::prepare(&state.db, session_id)
             .await?
             .ok_or_else(ApiError::session_not_found)?;
@@ -90,7 +90,7 @@ pub async fn erase(
             // An event came in between the read and the record: read again.
             Err(AggregateError::UserError(SessionError::ErasureOutdated))
             | Err(AggregateError::AggregateConflict) => {
-                tokio::task::yield_now().await;
+                tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(attempt))).await;
             }
             Err(AggregateError::UserError(SessionError::NotCreated)) => {
                 return Err(ApiError::session_not_found())
