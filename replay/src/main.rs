@@ -111,6 +111,11 @@ enum Command {
         /// With --bundle: the head hash the bundle must end with.
         #[arg(long, requires = "bundle")]
         expect_head: Option<String>,
+        /// With a session whose participant's data was erased: a bundle of it exported before
+        /// the erasure (`replay export`). Its chain must verify and each of its events must be,
+        /// content erased, the erased event stored at its place: the two chains are linked.
+        #[arg(long, requires = "session_id", conflicts_with_all = ["all", "bundle"])]
+        erased_from: Option<PathBuf>,
     },
     /// Rebuild the stored read models from the log.
     Rebuild {
@@ -211,7 +216,13 @@ async fn main() -> ExitCode {
             all,
             bundle,
             expect_head,
-        } => run_verify(&url, session_id, all, bundle, expect_head).await,
+            erased_from,
+        } => match erased_from {
+            Some(path) => {
+                run_verify_erased_from(&url, &session_id.unwrap_or_default(), &path).await
+            }
+            None => run_verify(&url, session_id, all, bundle, expect_head).await,
+        },
         Command::Rebuild { session_id, all } => run_rebuild(&url, session_id, all).await,
         Command::At { session_id, seq } => match events(&url, Some(&session_id), None).await {
             Ok(events) => {
@@ -347,6 +358,28 @@ async fn run_verify(
     } else {
         Ok(())
     }
+}
+
+/// `verify SESSION --erased-from BUNDLE`: the session verifies as stored, and its erased events
+/// are the bundle's (exported before the erasure) with their content erased.
+async fn run_verify_erased_from(
+    url: &str,
+    id: &str,
+    path: &std::path::Path,
+) -> Result<(), ExitCode> {
+    let before = source::from_bundle(path).map_err(fail)?;
+    let db = open(url, false).await?;
+    let events = source::from_db(&db, id).await.map_err(fail)?;
+    let (mut problems, head) = verify::verify_stream(&events);
+    let link = verify::link_to_bundle(&events, &before);
+    if let Err(link_problems) = &link {
+        problems.extend(link_problems.iter().cloned());
+    }
+    report(id, &events, &head, &problems)?;
+    if let Ok(line) = link {
+        outln!("  {line}");
+    }
+    Ok(())
 }
 
 fn report(

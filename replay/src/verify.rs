@@ -361,3 +361,55 @@ pub fn erasure_note(events: &[StoredEvent]) -> Vec<String> {
         ),
     ]
 }
+
+/// Whether the erased events of `stored` are the events of `bundle` — the session exported
+/// before its erasure — with their content erased: the bundle's chain must verify, and each of
+/// its events, put in its erased form (`codec::erased::encode`), must be the row stored at its
+/// place, hash included. The line that links the two chains, or every problem.
+pub fn link_to_bundle(
+    stored: &[StoredEvent],
+    bundle: &[StoredEvent],
+) -> Result<String, Vec<String>> {
+    let (problems, bundle_head) = verify_stream(bundle);
+    if !problems.is_empty() {
+        return Err(problems
+            .into_iter()
+            .map(|p| format!("the bundle: {p}"))
+            .collect());
+    }
+    let decoded = decode(bundle)?;
+    let erased = stored
+        .iter()
+        .take_while(|e| e.event_version == codec::erased::VERSION)
+        .count();
+    if decoded.len() > erased {
+        return Err(vec![format!(
+            "the bundle holds {} events but only {erased} are stored erased",
+            decoded.len()
+        )]);
+    }
+    let canonical = |v: &serde_json::Value| interview_session::hash::canonical_json(v);
+    let mismatched: Vec<String> = decoded
+        .iter()
+        .zip(stored)
+        .filter(|(event, row)| {
+            let expected = codec::erased::encode(event);
+            row.event_type != expected.event_type
+                || canonical(&row.payload) != canonical(&expected.payload)
+                || row.hash_bytes().as_deref() != Some(&expected.hash[..])
+        })
+        .map(|(_, row)| {
+            format!(
+                "event {}: is not the bundle's event with its content erased",
+                row.sequence
+            )
+        })
+        .collect();
+    if !mismatched.is_empty() {
+        return Err(mismatched);
+    }
+    Ok(format!(
+        "linked:   events 1-{} are the bundle's (head {bundle_head}), their content erased",
+        decoded.len()
+    ))
+}

@@ -21,6 +21,13 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     let url = f.url.as_str();
     let (_, shown, _) = replay(url, &["show", &session]);
     assert!(shown.contains(WORDS), "{shown}");
+    // What an auditor exported before the erasure.
+    let before = f.dir.join("before.jsonl");
+    let other = f.dir.join("other.jsonl");
+    for (id, path) in [(&session, &before), (&kept, &other)] {
+        let (code, _, err) = replay(url, &["export", id, "-o", path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
 
     let receipt: Value = f
         .http
@@ -77,6 +84,25 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     let path = bundle.to_str().unwrap();
     let (code, out, _) = replay(url, &["verify", "--bundle", path, "--expect-head", head]);
     assert_eq!(code, 0, "{out}");
+
+    // The chain exported before links to the erased one; another session's does not.
+    let (code, out, _) = replay(
+        url,
+        &[
+            "verify",
+            &session,
+            "--erased-from",
+            before.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("linked:"), "{out}");
+    let (code, out, _) = replay(
+        url,
+        &["verify", &session, "--erased-from", other.to_str().unwrap()],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("is not the bundle's event"), "{out}");
 
     // The views rebuilt from the erased log are the stored ones.
     let (code, out, _) = replay(url, &["rebuild", &session]);
