@@ -134,16 +134,10 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
     }
     assert_eq!(s["status"], "completed");
     let (events, sizes) = stored_bytes(label, server, &id, true).await;
-    let total: i64 = sizes.iter().map(|(_, b)| b).sum();
-    let parts: Vec<String> = sizes
-        .iter()
-        .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
-        .collect();
     println!(
-        "{label}: one completed {}-turn interview: {events} events, {:.1} KB stored ({})",
+        "{label}: one completed {}-turn interview: {events} events, {}",
         s["turn_count"],
-        total as f64 / 1024.0,
-        parts.join(", ")
+        in_kilobytes(&sizes)
     );
     erase_and_measure(label, server, http, &id).await;
 }
@@ -167,17 +161,25 @@ async fn erase_and_measure(label: &str, server: &Server, http: &reqwest::Client,
     let took = started.elapsed();
     assert!(res.status().is_success(), "{}", res.text().await.unwrap());
     let (events, sizes) = stored_bytes(label, server, id, false).await;
+    println!(
+        "{label}: the same interview erased in {} ms: {events} events, {}",
+        crate::ms(took),
+        in_kilobytes(&sizes)
+    );
+}
+
+/// `57.7 KB stored (events 47.9 KB, session_state 2.7 KB, …)`.
+fn in_kilobytes(sizes: &[(&str, i64)]) -> String {
     let total: i64 = sizes.iter().map(|(_, b)| b).sum();
     let parts: Vec<String> = sizes
         .iter()
         .map(|(t, b)| format!("{t} {:.1} KB", *b as f64 / 1024.0))
         .collect();
-    println!(
-        "{label}: the same interview erased in {} ms: {events} events, {:.1} KB stored ({})",
-        crate::ms(took),
+    format!(
+        "{:.1} KB stored ({})",
         total as f64 / 1024.0,
         parts.join(", ")
-    );
+    )
 }
 
 /// The stored bytes of one session: its event count, and per table (`events` and each view)

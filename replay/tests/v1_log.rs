@@ -71,6 +71,16 @@ fn fixture_events() -> Vec<Value> {
         .collect()
 }
 
+/// The fixture's session id and its stored events.
+fn fixture() -> (String, Vec<Value>) {
+    let events = fixture_events();
+    let session = events[0]["payload"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (session, events)
+}
+
 /// Inserts stored events as they were written (no hash column: version 1).
 async fn insert(db: &Db, session: &str, events: &[Value]) {
     interview_projections::on_db!(write(db), |pool| {
@@ -106,12 +116,8 @@ async fn get(server: &Server, path: &str) -> Value {
 
 async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Store) {
     let server = start(store).await;
-    let events = fixture_events();
+    let (session, events) = fixture();
     assert!(events.iter().all(|e| e["event_version"] == "1"));
-    let session = events[0]["payload"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
     insert(&server.db, &session, &events).await;
 
     let (code, out, err) = replay(&server.url, &["rebuild", &session]);
@@ -160,11 +166,7 @@ async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Stor
 
 async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
     let server = start(store).await;
-    let events = fixture_events();
-    let session = events[0]["payload"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (session, events) = fixture();
     // Up to an interviewer's question: waiting for the participant.
     let cut = events
         .iter()
@@ -219,11 +221,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
 /// process that read the log cold.
 async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
     let first = start(store).await;
-    let events = fixture_events();
-    let session = events[0]["payload"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (session, events) = fixture();
     let cut = events
         .iter()
         .position(|e| {
@@ -298,11 +296,7 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
 /// verifies, linking to the head it had.
 async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
     let server = start(store).await;
-    let events = fixture_events();
-    let session = events[0]["payload"]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (session, events) = fixture();
     insert(&server.db, &session, &events).await;
     let (code, out, err) = replay(&server.url, &["rebuild", &session]);
     assert_eq!(code, 0, "{out}{err}");
