@@ -24,8 +24,9 @@ const T = zh
       tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
       newer: "有新消息 ↓", notSent: "没有发出去 — 点这里重试", interviewer: "访谈者：", you: "你：",
       minutes: (n) => `大约需要 ${n} 分钟`, withName: (name) => `与你交谈的是 ${name}。`, named: (name) => `${name}：`,
-      withdraw: "撤回并删除我的回答", withdrawConfirm: "确定要退出这项研究并删除你在这次访谈中的所有回答吗？删除后无法恢复。",
-      erased: "你的回答已删除。", erasedDetail: "这次访谈中你说过、选过的内容都不再保留，研究人员也看不到。",
+      withdraw: "撤回并删除我的回答", withdrawConfirm: "确定要退出这项研究，并从研究中删除你在这次访谈中的回答吗？删除后无法恢复。",
+      erased: "你的回答已删除。", erasedDetail: "你在这次访谈中说过、选过的内容已从这项研究中删除，研究人员再也看不到。",
+      reference: (id) => `编号：${id}`,
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -47,9 +48,10 @@ const T = zh
       minutes: (n) => `About ${n} minute${n === 1 ? "" : "s"}`, withName: (name) => `You'll be talking with ${name}.`,
       named: (name) => `${name}: `,
       withdraw: "Withdraw and delete my answers",
-      withdrawConfirm: "Withdraw from this study and delete everything you answered in this interview? This cannot be undone.",
+      withdrawConfirm: "Withdraw from this study and delete your answers from this interview? This cannot be undone.",
       erased: "Your answers have been deleted.",
-      erasedDetail: "Nothing you said or chose in this interview is kept, and the researchers can no longer see it.",
+      erasedDetail: "What you said and chose in this interview has been deleted from the study, and the researchers can no longer see it.",
+      reference: (id) => `Reference: ${id}`,
     };
 
 const $ = (id) => document.getElementById(id);
@@ -667,7 +669,8 @@ function showErased() {
     // nothing kept
   }
   const heading = el("h2", { tabindex: "-1", text: T.erased });
-  $("done").replaceChildren(heading, el("p", { text: T.erasedDetail }));
+  // The session's id, in case the participant or the study is asked about it later.
+  $("done").replaceChildren(heading, el("p", { text: T.erasedDetail }), el("p", { class: "facts", text: T.reference(session.id) }));
   $("done").hidden = false;
   heading.focus();
 }

@@ -37,10 +37,11 @@ pub async fn erase(
     reason: Option<String>,
     request_id: &str,
 ) -> Result<Receipt, ApiError> {
+    interview_session::erasure::check_reason(reason.as_deref())?;
+    // Erased already: the first erasure's receipt (its who and why stand).
     if let Some(receipt) = erasure::receipt(&state.db, session_id).await? {
         return Ok(receipt);
     }
-    interview_session::erasure::check_reason(reason.as_deref())?;
     for attempt in 0..ATTEMPTS {
         let prepared = erasure::prepare(&state.db, session_id)
             .await?
@@ -90,7 +91,7 @@ pub async fn erase(
             // An event came in between the read and the record: read again.
             Err(AggregateError::UserError(SessionError::ErasureOutdated))
             | Err(AggregateError::AggregateConflict) => {
-                tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(attempt))).await;
+                tokio::time::sleep(std::time::Duration::from_millis(25 * u64::from(attempt))).await;
             }
             Err(AggregateError::UserError(SessionError::NotCreated)) => {
                 return Err(ApiError::session_not_found())

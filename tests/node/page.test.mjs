@@ -549,6 +549,7 @@ test("a participant withdraws and their answers are deleted", async () => {
   await page.locator("#done h2", { hasText: "Your answers have been deleted." }).waitFor();
   assert.match(asked[0], /cannot be undone/);
   assert.equal(await page.locator("#log li").count(), 0, "the conversation is gone from the page");
+  assert.ok((await page.locator("#done").textContent()).includes(`Reference: ${id}`), "the session is named for later");
   assert.ok(await page.locator("#composer").isHidden());
   assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2");
   await axe(page, "after withdrawal");
