@@ -222,6 +222,32 @@ pub(crate) async fn commit(
     }
 }
 
+/// Deletes events a failed command inserted in this transaction.
+async fn take_back<'c, DB>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    aggregate_id: &str,
+    sequences: &[i64],
+) -> Result<(), sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for seq in sequences {
+        sqlx::query(
+            "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
+        )
+        .bind(interview_session::AGGREGATE_TYPE)
+        .bind(aggregate_id)
+        .bind(*seq)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
 /// A command whose kept view was the one just before its events: folded in memory.
 pub(crate) struct Fast<'a> {
     pub(crate) command: usize,
@@ -315,16 +341,7 @@ where
         }
         *outcome = Err(PersistenceError::OptimisticLockError);
         // Only some of its sequences were free: take back the ones it got.
-        for seq in ours {
-            sqlx::query(
-                "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
-            )
-            .bind(interview_session::AGGREGATE_TYPE)
-            .bind(command[0].aggregate_id.clone())
-            .bind(seq)
-            .execute(&mut *tx)
-            .await?;
-        }
+        take_back(&mut tx, &command[0].aggregate_id, &ours).await?;
     }
 
     // An erasure rewrites the events it covers in the transaction that records it.
@@ -332,20 +349,12 @@ where
         if let (Some(erasure), Ok(())) = (crate::erasure::erasure_in(command), &outcome) {
             match crate::erasure::rewrite(&mut tx, &command[0].aggregate_id, erasure).await {
                 Ok(()) => {}
-                // The log moved under the erasure: that command alone fails (its events are
-                // taken back below with the others that failed).
+                // The log moved under the erasure: that command alone fails, as a lost race,
+                // and its events are taken back.
                 Err(ProjectionError::ErasureMismatch { .. }) => {
                     *outcome = Err(PersistenceError::OptimisticLockError);
-                    for e in command.iter() {
-                        sqlx::query(
-                            "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
-                        )
-                        .bind(interview_session::AGGREGATE_TYPE)
-                        .bind(e.aggregate_id.clone())
-                        .bind(e.sequence as i64)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
+                    let sequences: Vec<i64> = command.iter().map(|e| e.sequence as i64).collect();
+                    take_back(&mut tx, &command[0].aggregate_id, &sequences).await?;
                 }
                 Err(e) => return Err(e),
             }

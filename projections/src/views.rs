@@ -125,7 +125,7 @@ impl SessionStateView {
     /// Forgets everything the session's content gave the view. Whole collections are dropped
     /// rather than blanked, so the view is the same whether it was folded from the events before
     /// or after they were erased. The stored transcript and results rows go with it
-    /// (`view_writes::forget_erased`).
+    /// (`erasure::forget_views`).
     pub fn erase(&mut self) {
         self.participant_ref = None;
         self.pending_interaction = None;

@@ -1,5 +1,5 @@
 //! Retention: each ended session is erased once its study's `limits.retention_days` have passed
-//! since it ended (the `retained_since` column), reason `retention`, a batch per study and sweep
+//! since it ended (the `retained_since` column), `erased_by: retention`, page by page
 //! (`docs/privacy.md`). The study's published version
 //! decides, for all its sessions: a data-protection officer who shortens it means it for the
 //! data already held.
