@@ -65,6 +65,18 @@ pub struct Overrides {
     /// into DATA_DIR/researcher-token. Required with PostgreSQL.
     #[arg(long, env = "RESEARCHER_TOKENS", hide_env_values = true)]
     pub researcher_tokens: Option<Secret>,
+    /// The key-encryption key (32 bytes as 64 hex digits or base64) that wraps every session's
+    /// data key (docs/privacy.md). Unset: DATA_KEY_FILE; failing that, the embedded store
+    /// generates DATA_DIR/data.key, and PostgreSQL keeps a generated one in the database.
+    #[arg(long, env = "DATA_KEY", hide_env_values = true)]
+    pub data_key: Option<Secret>,
+    /// A file holding DATA_KEY (mode 600).
+    #[arg(long, env = "DATA_KEY_FILE")]
+    pub data_key_file: Option<PathBuf>,
+    /// Comma-separated earlier key-encryption keys: session keys still wrapped by one are moved
+    /// under DATA_KEY at start-up.
+    #[arg(long, env = "DATA_KEYS_RETIRED", hide_env_values = true)]
+    pub data_keys_retired: Option<Secret>,
     /// A bearer token that may read /metrics (and nothing else), for a Prometheus scraper;
     /// researcher tokens may too.
     #[arg(long, env = "METRICS_TOKEN", hide_env_values = true)]
@@ -168,6 +180,9 @@ pub struct Settings {
     pub database_url: Option<String>,
     pub data_dir: PathBuf,
     pub researcher_tokens: Vec<Secret>,
+    pub data_key: Option<Secret>,
+    pub data_key_file: Option<PathBuf>,
+    pub data_keys_retired: Vec<Secret>,
     pub metrics_token: Option<Secret>,
     pub openai_base_url: Option<String>,
     pub openai_api_key: Option<Secret>,
@@ -204,6 +219,9 @@ impl Default for Settings {
             database_url: None,
             data_dir: PathBuf::from("./data"),
             researcher_tokens: Vec::new(),
+            data_key: None,
+            data_key_file: None,
+            data_keys_retired: Vec::new(),
             metrics_token: None,
             openai_base_url: None,
             openai_api_key: None,
@@ -324,16 +342,36 @@ impl Settings {
                 .map(String::from)
                 .collect();
         }
+        if let Some(key) = o.data_key.filter(|k| !k.0.trim().is_empty()) {
+            self.data_key = Some(key);
+        }
+        if o.data_key_file.is_some() {
+            self.data_key_file = o.data_key_file;
+        }
+        if let Some(keys) = o.data_keys_retired {
+            self.data_keys_retired = split_secrets(&keys);
+        }
         if let Some(tokens) = o.researcher_tokens {
-            self.researcher_tokens = tokens
-                .0
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(|t| Secret(t.to_string()))
-                .collect();
+            self.researcher_tokens = split_secrets(&tokens);
         }
         self
+    }
+
+    /// Where the key-encryption keys come from (`interview_projections::keys`). The embedded
+    /// store's generated key lives beside its database file (`DATA_DIR/data.key` by default),
+    /// so every process and `replay` opening that file finds the same key.
+    pub fn key_source(&self) -> interview_projections::keys::KeySource {
+        let url = self.effective_database_url();
+        let embedded = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .map(|path| std::path::Path::new(path).with_file_name("data.key"));
+        interview_projections::keys::KeySource {
+            configured: self.data_key.as_ref().map(|k| k.0.clone()),
+            file: self.data_key_file.clone(),
+            default_file: embedded,
+            retired: self.data_keys_retired.iter().map(|k| k.0.clone()).collect(),
+        }
     }
 
     /// The database URL in effect: the configured one, or the embedded file under `data_dir`.
@@ -342,6 +380,16 @@ impl Settings {
             .clone()
             .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("interview.db").display()))
     }
+}
+
+/// A comma-separated list of secrets, blanks left out.
+fn split_secrets(list: &Secret) -> Vec<Secret> {
+    list.0
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| Secret(t.to_string()))
+        .collect()
 }
 
 #[cfg(test)]

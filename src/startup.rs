@@ -62,6 +62,8 @@ pub enum StartupError {
     },
     #[error("start-up failed: {0}")]
     Other(String),
+    #[error(transparent)]
+    Keys(#[from] interview_projections::keys::KeyError),
 }
 
 pub struct Application {
@@ -82,6 +84,7 @@ impl Application {
         };
         let db = Db::connect(&url, &pool).await?;
         tracing::info!(backend = db.backend(), "database ready");
+        let data_kek = interview_projections::keys::start(&db, &settings.key_source()).await?;
         let tokens = researcher_tokens(&settings, &db)?;
         let projector = Arc::new(Projector::new(db.clone()).with_group_commit());
         projector
@@ -103,6 +106,7 @@ impl Application {
             projector.clone(),
             hub.clone(),
             crate::jobs::extraction::Completions(completed_tx),
+            data_kek.clone(),
         ));
         if let Db::Postgres(pool) = &db {
             crate::live::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
@@ -135,6 +139,7 @@ impl Application {
             projector,
             hub,
             researcher_token_digests: tokens,
+            data_kek,
             participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
             participant_create_lock: tokio::sync::Mutex::new(()),
             create_by_address: crate::http::limits::RateLimiter::new(
@@ -297,24 +302,19 @@ fn without_userinfo(url: &str) -> String {
 
 /// A token file other users can read is a token other users have: refuse it and say how to fix.
 fn refuse_readable_by_others(path: &Path) -> Result<(), StartupError> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|source| StartupError::TokenFile {
-                path: path.display().to_string(),
-                source,
-            })?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            return Err(StartupError::TokenFileReadable {
-                path: path.display().to_string(),
-                mode: mode & 0o777,
-            });
+    let open = interview_projections::keys::open_to_others(path).map_err(|source| {
+        StartupError::TokenFile {
+            path: path.display().to_string(),
+            source,
         }
+    })?;
+    match open {
+        Some(mode) => Err(StartupError::TokenFileReadable {
+            path: path.display().to_string(),
+            mode,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// CORS for pages on other origins (a front end calling the AG-UI endpoint and the stream):

@@ -19,6 +19,8 @@ pub struct AppState {
     pub settings: Settings,
     /// SHA-256 digests of the researcher tokens.
     pub researcher_token_digests: HashSet<String>,
+    /// The key-encryption key that wraps new sessions' data keys.
+    pub data_kek: std::sync::Arc<interview_projections::keys::Kek>,
     /// Participant token digests already read, by session: a session's token never changes,
     /// so the check on every participant request need not read the database each time.
     pub participant_token_digests: std::sync::Mutex<hashlink::LruCache<uuid::Uuid, String>>,

@@ -31,6 +31,9 @@ pub(crate) fn one_commands_fault(error: &ProjectionError) -> bool {
             sqlx::Error::Encode(_) | sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. },
         ) => true,
         ProjectionError::Db(_) => false,
+        // A session key that does not unwrap is that session's.
+        ProjectionError::Keys(crate::keys::KeyError::Unwrap { .. }) => true,
+        ProjectionError::Keys(_) => false,
     }
 }
 

@@ -150,6 +150,8 @@ impl Projector {
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
+        let mut rows = rows;
+        open_text_rows(self.db(), &mut rows).await?;
         let events = rows.len() as u64;
         // Each document is checked against its content id once per batch, not per session.
         let documents = codec::CheckedOnce::new(load_documents(self.db(), &rows).await?);
@@ -242,4 +244,38 @@ impl Projector {
         });
         Ok(())
     }
+}
+
+/// Opens a batch's encrypted rows (`encrypted.rs`) with their sessions' keys, read in one query.
+async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), ProjectionError> {
+    use interview_session::codec::{CURRENT_VERSION, ENCRYPTED_VERSION};
+    let mut sessions: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.event_version == ENCRYPTED_VERSION)
+        .map(|r| r.session_id.as_str())
+        .collect();
+    if sessions.is_empty() {
+        return Ok(());
+    }
+    sessions.dedup();
+    let keys = crate::keys::for_sessions(db, &sessions).await?;
+    for row in rows.iter_mut() {
+        let Some(key) = keys.get(&row.session_id) else {
+            continue;
+        };
+        if row.event_version != ENCRYPTED_VERSION {
+            continue;
+        }
+        // One that does not open stays as stored, and fails to decode saying so.
+        let opened = serde_json::from_str(&row.payload)
+            .map_err(interview_session::codec::DecodeError::Malformed)
+            .and_then(|stored| {
+                crate::encrypted::open(&stored, key, &row.session_id, row.sequence, &row.event_type)
+            });
+        if let Ok(payload) = opened {
+            row.payload = payload.to_string();
+            row.event_version = CURRENT_VERSION.to_string();
+        }
+    }
+    Ok(())
 }

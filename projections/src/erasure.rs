@@ -104,6 +104,9 @@ where
         .execute(&mut **tx)
         .await?;
     }
+    // What was encrypted under the session's key, in whatever copy outlives these rows, is
+    // unreadable once this commits.
+    crate::keys::delete_in_transaction(tx, session_id).await?;
     Ok(())
 }
 

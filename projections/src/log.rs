@@ -13,7 +13,10 @@ use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
 
 use crate::db::Db;
+use crate::encrypted;
+use crate::keys::{self, DataKey};
 use crate::{on_db, ProjectionError};
+use interview_session::codec::ENCRYPTED_VERSION;
 
 /// One event a command appends.
 #[derive(Debug, Clone)]
@@ -51,15 +54,20 @@ impl NewEvent {
     }
 
     /// The row of `event`, written right after `before` when it is the same command's (its
-    /// stored form then leaves out what `before` says: `codec::compact`).
+    /// stored form then leaves out what `before` says: `codec::compact`), and encrypted under
+    /// the session's data `key` when it holds personal data (`encrypted.rs`).
     pub fn new(
         aggregate_id: &str,
         sequence: u64,
         event: SessionEvent,
         before: Option<&SessionEvent>,
         metadata: Value,
+        key: Option<&DataKey>,
     ) -> Self {
-        let stored = codec::encode_after(&event, before);
+        let stored = match key.filter(|_| encrypted::holds_personal_data(&event)) {
+            Some(key) => encrypted::encrypt(&event, key, aggregate_id, sequence),
+            None => codec::encode_after(&event, before),
+        };
         Self {
             aggregate_id: aggregate_id.to_string(),
             sequence,
@@ -111,6 +119,28 @@ impl Row {
             &self.payload,
             self.hash.as_deref(),
         )
+    }
+
+    /// Opens the row if it is encrypted (into the version 2 or 3 row it seals).
+    fn open(&mut self, key: &DataKey, session_id: &str) -> Result<(), ProjectionError> {
+        if self.event_version != ENCRYPTED_VERSION {
+            return Ok(());
+        }
+        let payload = encrypted::open(
+            &self.payload,
+            key,
+            session_id,
+            self.sequence,
+            &self.event_type,
+        )
+        .map_err(|source| ProjectionError::Decode {
+            session_id: session_id.into(),
+            sequence: self.sequence,
+            source,
+        })?;
+        self.event_version = codec::CURRENT_VERSION.to_string();
+        self.payload = payload;
+        Ok(())
     }
 
     pub fn stored(&self) -> Stored<'_> {
@@ -215,8 +245,46 @@ pub async fn load_documents(db: &Db, ids: &[String]) -> Result<(), sqlx::Error> 
     Ok(())
 }
 
-/// Reads a session's rows with `from <= sequence <= up_to`, in order.
-async fn rows(db: &Db, session_id: &str, from: u64, up_to: u64) -> Result<Vec<Row>, sqlx::Error> {
+/// Opens `rows`' encrypted ones with the session's `key`. One that does not open — no key
+/// (erased, or its key-encryption key not configured here), or a changed row — stays as stored:
+/// it fails to decode saying so, and `replay verify` reports it with the rest of the chain.
+fn open_rows(session_id: &str, rows: &mut [Row], key: Option<&DataKey>) {
+    let Some(key) = key else {
+        return;
+    };
+    for row in rows.iter_mut() {
+        if let Err(error) = row.open(key, session_id) {
+            tracing::warn!(%error, "an encrypted event does not open");
+        }
+    }
+}
+
+fn any_encrypted(rows: &[Row]) -> bool {
+    rows.iter().any(|r| r.event_version == ENCRYPTED_VERSION)
+}
+
+/// Reads a session's rows with `from <= sequence <= up_to`, in order, opened.
+async fn rows(
+    db: &Db,
+    session_id: &str,
+    from: u64,
+    up_to: u64,
+) -> Result<Vec<Row>, ProjectionError> {
+    let mut rows = stored_rows(db, session_id, from, up_to).await?;
+    if any_encrypted(&rows) {
+        let key = keys::for_reading(db, session_id).await?;
+        open_rows(session_id, &mut rows, key.as_ref());
+    }
+    Ok(rows)
+}
+
+/// [`rows`] as stored.
+async fn stored_rows(
+    db: &Db,
+    session_id: &str,
+    from: u64,
+    up_to: u64,
+) -> Result<Vec<Row>, sqlx::Error> {
     on_db!(read(db), |pool| {
         let rows = sqlx::query(&format!(
             "SELECT {ROW_COLUMNS} FROM events \
@@ -235,8 +303,8 @@ async fn rows(db: &Db, session_id: &str, from: u64, up_to: u64) -> Result<Vec<Ro
     })
 }
 
-/// Every stored row of a session, undecoded (the audit's source).
-pub async fn all_rows(db: &Db, session_id: &str) -> Result<Vec<Row>, sqlx::Error> {
+/// Every stored row of a session, undecoded (the audit's source), its encrypted ones opened.
+pub async fn all_rows(db: &Db, session_id: &str) -> Result<Vec<Row>, ProjectionError> {
     rows(db, session_id, 1, u64::MAX).await
 }
 
@@ -303,12 +371,12 @@ pub async fn decode_read(
 }
 
 /// A session's rows from `from` on, read in the caller's transaction (which sees its own
-/// uncommitted events), with the documents they name kept for decoding.
+/// uncommitted events), opened, with the documents they name kept for decoding.
 pub(crate) async fn rows_in<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     from: i64,
-) -> Result<Vec<Row>, sqlx::Error>
+) -> Result<Vec<Row>, ProjectionError>
 where
     DB: sqlx::Database,
     for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
@@ -331,10 +399,14 @@ where
     .bind(from)
     .fetch_all(&mut **tx)
     .await?;
-    let rows = stored
+    let mut rows = stored
         .iter()
         .map(Row::from_sql)
         .collect::<Result<Vec<_>, _>>()?;
+    if any_encrypted(&rows) {
+        let key = keys::in_transaction(tx, session_id).await?;
+        open_rows(session_id, &mut rows, key.as_ref());
+    }
     for id in missing_documents(&rows) {
         let found = sqlx::query("SELECT document FROM config_documents WHERE version_id = $1")
             .bind(&id)

@@ -76,6 +76,11 @@ struct Cli {
     /// postgres://… or sqlite://PATH [default: sqlite://./data/interview.db].
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
+    /// A file holding the server's key-encryption key (docs/privacy.md), to read sessions whose
+    /// content is encrypted [default: DATA_KEY from the environment, else data.key beside an
+    /// embedded database, else the key PostgreSQL keeps when the server was given none].
+    #[arg(long, env = "DATA_KEY_FILE", global = true)]
+    data_key_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -154,16 +159,45 @@ fn fail(error: SourceError) -> ExitCode {
     })
 }
 
+/// `--data-key-file`, kept for [`open`].
+static DATA_KEY_FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
 async fn open(url: &str, writable: bool) -> Result<Db, ExitCode> {
     let opened = if writable {
         Db::connect(url, &PoolSettings::default()).await
     } else {
         Db::open_read_only(url).await
     };
-    opened.map_err(|e| {
+    let db = opened.map_err(|e| {
         eprintln!("error: cannot open the database: {e}");
         ExitCode::from(DATABASE_UNREACHABLE)
-    })
+    })?;
+    // The keys that open encrypted content; a session whose key is missing says so when read.
+    let beside = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .map(|path| PathBuf::from(path).with_file_name("data.key"));
+    let source = interview_projections::keys::KeySource {
+        configured: std::env::var("DATA_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty()),
+        file: DATA_KEY_FILE.get().cloned().flatten(),
+        default_file: beside,
+        retired: std::env::var("DATA_KEYS_RETIRED")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(String::from)
+            .collect(),
+    };
+    interview_projections::keys::open_for_reading(&db, &source)
+        .await
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(USAGE)
+        })?;
+    Ok(db)
 }
 
 /// Events from the bundle if one is named, else from the database.
@@ -185,6 +219,7 @@ async fn events(
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    let _ = DATA_KEY_FILE.set(cli.data_key_file.clone());
     let url = cli
         .database_url
         .unwrap_or_else(|| "sqlite://./data/interview.db".into());

@@ -124,4 +124,37 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     assert!(out.contains("are not the ones erased"), "{out}");
 }
 
-both_stores!(an_erased_session_verifies_and_shows_nothing_erased);
+/// A session's content is encrypted under its data key: `replay` opens it with the server's
+/// key-encryption key, and without it shows nothing of the content and fails to verify, saying
+/// why.
+async fn replay_reads_content_only_with_the_data_key(store: Store) {
+    const KEY: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
+    let f = Fixture::start_with(store, |s| {
+        s.data_key = Some(interview_runtime::settings::Secret(KEY.into()))
+    })
+    .await;
+    let session = f.completed_session().await;
+    let url = f.url.as_str();
+    assert!(
+        !f.dir.join("data.key").exists(),
+        "no key file when the key is given"
+    );
+
+    let (code, out, err) = replay(url, &["verify", &session]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("encrypted and does not open here"), "{out}");
+    let (_, shown, _) = replay(url, &["show", &session]);
+    assert!(!shown.contains(WORDS), "{shown}");
+
+    let key = [("DATA_KEY", KEY)];
+    let (code, out, err) = common::replay_with(url, &["verify", &session], &key);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, shown, err) = common::replay_with(url, &["show", &session], &key);
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains(WORDS), "{shown}");
+}
+
+both_stores!(
+    an_erased_session_verifies_and_shows_nothing_erased,
+    replay_reads_content_only_with_the_data_key,
+);

@@ -155,7 +155,12 @@ impl Server {
         let server = Self {
             base,
             url,
-            http: reqwest::Client::new(),
+            // Idle connections are dropped before the server's 5-second keep-alive closes them:
+            // a request sent on one the server is closing fails as an incomplete message.
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(2))
+                .build()
+                .unwrap(),
             harness,
             model,
             _dir: dir,

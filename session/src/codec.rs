@@ -29,6 +29,10 @@
 //! in place as the version 2 payload of its erased body with its original hash kept in the
 //! column; the `participant.data.erased` event after it carries a digest of the erased rows.
 //!
+//! **Encrypted** (`encrypted`): a version 2 or 3 row whose payload is sealed under the session's
+//! data key; the store opens it back into that row before it reaches this module
+//! (`interview_projections::encrypted`, `docs/privacy.md`). Its hash is that row's.
+//!
 //! **Version 1** (logs written before) carries `type`, `prev_hash` and `hash` inside the payload
 //! and the whole study in `session.created`. It decodes as it always did; nothing writes it.
 
@@ -46,6 +50,11 @@ pub const CURRENT_VERSION: &str = "2";
 
 /// The versions [`decode`] reads.
 pub const KNOWN_VERSIONS: [&str; 4] = ["1", "2", "3", erased::VERSION];
+
+/// The `event_version` of an event whose content is encrypted under its session's data key. The
+/// store opens it into the version 2 or 3 row it seals before anything decodes it
+/// (`interview_projections::encrypted`); [`decode`] meets one only when the key is gone.
+pub const ENCRYPTED_VERSION: &str = "encrypted";
 
 pub mod compact;
 pub mod erased;
@@ -159,6 +168,17 @@ pub enum DecodeError {
     BadHash,
     #[error("an erased event needs its hash column: its payload no longer gives it")]
     ErasedWithoutHash,
+    #[error(
+        "the event's content is encrypted and does not open here: its session's data key was \
+         destroyed (an erasure), the key-encryption key that wraps it is not configured, or the \
+         stored row was changed"
+    )]
+    Encrypted,
+    #[error(
+        "the encrypted event does not open under its session's data key: it was changed, or \
+         moved from another row"
+    )]
+    NotOpened,
 }
 
 #[derive(Serialize)]
@@ -320,6 +340,7 @@ pub fn decode_after(
         return decode_after(row, prev_hash, before, documents);
     }
     let event = match row.event_version {
+        ENCRYPTED_VERSION => return Err(DecodeError::Encrypted),
         // Version 1 is the typed event's own serde form.
         "1" => serde_json::from_value::<SessionEvent>(row.payload.clone())?,
         "2" => {

@@ -120,6 +120,8 @@ pub struct CachingEventStore {
     /// Reads, and the pinned studies' documents.
     db: Db,
     sessions: Arc<KeptSessions>,
+    /// Wraps the data key of each new session (`interview_projections::keys`).
+    data_kek: Arc<interview_projections::keys::Kek>,
 }
 
 fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateError<SessionError> {
@@ -130,6 +132,7 @@ fn unexpected(e: impl std::error::Error + Send + Sync + 'static) -> AggregateErr
 fn reading(e: interview_projections::ProjectionError) -> AggregateError<SessionError> {
     match e {
         interview_projections::ProjectionError::Db(e) => unexpected(e),
+        interview_projections::ProjectionError::Keys(e) => unexpected(e),
         decode => AggregateError::DeserializationError(Box::new(decode)),
     }
 }
@@ -140,12 +143,14 @@ impl CachingEventStore {
         db: Db,
         sessions: Arc<KeptSessions>,
         hub: Arc<crate::live::stream_hub::StreamHub>,
+        data_kek: Arc<interview_projections::keys::Kek>,
     ) -> Self {
         Self {
             projector,
             hub,
             db,
             sessions,
+            data_kek,
         }
     }
 
@@ -184,7 +189,7 @@ impl EventStore<Session> for CachingEventStore {
     ) -> Result<Vec<EventEnvelope<Session>>, AggregateError<SessionError>> {
         let rows = log::all_rows(&self.db, aggregate_id)
             .await
-            .map_err(unexpected)?;
+            .map_err(reading)?;
         let decoded = log::decode_read(&self.db, aggregate_id, &rows, GENESIS_HASH.into())
             .await
             .map_err(reading)?;
@@ -262,6 +267,19 @@ impl EventStore<Session> for CachingEventStore {
         // second or later event.
         let first = serde_json::to_value(&metadata)?;
         let rest = serde_json::json!({});
+        // Content is encrypted under the session's data key, made with its first such event.
+        let key = if envelopes
+            .iter()
+            .any(|e| interview_projections::encrypted::holds_personal_data(&e.payload))
+        {
+            let key =
+                interview_projections::keys::for_writing(&self.db, &aggregate_id, &self.data_kek)
+                    .await
+                    .map_err(unexpected)?;
+            Some(key)
+        } else {
+            None
+        };
         let rows: Vec<NewEvent> = envelopes
             .iter()
             .enumerate()
@@ -275,6 +293,7 @@ impl EventStore<Session> for CachingEventStore {
                     e.payload.clone(),
                     before,
                     metadata.clone(),
+                    key.as_ref(),
                 )
             })
             .collect();

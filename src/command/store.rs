@@ -67,11 +67,12 @@ impl SessionStore {
         projector: Arc<Projector>,
         hub: Arc<StreamHub>,
         completions: crate::jobs::extraction::Completions,
+        data_kek: Arc<interview_projections::keys::Kek>,
     ) -> Self {
         let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
             vec![Box::new(StreamNotifier(hub.clone())), Box::new(completions)];
         let kept = Arc::new(KeptSessions::default());
-        let store = CachingEventStore::new(projector, db.clone(), kept.clone(), hub);
+        let store = CachingEventStore::new(projector, db.clone(), kept.clone(), hub, data_kek);
         let framework = CqrsFramework::new(store, queries, ());
         SessionStore {
             framework,

@@ -235,10 +235,12 @@ impl From<interview_projections::ProjectionError> for ApiError {
     fn from(err: interview_projections::ProjectionError) -> Self {
         match err {
             interview_projections::ProjectionError::Db(e) => e.into(),
+            interview_projections::ProjectionError::Keys(
+                interview_projections::keys::KeyError::Db(e),
+            ) => e.into(),
             other @ (interview_projections::ProjectionError::Decode { .. }
-            | interview_projections::ProjectionError::ErasureMismatch { .. }) => {
-                Self::Internal(Box::new(other))
-            }
+            | interview_projections::ProjectionError::ErasureMismatch { .. }
+            | interview_projections::ProjectionError::Keys(_)) => Self::Internal(Box::new(other)),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod agui;
 mod bad_input;
+mod data_keys;
 mod erasure;
 mod harness;
 mod helpers;

@@ -119,21 +119,14 @@ async fn widgets_live_in_the_log_and_the_routes_fold_them(store: Store) {
 async fn empty_decision_fields_are_not_stored_but_read_as_empty(store: Store) {
     let app = TestApp::spawn(store).await;
     let session = crate::research::interview(&app, false, true).await;
-    let payloads: Vec<Value> = interview_projections::on_db!(read(app.db()), |pool| {
-        let texts: Vec<String> = sqlx::query_scalar(if app.db().is_postgres() {
-            "SELECT payload::text FROM events WHERE aggregate_id = $1 AND event_type = 'agent.decision.recorded' ORDER BY sequence"
-        } else {
-            "SELECT payload FROM events WHERE aggregate_id = $1 AND event_type = 'agent.decision.recorded' ORDER BY sequence"
-        })
-        .bind(&session)
-        .fetch_all(pool)
+    // As stored (an encrypted one opened into the version 2 payload it seals).
+    let payloads: Vec<Value> = interview_projections::log::all_rows(app.db(), &session)
         .await
-        .unwrap();
-        texts
-            .iter()
-            .map(|t| serde_json::from_str(t).unwrap())
-            .collect()
-    });
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.event_type == "agent.decision.recorded")
+        .map(|r| r.payload)
+        .collect();
     assert!(payloads.len() > 3);
     for p in &payloads {
         for empty in ["token_usage", "latency_ms", "proposed_action"] {

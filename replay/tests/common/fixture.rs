@@ -41,6 +41,11 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start(store: Store) -> Self {
+        Self::start_with(store, |_| {}).await
+    }
+
+    /// [`Fixture::start`] with its settings changed first.
+    pub async fn start_with(store: Store, customize: impl FnOnce(&mut Settings)) -> Self {
         let dir =
             std::env::temp_dir().join(format!("replay-test-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -57,6 +62,8 @@ impl Fixture {
             sweep_interval_secs: 1,
             ..Settings::default()
         };
+        let mut settings = settings;
+        customize(&mut settings);
         let app = Application::build(settings).await.unwrap();
         let base = format!("http://127.0.0.1:{}", app.port());
         let harness = app.state().harness.clone();

@@ -1,0 +1,226 @@
+//! Finding a process's key-encryption keys at start-up, and moving session keys under the
+//! current one.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{random_key, read_key_file, register, Kek, KeyError, KeySource};
+use crate::db::Db;
+use crate::on_db;
+
+/// The server's start: registers every KEK it is given, picks the current one (generating it
+/// where none is configured), moves every session key under it, and forgets KEKs the database
+/// kept once no key needs them. Refuses to start when a stored key names a KEK it was not given:
+/// new sessions would be written under another KEK than the old ones, and the old ones could
+/// not be read.
+pub async fn start(db: &Db, source: &KeySource) -> Result<Arc<Kek>, KeyError> {
+    // What this start was given, apart from what other servers in this process registered.
+    let mut given: HashMap<String, Arc<Kek>> = HashMap::new();
+    for text in &source.retired {
+        let kek = Arc::new(Kek::parse(text, "DATA_KEYS_RETIRED")?);
+        given.insert(kek.id().to_string(), kek);
+    }
+    let kept = kept(db).await?;
+    for kek in &kept {
+        given.insert(kek.id().to_string(), kek.clone());
+    }
+    let current = if let Some(text) = &source.configured {
+        Arc::new(Kek::parse(text, "DATA_KEY")?)
+    } else if let Some(path) = &source.file {
+        Arc::new(read_key_file(path, "DATA_KEY_FILE")?)
+    } else if let Some(path) = &source.default_file {
+        let kek = Arc::new(read_or_create_key_file(path)?);
+        tracing::info!(path = %path.display(), key_id = kek.id(), "data key file (DATA_KEY is unset)");
+        kek
+    } else {
+        let kek = match kept.first() {
+            Some(kek) => kek.clone(),
+            None => keep_new(db).await?,
+        };
+        // Said at every start, but not as a warning: this is the default, and it works.
+        tracing::info!(
+            key_id = kek.id(),
+            "DATA_KEY is unset: the key-encryption key is kept in the database itself, so a copy \
+             of the database is readable without it; set DATA_KEY to keep it apart (docs/privacy.md)"
+        );
+        kek
+    };
+    given.insert(current.id().to_string(), current.clone());
+    for kek in given.values() {
+        register(kek.clone());
+    }
+    let moved = move_keys_under(db, &current, &given).await?;
+    if moved > 0 {
+        tracing::info!(
+            moved,
+            key_id = current.id(),
+            "session keys moved under the current key-encryption key"
+        );
+    }
+    on_db!(write(db), |pool| {
+        let forgotten = sqlx::query("DELETE FROM kept_key_encryption_keys WHERE key_id <> $1")
+            .bind(current.id())
+            .execute(pool)
+            .await?
+            .rows_affected();
+        if forgotten > 0 {
+            tracing::info!(
+                "the key-encryption key kept in the database is deleted: DATA_KEY replaces it"
+            );
+        }
+    });
+    Ok(current)
+}
+
+/// A reader's start (`replay`): registers every KEK it can find, creating none and moving
+/// nothing. Sessions whose KEK is missing fail to decode, saying so.
+pub async fn open_for_reading(db: &Db, source: &KeySource) -> Result<(), KeyError> {
+    for text in &source.retired {
+        register(Arc::new(Kek::parse(text, "DATA_KEYS_RETIRED")?));
+    }
+    if let Some(text) = &source.configured {
+        register(Arc::new(Kek::parse(text, "DATA_KEY")?));
+    }
+    if let Some(path) = &source.file {
+        register(Arc::new(read_key_file(path, "DATA_KEY_FILE")?));
+    }
+    if let Some(path) = source.default_file.as_ref().filter(|p| p.exists()) {
+        register(Arc::new(read_key_file(path, "the data key file")?));
+    }
+    // A database from before data keys has no such table, and nothing encrypted.
+    for kek in kept(db).await.unwrap_or_default() {
+        register(kek);
+    }
+    Ok(())
+}
+
+/// The KEKs the database keeps (PostgreSQL without `DATA_KEY`).
+async fn kept(db: &Db) -> Result<Vec<Arc<Kek>>, KeyError> {
+    let rows: Vec<(Vec<u8>,)> = on_db!(read(db), |pool| {
+        sqlx::query_as("SELECT key FROM kept_key_encryption_keys ORDER BY created_at, key_id")
+            .fetch_all(pool)
+            .await?
+    });
+    rows.into_iter()
+        .map(|(bytes,)| {
+            let key: [u8; 32] = bytes
+                .try_into()
+                .map_err(|_| KeyError::Malformed("a key kept in kept_key_encryption_keys"))?;
+            Ok(Arc::new(Kek::from_bytes(&key)))
+        })
+        .collect()
+}
+
+/// Generates a KEK and keeps it in the database; two processes starting at once agree on the
+/// first stored.
+async fn keep_new(db: &Db) -> Result<Arc<Kek>, KeyError> {
+    let key = random_key();
+    let kek = Kek::from_bytes(&key);
+    on_db!(write(db), |pool| {
+        // Only when none is kept yet: the first process's wins.
+        sqlx::query(
+            "INSERT INTO kept_key_encryption_keys (key_id, key, created_at) \
+             SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM kept_key_encryption_keys)",
+        )
+        .bind(kek.id())
+        .bind(key.as_slice())
+        .bind(chrono::Utc::now())
+        .execute(pool)
+        .await?;
+    });
+    kept(db)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(KeyError::Malformed(
+            "a key kept in kept_key_encryption_keys",
+        ))
+}
+
+/// Rewraps every session key not under `current`; refuses when one names a KEK not `given`.
+async fn move_keys_under(
+    db: &Db,
+    current: &Kek,
+    given: &HashMap<String, Arc<Kek>>,
+) -> Result<u64, KeyError> {
+    let by_kek: Vec<(String, i64)> = on_db!(read(db), |pool| {
+        sqlx::query_as("SELECT key_id, COUNT(*) FROM session_keys GROUP BY key_id")
+            .fetch_all(pool)
+            .await?
+    });
+    if let Some((key_id, count)) = by_kek.iter().find(|(id, _)| !given.contains_key(id)) {
+        return Err(KeyError::NotConfigured {
+            key_id: key_id.clone(),
+            count: *count as usize,
+        });
+    }
+    let mut moved = 0;
+    loop {
+        let batch: Vec<(String, String, Vec<u8>)> = on_db!(read(db), |pool| {
+            sqlx::query_as(
+                "SELECT aggregate_id, key_id, wrapped FROM session_keys WHERE key_id <> $1 \
+                 ORDER BY aggregate_id LIMIT 500",
+            )
+            .bind(current.id())
+            .fetch_all(pool)
+            .await?
+        });
+        if batch.is_empty() {
+            return Ok(moved);
+        }
+        for (session_id, key_id, wrapped) in batch {
+            let old = given.get(&key_id).ok_or_else(|| KeyError::NotConfigured {
+                key_id: key_id.clone(),
+                count: 1,
+            })?;
+            let key = old.unwrap(&session_id, &wrapped)?;
+            let rewrapped = current.wrap(&session_id, &key);
+            on_db!(write(db), |pool| {
+                sqlx::query(
+                    "UPDATE session_keys SET key_id = $1, wrapped = $2 \
+                     WHERE aggregate_id = $3 AND key_id = $4",
+                )
+                .bind(current.id())
+                .bind(&rewrapped)
+                .bind(&session_id)
+                .bind(&key_id)
+                .execute(pool)
+                .await?;
+            });
+            moved += 1;
+        }
+    }
+}
+
+/// Reads the embedded store's key file, or creates it (mode 600) with a new key.
+fn read_or_create_key_file(path: &Path) -> Result<Kek, KeyError> {
+    let fail = |source| KeyError::File {
+        path: path.display().to_string(),
+        source,
+    };
+    if path.exists() {
+        return read_key_file(path, "the data key file");
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let key = random_key();
+    let mut options = std::fs::OpenOptions::new();
+    // Never over another process's key: if one was created meanwhile, it is read instead.
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(mut file) => {
+            let text = format!("{}\n", interview_session::hash::to_hex(&key));
+            std::io::Write::write_all(&mut file, text.as_bytes()).map_err(fail)?;
+            file.sync_all().map_err(fail)?;
+            Ok(Kek::from_bytes(&key))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            read_key_file(path, "the data key file")
+        }
+        Err(e) => Err(fail(e)),
+    }
+}
