@@ -21,7 +21,7 @@
 
 use base64::Engine as _;
 use interview_session::codec::{self, DecodeError, Encoded, ENCRYPTED_VERSION};
-use interview_session::{EventBody, SessionEvent};
+use interview_session::SessionEvent;
 use serde_json::{Map, Value};
 
 use crate::keys::DataKey;
@@ -30,8 +30,7 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STA
 
 /// Whether `event` is stored encrypted: it holds something an erasure would remove.
 pub fn holds_personal_data(event: &SessionEvent) -> bool {
-    !matches!(event.body, EventBody::ParticipantDataErased(_))
-        && event.body.without_personal_data() != event.body
+    event.body.holds_personal_data()
 }
 
 fn aad(session_id: &str, sequence: u64, event_type: &str) -> Vec<u8> {
@@ -92,6 +91,7 @@ pub fn open(
 mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
+    use interview_session::EventBody;
 
     fn key() -> DataKey {
         DataKey::from_bytes(&[3; 32])
@@ -115,6 +115,7 @@ mod tests {
         SessionEvent {
             body,
             at,
+            salt: None,
             prev_hash: interview_session::hash::GENESIS_HASH.into(),
             hash,
         }

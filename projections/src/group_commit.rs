@@ -423,5 +423,12 @@ where
     for view in folded {
         recent.keep(view);
     }
+    // Once an erasure is committed, its session's key may not stay in memory (a reader may have
+    // kept it again while the transaction ran).
+    for ((command, _), outcome) in commands.iter().zip(&outcomes) {
+        if outcome.is_ok() && crate::erasure::erasure_in(command).is_some() {
+            crate::keys::erased(&command[0].aggregate_id);
+        }
+    }
     Ok(outcomes)
 }

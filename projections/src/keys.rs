@@ -209,15 +209,36 @@ fn cached(session_id: &str) -> Option<DataKey> {
 }
 
 fn keep(session_id: &str, key: DataKey) {
+    if ERASED
+        .lock()
+        .expect("never poisoned")
+        .contains_key(session_id)
+    {
+        return;
+    }
     DATA_KEYS
         .lock()
         .expect("never poisoned")
         .insert(session_id.to_string(), key);
 }
 
+/// Sessions this process erased lately: their keys are never kept again, whatever a reader
+/// that read the key row before the erasure committed does next.
+static ERASED: LazyLock<Mutex<LruCache<String, ()>>> =
+    LazyLock::new(|| Mutex::new(LruCache::new(16_384)));
+
 /// Drops a session's key from memory (its row is being deleted).
 pub fn forget(session_id: &str) {
     DATA_KEYS.lock().expect("never poisoned").remove(session_id);
+}
+
+/// A session's erasure is committed: its key is dropped from memory and never kept again.
+pub fn erased(session_id: &str) {
+    ERASED
+        .lock()
+        .expect("never poisoned")
+        .insert(session_id.to_string(), ());
+    forget(session_id);
 }
 
 /// A stored key as a reader takes it: one that does not unwrap here (its KEK is not

@@ -121,7 +121,7 @@ impl Row {
         )
     }
 
-    /// Opens the row if it is encrypted (into the version 2 or 3 row it seals).
+    /// Opens the row if it is encrypted (into the version 2 row it seals).
     fn open(&mut self, key: &DataKey, session_id: &str) -> Result<(), ProjectionError> {
         if self.event_version != ENCRYPTED_VERSION {
             return Ok(());

@@ -157,6 +157,7 @@ impl SessionStateView {
                 participant_ref,
                 participant_token_sha256,
                 preview,
+                ..
             } => {
                 self.session_id = session_id.to_string();
                 self.study_id = study.study_id.clone();

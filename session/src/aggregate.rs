@@ -60,6 +60,8 @@ pub struct Session {
     status: SessionStatus,
     phase: Phase,
     study: Option<Box<PinnedStudy>>,
+    /// What the salts of its events are derived from (`SessionEvent::seal_with`).
+    chain_secret: Option<String>,
     created_at: Option<DateTime<Utc>>,
     turn_count: u32,
     /// Every participant turn, with the SHA-256 of a message's text (a widget answer has none):
@@ -141,7 +143,12 @@ pub const CLAIM_TIMEOUT_SECS: i64 = 120;
 impl Session {
     async fn emit(&mut self, sink: &EventSink<Self>, body: EventBody, at: DateTime<Utc>) {
         let at = self.event_time(at);
-        let event = SessionEvent::seal(body, at, self.head_hash());
+        // `session.created` brings the secret its own salt is derived from.
+        let secret = match &body {
+            EventBody::SessionCreated { chain_secret, .. } => chain_secret.clone(),
+            _ => self.chain_secret.clone(),
+        };
+        let event = SessionEvent::seal_with(body, at, self.head_hash(), secret.as_deref());
         sink.write(event, self).await;
     }
 
@@ -232,18 +239,18 @@ impl Aggregate for Session {
                 participant_ref,
                 participant_token_sha256,
                 preview,
+                chain_secret,
                 at,
             } => {
-                self.create(
-                    sink,
+                let created = EventBody::SessionCreated {
                     session_id,
                     study,
                     participant_ref,
                     participant_token_sha256,
                     preview,
-                    at,
-                )
-                .await
+                    chain_secret,
+                };
+                self.create(sink, created, at).await
             }
             C::Start { at } => self.start(sink, at).await,
             C::PostMessage {

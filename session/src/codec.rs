@@ -29,7 +29,7 @@
 //! in place as the version 2 payload of its erased body with its original hash kept in the
 //! column; the `participant.data.erased` event after it carries a digest of the erased rows.
 //!
-//! **Encrypted** (`encrypted`): a version 2 or 3 row whose payload is sealed under the session's
+//! **Encrypted** (`encrypted`): a version 2 row whose payload is sealed under the session's
 //! data key; the store opens it back into that row before it reaches this module
 //! (`interview_projections::encrypted`, `docs/privacy.md`). Its hash is that row's.
 //!
@@ -52,7 +52,7 @@ pub const CURRENT_VERSION: &str = "2";
 pub const KNOWN_VERSIONS: [&str; 4] = ["1", "2", "3", erased::VERSION];
 
 /// The `event_version` of an event whose content is encrypted under its session's data key. The
-/// store opens it into the version 2 or 3 row it seals before anything decodes it
+/// store opens it into the version 2 row it seals before anything decodes it
 /// (`interview_projections::encrypted`); [`decode`] meets one only when the key is gone.
 pub const ENCRYPTED_VERSION: &str = "encrypted";
 
@@ -193,6 +193,8 @@ struct V2In {
     #[serde(flatten)]
     body: EventBody,
     at: DateTime<Utc>,
+    #[serde(default)]
+    salt: Option<String>,
 }
 
 /// The four document fields of a pinned study, with the `config_versions` key naming each.
@@ -223,6 +225,13 @@ pub fn payload_and_changed(body: &EventBody, at: DateTime<Utc>) -> (Value, bool)
     }
     let changed = crate::hash::normalize_numbers(&mut value);
     (value, changed)
+}
+
+/// Puts an event's salt into its version 2 payload (under the hash; see `SessionEvent::salt`).
+pub fn add_salt(payload: &mut Value, salt: Option<&str>) {
+    if let (Some(salt), Some(map)) = (salt, payload.as_object_mut()) {
+        map.insert("salt".into(), Value::String(salt.into()));
+    }
 }
 
 /// A decision's empty fields — no turn, no rewrite, no latency, no tokens: every rules decision —
@@ -268,10 +277,12 @@ pub fn hash(prev_hash: &str, event_type: &str, payload: &Value) -> String {
 
 /// The stored form of a sealed event.
 pub fn encode(event: &SessionEvent) -> Encoded {
+    let mut payload = payload(&event.body, event.at);
+    add_salt(&mut payload, event.salt.as_deref());
     Encoded {
         event_type: event.body.event_type(),
         event_version: CURRENT_VERSION,
-        payload: payload(&event.body, event.at),
+        payload,
         hash: hex_to_bytes(&event.hash).expect("sealed events carry a SHA-256 hash"),
     }
 }
@@ -367,10 +378,11 @@ pub fn decode_after(
             if row.event_type == "session.created" {
                 attach_documents(map, documents)?;
             }
-            let V2In { body, at } = serde_json::from_value(full)?;
+            let V2In { body, at, salt } = serde_json::from_value(full)?;
             SessionEvent {
                 body,
                 at,
+                salt,
                 prev_hash: prev_hash.to_string(),
                 hash,
             }
@@ -427,9 +439,10 @@ pub fn decode_text_after(
                     // is read as the tree path reads it, so rebuild and verify agree.
                     serde_json::from_str::<V2In>(&text)
                         .ok()
-                        .map(|V2In { body, at }| SessionEvent {
+                        .map(|V2In { body, at, salt }| SessionEvent {
                             body,
                             at,
+                            salt,
                             prev_hash: prev_hash.to_string(),
                             hash: hex(hash),
                         })

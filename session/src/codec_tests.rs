@@ -123,6 +123,7 @@ fn session_created_names_its_documents_and_decodes_with_them_checked() {
             participant_ref: None,
             participant_token_sha256: "ab".repeat(32),
             preview: false,
+            chain_secret: None,
         },
         DateTime::UNIX_EPOCH,
         GENESIS_HASH,

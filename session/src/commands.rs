@@ -20,6 +20,8 @@ pub enum SessionCommand {
         participant_ref: Option<String>,
         participant_token_sha256: String,
         preview: bool,
+        /// Random, from the caller (the aggregate draws nothing): see `SessionCreated`.
+        chain_secret: Option<String>,
         at: DateTime<Utc>,
     },
     /// The interviewer takes the session up: `created → active`.

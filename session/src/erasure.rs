@@ -87,6 +87,14 @@ fn blank_value(value: &Option<Value>) -> Option<Value> {
 impl EventBody {
     /// The event with everything that may be personal blanked (see the module's list). Every
     /// event type is named, so a new one must say what of it is personal.
+    /// Whether erasure would take anything from this event: such an event is salted
+    /// (`SessionEvent::salt`) and stored encrypted. The erasure record never is: it holds no
+    /// content, and is read on its own.
+    pub fn holds_personal_data(&self) -> bool {
+        !matches!(self, EventBody::ParticipantDataErased(_))
+            && self.without_personal_data() != *self
+    }
+
     pub fn without_personal_data(&self) -> EventBody {
         use EventBody as E;
         match self {
@@ -102,6 +110,7 @@ impl EventBody {
                 participant_ref: None,
                 participant_token_sha256: participant_token_sha256.clone(),
                 preview: *preview,
+                chain_secret: None,
             },
             E::ScreeningEvaluated {
                 eligible,

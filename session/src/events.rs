@@ -107,6 +107,10 @@ pub enum EventBody {
         /// SHA-256 of the participant token; the token itself is never stored.
         participant_token_sha256: String,
         preview: bool,
+        /// 256 random bits (hex) the salts of the session's events are derived from
+        /// (`SessionEvent::salt`); erased with its content. Absent in sessions created before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chain_secret: Option<String>,
     },
     #[serde(rename = "session.status_changed")]
     StatusChanged {
@@ -343,14 +347,41 @@ pub struct SessionEvent {
     #[serde(flatten)]
     pub body: EventBody,
     pub at: DateTime<Utc>,
+    /// 128 bits under the hash of an event that holds personal data (since 2026-12-03), derived
+    /// from the session's secret (`SessionCreated::chain_secret`) and erased with it: without
+    /// them, the hash an erased event keeps would confirm a guess of what it held (a yes or a
+    /// no, one of five options, a panel id from a list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt: Option<String>,
     pub prev_hash: String,
     pub hash: String,
 }
 
 impl SessionEvent {
-    /// Seals `body` onto the chain after `prev_hash`.
+    /// Seals `body` onto the chain after `prev_hash`, unsalted.
     pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
-        let (payload, changed) = crate::codec::payload_and_changed(&body, at);
+        Self::seal_with(body, at, prev_hash, None)
+    }
+
+    /// Seals `body` onto the chain after `prev_hash`; salted, when it holds personal data, with
+    /// the session's `chain_secret` and its place in the chain: deterministic, so the aggregate
+    /// stays a function of its commands, and unguessable without the secret, which is erased
+    /// with the content.
+    pub fn seal_with(
+        body: EventBody,
+        at: DateTime<Utc>,
+        prev_hash: &str,
+        chain_secret: Option<&str>,
+    ) -> Self {
+        let salt = chain_secret
+            .filter(|_| body.holds_personal_data())
+            .map(|secret| {
+                let digest =
+                    crate::hash::sha256_hex(format!("salt\n{secret}\n{prev_hash}").as_bytes());
+                digest[..32].to_string()
+            });
+        let (mut payload, changed) = crate::codec::payload_and_changed(&body, at);
+        crate::codec::add_salt(&mut payload, salt.as_deref());
         let hash = crate::codec::hash(prev_hash, body.event_type(), &payload);
         let body = if changed {
             crate::codec::body_from(body.event_type(), &payload, body)
@@ -360,6 +391,7 @@ impl SessionEvent {
         Self {
             body,
             at,
+            salt,
             prev_hash: prev_hash.to_string(),
             hash,
         }

@@ -36,7 +36,17 @@ pub async fn start(db: &Db, source: &KeySource) -> Result<Arc<Kek>, KeyError> {
     } else {
         let kek = match kept.first() {
             Some(kek) => kek.clone(),
-            None => keep_new(db).await?,
+            // Keys stored under a KEK that was configured before: say so rather than generate
+            // another one that reads none of them.
+            None => match key_groups(db).await?.into_iter().next() {
+                Some((key_id, count)) => {
+                    return Err(KeyError::NotConfigured {
+                        key_id,
+                        count: count as usize,
+                    })
+                }
+                None => keep_new(db).await?,
+            },
         };
         // Said at every start, but not as a warning: this is the default, and it works.
         tracing::info!(
@@ -59,11 +69,16 @@ pub async fn start(db: &Db, source: &KeySource) -> Result<Arc<Kek>, KeyError> {
         );
     }
     on_db!(write(db), |pool| {
-        let forgotten = sqlx::query("DELETE FROM kept_key_encryption_keys WHERE key_id <> $1")
-            .bind(current.id())
-            .execute(pool)
-            .await?
-            .rows_affected();
+        // Only one no session key names any more: a server still running under it (an older
+        // process on this database) may have wrapped keys with it since the move.
+        let forgotten = sqlx::query(
+            "DELETE FROM kept_key_encryption_keys WHERE key_id <> $1 AND NOT EXISTS \
+             (SELECT 1 FROM session_keys s WHERE s.key_id = kept_key_encryption_keys.key_id)",
+        )
+        .bind(current.id())
+        .execute(pool)
+        .await?
+        .rows_affected();
         if forgotten > 0 {
             tracing::info!(
                 "the key-encryption key kept in the database is deleted: DATA_KEY replaces it"
@@ -138,17 +153,22 @@ async fn keep_new(db: &Db) -> Result<Arc<Kek>, KeyError> {
         ))
 }
 
+/// How many session keys each KEK wraps.
+async fn key_groups(db: &Db) -> Result<Vec<(String, i64)>, KeyError> {
+    Ok(on_db!(read(db), |pool| {
+        sqlx::query_as("SELECT key_id, COUNT(*) FROM session_keys GROUP BY key_id ORDER BY key_id")
+            .fetch_all(pool)
+            .await?
+    }))
+}
+
 /// Rewraps every session key not under `current`; refuses when one names a KEK not `given`.
 async fn move_keys_under(
     db: &Db,
     current: &Kek,
     given: &HashMap<String, Arc<Kek>>,
 ) -> Result<u64, KeyError> {
-    let by_kek: Vec<(String, i64)> = on_db!(read(db), |pool| {
-        sqlx::query_as("SELECT key_id, COUNT(*) FROM session_keys GROUP BY key_id")
-            .fetch_all(pool)
-            .await?
-    });
+    let by_kek = key_groups(db).await?;
     if let Some((key_id, count)) = by_kek.iter().find(|(id, _)| !given.contains_key(id)) {
         return Err(KeyError::NotConfigured {
             key_id: key_id.clone(),
@@ -193,7 +213,10 @@ async fn move_keys_under(
     }
 }
 
-/// Reads the embedded store's key file, or creates it (mode 600) with a new key.
+/// Reads the embedded store's key file, or creates it (mode 600) with a new key: written whole
+/// and synced under a temporary name, then linked into place only if no other process did so
+/// first (a reader never meets a half-written key, and two starts agree on one), and the
+/// folder synced, so the key is on disk before any session key it wraps.
 fn read_or_create_key_file(path: &Path) -> Result<Kek, KeyError> {
     let fail = |source| KeyError::File {
         path: path.display().to_string(),
@@ -202,25 +225,31 @@ fn read_or_create_key_file(path: &Path) -> Result<Kek, KeyError> {
     if path.exists() {
         return read_key_file(path, "the data key file");
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(fail)?;
     let key = random_key();
+    let temporary = dir.join(format!(
+        ".data.key.{}",
+        interview_session::hash::to_hex(&random_key()[..8])
+    ));
     let mut options = std::fs::OpenOptions::new();
-    // Never over another process's key: if one was created meanwhile, it is read instead.
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(path) {
-        Ok(mut file) => {
-            let text = format!("{}\n", interview_session::hash::to_hex(&key));
-            std::io::Write::write_all(&mut file, text.as_bytes()).map_err(fail)?;
-            file.sync_all().map_err(fail)?;
-            Ok(Kek::from_bytes(&key))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            read_key_file(path, "the data key file")
-        }
-        Err(e) => Err(fail(e)),
-    }
+    let written = options.open(&temporary).and_then(|mut file| {
+        let text = format!("{}\n", interview_session::hash::to_hex(&key));
+        std::io::Write::write_all(&mut file, text.as_bytes())?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| match std::fs::hard_link(&temporary, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    });
+    let _ = std::fs::remove_file(&temporary);
+    linked.map_err(fail)?;
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(fail)?;
+    read_key_file(path, "the data key file")
 }

@@ -851,6 +851,7 @@ fn screened() -> Vec<C> {
         participant_ref: None,
         participant_token_sha256: String::new(),
         preview: false,
+        chain_secret: None,
         at: at(),
     };
     let mut c = vec![create, C::Start { at: at() }];

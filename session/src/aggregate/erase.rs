@@ -45,6 +45,50 @@ mod tests {
     use super::super::tests::{
         agent_says, at, complete, create, history, likert, message, submit, when,
     };
+
+    /// An event that holds personal data carries a salt under its hash, derived from the
+    /// session's secret: the hash an erased event keeps does not confirm a guess of what it
+    /// held, because the salt and the secret are erased with it.
+    #[tokio::test]
+    async fn events_with_personal_data_are_salted_and_their_erased_form_keeps_no_salt() {
+        use crate::codec;
+        let events = when(vec![], create()).await.unwrap();
+        let created = &events[0];
+        let salt = created.salt.as_deref().expect("salted");
+        assert_eq!(salt.len(), 32);
+        let guess = codec::hash(
+            &created.prev_hash,
+            created.body.event_type(),
+            &codec::payload(&created.body, created.at),
+        );
+        assert_ne!(
+            guess, created.hash,
+            "the content alone does not give the hash"
+        );
+        let stored = codec::encode(created);
+        assert_eq!(stored.payload["salt"], salt);
+        assert_eq!(
+            codec::hash(
+                &created.prev_hash,
+                created.body.event_type(),
+                &stored.payload
+            ),
+            created.hash
+        );
+        let erased = codec::erased::encode(created);
+        assert!(erased.payload.get("salt").is_none(), "{}", erased.payload);
+        assert!(
+            erased.payload.get("chain_secret").is_none(),
+            "{}",
+            erased.payload
+        );
+
+        // An event with nothing personal in it is not salted.
+        let started = when(vec![create()], C::Start { at: at() }).await.unwrap();
+        assert!(started.iter().all(|e| e.salt.is_none()), "{started:?}");
+        // The same commands give the same events: the aggregate draws nothing itself.
+        assert_eq!(when(vec![], create()).await.unwrap(), events);
+    }
     use crate::commands::SessionCommand as C;
     use crate::erasure::{ErasedBy, Erasure};
     use crate::error::SessionError;

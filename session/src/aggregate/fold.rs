@@ -24,8 +24,10 @@ impl Session {
                 session_id,
                 study,
                 preview,
+                chain_secret,
                 ..
             } => {
+                self.chain_secret = chain_secret;
                 self.preview = preview;
                 self.session_id = Some(session_id);
                 self.study = Some(study);

@@ -3,32 +3,20 @@
 
 use super::*;
 use crate::events::SessionStatus::*;
-use crate::study::PinnedStudy;
 
 impl Session {
-    /// A participant opens the public link (FR-04-1); pins the study (FR-04-2).
-    #[allow(clippy::too_many_arguments)]
+    /// A participant opens the public link (FR-04-1); pins the study (FR-04-2). `created` is
+    /// the `session.created` the command describes.
     pub(super) async fn create(
         &mut self,
         sink: &EventSink<Self>,
-        session_id: Uuid,
-        study: Box<PinnedStudy>,
-        participant_ref: Option<String>,
-        participant_token_sha256: String,
-        preview: bool,
+        created: EventBody,
         at: DateTime<Utc>,
     ) -> Result<(), SessionError> {
         if self.session_id.is_some() {
             return Err(SessionError::AlreadyCreated);
         }
-        let body = EventBody::SessionCreated {
-            session_id,
-            study,
-            participant_ref,
-            participant_token_sha256,
-            preview,
-        };
-        self.emit(sink, body, at).await;
+        self.emit(sink, created, at).await;
         Ok(())
     }
 

@@ -217,6 +217,7 @@ mod tests {
             participant_ref: None,
             participant_token_sha256: "ab".repeat(32),
             preview,
+            chain_secret: None,
         }
     }
 

@@ -48,6 +48,7 @@ pub(super) fn create() -> C {
         participant_ref: Some("p-7".into()),
         participant_token_sha256: "ab".repeat(32),
         preview: false,
+        chain_secret: Some("5ec2e7".repeat(8)),
         at: at(),
     }
 }

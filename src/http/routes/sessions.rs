@@ -346,6 +346,7 @@ async fn check_and_create(
         participant_ref: request.participant_ref,
         participant_token_sha256: token_sha256,
         preview: request.preview,
+        chain_secret: Some(chain_secret()),
         at: Utc::now(),
     };
     state
@@ -607,4 +608,11 @@ fn researcher_fields(view: &SessionStateView, from_log: FromLog) -> Map<String, 
         Value::Object(map) => map,
         _ => unreachable!("a json! object literal"),
     }
+}
+
+/// 256 random bits, in hex: a new session's `chain_secret` (`interview_session::SessionCreated`).
+fn chain_secret() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the operating system gives random bytes");
+    interview_session::hash::to_hex(&bytes)
 }
