@@ -17,3 +17,7 @@ CREATE TABLE kept_key_encryption_keys (
     key BLOB NOT NULL,
     created_at TEXT NOT NULL
 );
+
+-- An encrypted event's sealed bytes (nonce, ciphertext, tag), beside a payload that keeps only
+-- its time: in a column of bytes rather than base64 inside the JSON, a third smaller.
+ALTER TABLE events ADD COLUMN sealed BLOB;

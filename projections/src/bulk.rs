@@ -30,6 +30,7 @@ struct TextRow {
     event_version: String,
     payload: String,
     hash: Option<Vec<u8>>,
+    sealed: Option<Vec<u8>>,
 }
 
 /// The documents the batch's `session.created` events name, in a map of the batch's own (a
@@ -124,10 +125,10 @@ impl Projector {
         let rows = on_db!(read(self.db()), |pool| {
             // The payload as text, decoded straight into events (no JSON tree in between).
             let mut q = QueryBuilder::new(if self.db().is_postgres() {
-                "SELECT aggregate_id, sequence, event_type, event_version, payload::text AS payload, hash \
+                "SELECT aggregate_id, sequence, event_type, event_version, payload::text AS payload, hash, sealed \
                  FROM events WHERE aggregate_type = "
             } else {
-                "SELECT aggregate_id, sequence, event_type, event_version, payload, hash \
+                "SELECT aggregate_id, sequence, event_type, event_version, payload, hash, sealed \
                  FROM events WHERE aggregate_type = "
             });
             q.push_bind(AGGREGATE_TYPE).push(" AND aggregate_id IN (");
@@ -146,6 +147,7 @@ impl Projector {
                         event_version: r.try_get("event_version")?,
                         payload: r.try_get("payload")?,
                         hash: r.try_get("hash")?,
+                        sealed: r.try_get("sealed")?,
                     })
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
@@ -248,10 +250,10 @@ impl Projector {
 
 /// Opens a batch's encrypted rows (`encrypted.rs`) with their sessions' keys, read in one query.
 async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), ProjectionError> {
-    use interview_session::codec::{CURRENT_VERSION, ENCRYPTED_VERSION};
+    use crate::encrypted::sealed_version;
     let mut sessions: Vec<&str> = rows
         .iter()
-        .filter(|r| r.event_version == ENCRYPTED_VERSION)
+        .filter(|r| sealed_version(&r.event_version).is_some())
         .map(|r| r.session_id.as_str())
         .collect();
     if sessions.is_empty() {
@@ -263,18 +265,24 @@ async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), Proj
         let Some(key) = keys.get(&row.session_id) else {
             continue;
         };
-        if row.event_version != ENCRYPTED_VERSION {
+        let Some(version) = sealed_version(&row.event_version) else {
             continue;
-        }
+        };
         // One that does not open stays as stored, and fails to decode saying so.
-        let opened = serde_json::from_str(&row.payload)
+        let at = (
+            row.session_id.as_str(),
+            row.sequence,
+            row.event_type.as_str(),
+        );
+        let opened = serde_json::from_str::<serde_json::Value>(&row.payload)
             .map_err(interview_session::codec::DecodeError::Malformed)
             .and_then(|stored| {
-                crate::encrypted::open(&stored, key, &row.session_id, row.sequence, &row.event_type)
+                let sealed = row.sealed.as_deref().unwrap_or_default();
+                crate::encrypted::open(&row.event_version, &stored, sealed, key, at)
             });
         if let Ok(payload) = opened {
             row.payload = payload.to_string();
-            row.event_version = CURRENT_VERSION.to_string();
+            row.event_version = version.to_string();
         }
     }
     Ok(())

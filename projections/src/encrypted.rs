@@ -1,85 +1,115 @@
 //! The encrypted form of a stored event (`event_version` `encrypted`, `docs/privacy.md`).
 //!
-//! An event that holds personal data — what [`EventBody::without_personal_data`] would change —
-//! is stored with its version 2 payload sealed under the session's data key
-//! (XChaCha20-Poly1305):
+//! An event that holds personal data — what `EventBody::without_personal_data` would change —
+//! is stored with its version 2 or 3 payload sealed under the session's data key
+//! (XChaCha20-Poly1305), as version `encrypted` or `encrypted-3`:
 //!
 //! ```text
-//! {"at": <the payload's at>, "c": base64(nonce ‖ ciphertext ‖ tag)}
+//! payload: {"at": <the payload's at, when it has one>}     sealed: nonce ‖ ciphertext ‖ tag
 //! ```
 //!
+//! The sealed bytes go in the `sealed` column (bytes, not base64 in the JSON: a third smaller).
 //! The sealed bytes are the payload's JSON without `at`, bound (as associated data) to the
-//! session, the sequence and the event type: a sealed payload moved to another row does not
-//! open. It is always a whole version 2 payload, never a version 3 one (which leaves out what
-//! the event before says), so an encrypted row is a place decoding can start, as the
-//! `event_version` column alone tells (`log::read_between`). The hash column holds the inner row's hash, unchanged: the chain is over
+//! session, the sequence, the event type and the sealed version: a sealed payload moved to
+//! another row does not open. The column tells the sealed version, so whether a row is a place
+//! decoding can start is known without opening it (`log::read_between`). The hash column holds the inner row's hash, unchanged: the chain is over
 //! the content, so opening a row gives back exactly the row every reader decoded before
 //! encryption, and `replay verify` checks it the same way. `at` stays in clear because a
 //! session's start orders session lists (`read::sessions`) and is no personal data.
 //! Events without personal data (status and phase changes, most decisions' bookkeeping, the
 //! erasure record) are stored as before, in clear.
 
-use base64::Engine as _;
-use interview_session::codec::{self, DecodeError, Encoded, ENCRYPTED_VERSION};
+use interview_session::codec::{
+    self, DecodeError, Encoded, ENCRYPTED_COMPACT_VERSION, ENCRYPTED_VERSION,
+};
 use interview_session::SessionEvent;
 use serde_json::{Map, Value};
 
 use crate::keys::DataKey;
-
-const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD_NO_PAD;
 
 /// Whether `event` is stored encrypted: it holds something an erasure would remove.
 pub fn holds_personal_data(event: &SessionEvent) -> bool {
     event.body.holds_personal_data()
 }
 
-fn aad(session_id: &str, sequence: u64, event_type: &str) -> Vec<u8> {
-    format!("event\n{session_id}\n{sequence}\n{event_type}\n2").into_bytes()
+fn aad(session_id: &str, sequence: u64, event_type: &str, sealed_version: &str) -> Vec<u8> {
+    format!("event\n{session_id}\n{sequence}\n{event_type}\n{sealed_version}").into_bytes()
 }
 
-/// `event`'s version 2 row sealed under `key` as the row at `sequence` of `session_id`.
-pub fn encrypt(event: &SessionEvent, key: &DataKey, session_id: &str, sequence: u64) -> Encoded {
-    let stored = codec::encode(event);
+/// The stored version of an encrypted row sealing `version`, and back.
+fn encrypted_version(version: &str) -> Option<&'static str> {
+    match version {
+        codec::CURRENT_VERSION => Some(ENCRYPTED_VERSION),
+        codec::compact::VERSION => Some(ENCRYPTED_COMPACT_VERSION),
+        _ => None,
+    }
+}
+
+/// The version an encrypted row's stored version says it seals.
+pub fn sealed_version(stored_version: &str) -> Option<&'static str> {
+    match stored_version {
+        ENCRYPTED_VERSION => Some(codec::CURRENT_VERSION),
+        ENCRYPTED_COMPACT_VERSION => Some(codec::compact::VERSION),
+        _ => None,
+    }
+}
+
+/// `stored` (a version 2 or 3 row) sealed under `key` as the row at `sequence` of `session_id`:
+/// the row as stored, and its sealed bytes.
+///
+/// # Panics
+/// On a row of another version (nothing else is written).
+pub fn encrypt(
+    stored: Encoded,
+    key: &DataKey,
+    session_id: &str,
+    sequence: u64,
+) -> (Encoded, Vec<u8>) {
+    let version = encrypted_version(stored.event_version)
+        .expect("only version 2 and 3 rows are written, and sealed");
     let mut inner = stored.payload;
     let at = inner.as_object_mut().and_then(|m| m.remove("at"));
     let plaintext = serde_json::to_vec(&inner).expect("a JSON value serializes");
-    let aad = aad(session_id, sequence, stored.event_type);
+    let aad = aad(
+        session_id,
+        sequence,
+        stored.event_type,
+        stored.event_version,
+    );
     let sealed = key.seal(&aad, &plaintext);
     let mut payload = Map::new();
     if let Some(at) = at {
         payload.insert("at".into(), at);
     }
-    payload.insert("c".into(), Value::String(B64.encode(sealed)));
-    Encoded {
+    let row = Encoded {
         event_type: stored.event_type,
-        event_version: ENCRYPTED_VERSION,
+        event_version: version,
         payload: Value::Object(payload),
         hash: stored.hash,
-    }
+    };
+    (row, sealed)
 }
 
-/// The version 2 payload an encrypted row seals, opened with `key`.
+/// The version 2 or 3 payload an encrypted row stored as `stored_version`, `payload` and
+/// `sealed` seals, opened with `key`.
 pub fn open(
+    stored_version: &str,
     payload: &Value,
+    sealed: &[u8],
     key: &DataKey,
-    session_id: &str,
-    sequence: u64,
-    event_type: &str,
+    (session_id, sequence, event_type): (&str, u64, &str),
 ) -> Result<Value, DecodeError> {
-    // Nothing beside the sealed bytes and the time: a key added in clear would be read by no one
-    // and checked by nothing.
+    let version = sealed_version(stored_version).ok_or(DecodeError::NotOpened)?;
+    // Nothing beside the time: a key added in clear would be read by no one and checked by
+    // nothing.
     let keys_ok = payload
         .as_object()
-        .is_some_and(|m| m.keys().all(|k| k == "at" || k == "c"));
+        .is_some_and(|m| m.keys().all(|k| k == "at"));
     if !keys_ok {
         return Err(DecodeError::NotOpened);
     }
-    let sealed = payload["c"]
-        .as_str()
-        .and_then(|c| B64.decode(c).ok())
-        .ok_or(DecodeError::NotOpened)?;
-    let aad = aad(session_id, sequence, event_type);
-    let plaintext = key.open(&aad, &sealed).ok_or(DecodeError::NotOpened)?;
+    let aad = aad(session_id, sequence, event_type, version);
+    let plaintext = key.open(&aad, sealed).ok_or(DecodeError::NotOpened)?;
     let mut inner: Value = serde_json::from_slice(&plaintext)?;
     if let (Some(map), Some(at)) = (inner.as_object_mut(), payload.get("at")) {
         map.insert("at".into(), at.clone());
@@ -126,27 +156,40 @@ mod tests {
         let event = message("I plan with a paper notebook");
         assert!(holds_personal_data(&event));
         let plain = codec::encode(&event);
-        let sealed = encrypt(&event, &key(), "s1", 4);
-        assert_eq!(sealed.event_version, ENCRYPTED_VERSION);
-        assert_eq!(sealed.hash, plain.hash);
-        let text = sealed.payload.to_string();
+        let (row, bytes) = encrypt(plain.clone(), &key(), "s1", 4);
+        assert_eq!(row.event_version, ENCRYPTED_VERSION);
+        assert_eq!(row.hash, plain.hash);
+        let text = row.payload.to_string();
         assert!(!text.contains("notebook"), "{text}");
-        assert_eq!(sealed.payload["at"], plain.payload["at"]);
+        assert!(!String::from_utf8_lossy(&bytes).contains("notebook"));
+        assert_eq!(row.payload["at"], plain.payload["at"]);
 
-        let payload = open(&sealed.payload, &key(), "s1", 4, plain.event_type).unwrap();
+        let at = ("s1", 4, plain.event_type);
+        let payload = open(row.event_version, &row.payload, &bytes, &key(), at).unwrap();
         assert_eq!(payload, plain.payload);
 
-        for (session, sequence, event_type) in [
+        for moved in [
             ("s2", 4, plain.event_type),
             ("s1", 5, plain.event_type),
             ("s1", 4, "interviewer.utterance.completed"),
         ] {
-            assert!(
-                open(&sealed.payload, &key(), session, sequence, event_type).is_err(),
-                "{session} {sequence} {event_type}"
-            );
+            let opened = open(row.event_version, &row.payload, &bytes, &key(), moved);
+            assert!(opened.is_err(), "{moved:?}");
         }
         let other = DataKey::from_bytes(&[4; 32]);
-        assert!(open(&sealed.payload, &other, "s1", 4, plain.event_type).is_err());
+        assert!(open(row.event_version, &row.payload, &bytes, &other, at).is_err());
+        assert!(
+            open(ENCRYPTED_COMPACT_VERSION, &row.payload, &bytes, &key(), at).is_err(),
+            "the version it seals is bound too"
+        );
+        let mut changed = bytes.clone();
+        changed[30] ^= 1;
+        assert!(open(row.event_version, &row.payload, &changed, &key(), at).is_err());
+        let mut added = row.payload.clone();
+        added["content"] = "We never plan.".into();
+        assert!(
+            open(row.event_version, &added, &bytes, &key(), at).is_err(),
+            "a key in clear beside the time"
+        );
     }
 }

@@ -92,7 +92,7 @@ where
         let stored = erased::encode(event);
         // The hash goes into its column too: a version 1 row kept it inside its payload.
         sqlx::query(
-            "UPDATE events SET event_version = $1, payload = $2, hash = $3 \
+            "UPDATE events SET event_version = $1, payload = $2, hash = $3, sealed = NULL \
              WHERE aggregate_type = $4 AND aggregate_id = $5 AND sequence = $6",
         )
         .bind(stored.event_version)
@@ -238,7 +238,7 @@ pub async fn receipt(db: &Db, session_id: &str) -> Result<Option<Receipt>, Proje
 pub async fn study_log(db: &Db, study_id: &str) -> Result<Vec<Receipt>, ProjectionError> {
     let found: Vec<(String, Row)> = on_db!(read(db), |pool| {
         let rows = sqlx::query(&format!(
-            "SELECT e.aggregate_id, e.sequence, e.event_type, e.event_version, e.payload, e.hash, e.metadata \
+            "SELECT e.aggregate_id, e.sequence, e.event_type, e.event_version, e.payload, e.hash, e.metadata, e.sealed \
              FROM events e JOIN session_state s ON s.session_id = e.aggregate_id \
              WHERE e.aggregate_type = $1 AND e.event_type = '{ERASURE_EVENT}' AND s.study_id = $2",
         ))

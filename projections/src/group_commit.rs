@@ -304,7 +304,7 @@ where
     for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
     for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
+    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     use sqlx::Row;
@@ -318,9 +318,9 @@ where
     let mut inserted: HashSet<(String, i64)> = HashSet::new();
     for chunk in all.chunks(4_000) {
         let sql = format!(
-            "INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash) \
-             VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
-            placeholders::<DB>(chunk.len(), 8)
+            "INSERT INTO events ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
+            crate::log::EVENT_COLUMNS,
+            placeholders::<DB>(chunk.len(), crate::log::EVENT_VALUES)
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {

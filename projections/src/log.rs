@@ -16,7 +16,6 @@ use crate::db::Db;
 use crate::encrypted;
 use crate::keys::{self, DataKey};
 use crate::{on_db, ProjectionError};
-use interview_session::codec::ENCRYPTED_VERSION;
 
 /// One event a command appends.
 #[derive(Debug, Clone)]
@@ -25,13 +24,21 @@ pub struct NewEvent {
     pub sequence: u64,
     pub event: SessionEvent,
     pub stored: Encoded,
+    /// An encrypted event's sealed bytes (`encrypted.rs`).
+    pub sealed: Option<Vec<u8>>,
     /// The command's metadata on its first event, `{}` on the others.
     pub metadata: Value,
 }
 
+/// The `events` columns a new row fills, in the order [`NewEvent::bind`] binds them.
+pub const EVENT_COLUMNS: &str =
+    "aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash, sealed";
+
+/// How many values [`NewEvent::bind`] binds.
+pub const EVENT_VALUES: usize = 9;
+
 impl NewEvent {
-    /// Binds the row's eight `events` columns, in the table's order: what both commit paths
-    /// insert.
+    /// Binds the row's nine [`EVENT_COLUMNS`]: what both commit paths insert.
     pub(crate) fn bind<'q, DB>(
         &'q self,
         q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
@@ -42,6 +49,7 @@ impl NewEvent {
         i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
         Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
         Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        Option<Vec<u8>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     {
         q.bind(AGGREGATE_TYPE)
             .bind(self.aggregate_id.as_str())
@@ -51,6 +59,7 @@ impl NewEvent {
             .bind(&self.stored.payload)
             .bind(&self.metadata)
             .bind(&self.stored.hash)
+            .bind(self.sealed.clone())
     }
 
     /// The row of `event`, written right after `before` when it is the same command's (its
@@ -64,15 +73,18 @@ impl NewEvent {
         metadata: Value,
         key: Option<&DataKey>,
     ) -> Self {
-        let stored = match key.filter(|_| encrypted::holds_personal_data(&event)) {
-            Some(key) => encrypted::encrypt(&event, key, aggregate_id, sequence),
-            None => codec::encode_after(&event, before),
-        };
+        let mut stored = codec::encode_after(&event, before);
+        let mut sealed = None;
+        if let Some(key) = key.filter(|_| encrypted::holds_personal_data(&event)) {
+            let (encrypted, bytes) = encrypted::encrypt(stored, key, aggregate_id, sequence);
+            (stored, sealed) = (encrypted, Some(bytes));
+        }
         Self {
             aggregate_id: aggregate_id.to_string(),
             sequence,
             event,
             stored,
+            sealed,
             metadata,
         }
     }
@@ -87,6 +99,8 @@ pub struct Row {
     pub payload: Value,
     pub hash: Option<Vec<u8>>,
     pub metadata: Value,
+    /// An encrypted event's sealed bytes; `None` once opened, and for every other row.
+    pub sealed: Option<Vec<u8>>,
 }
 
 impl Row {
@@ -107,6 +121,7 @@ impl Row {
             payload: r.try_get("payload")?,
             hash: r.try_get("hash")?,
             metadata: r.try_get("metadata")?,
+            sealed: r.try_get("sealed")?,
         })
     }
 
@@ -123,23 +138,20 @@ impl Row {
 
     /// Opens the row if it is encrypted (into the version 2 row it seals).
     fn open(&mut self, key: &DataKey, session_id: &str) -> Result<(), ProjectionError> {
-        if self.event_version != ENCRYPTED_VERSION {
+        let Some(version) = encrypted::sealed_version(&self.event_version) else {
             return Ok(());
-        }
-        let payload = encrypted::open(
-            &self.payload,
-            key,
-            session_id,
-            self.sequence,
-            &self.event_type,
-        )
-        .map_err(|source| ProjectionError::Decode {
-            session_id: session_id.into(),
-            sequence: self.sequence,
-            source,
-        })?;
-        self.event_version = codec::CURRENT_VERSION.to_string();
+        };
+        let row = (session_id, self.sequence, self.event_type.as_str());
+        let sealed = self.sealed.as_deref().unwrap_or_default();
+        let payload = encrypted::open(&self.event_version, &self.payload, sealed, key, row)
+            .map_err(|source| ProjectionError::Decode {
+                session_id: session_id.into(),
+                sequence: self.sequence,
+                source,
+            })?;
+        self.event_version = version.to_string();
         self.payload = payload;
+        self.sealed = None;
         Ok(())
     }
 
@@ -154,7 +166,8 @@ impl Row {
 }
 
 /// The columns [`Row`] reads, for SQL built elsewhere.
-pub const ROW_COLUMNS: &str = "sequence, event_type, event_version, payload, hash, metadata";
+pub const ROW_COLUMNS: &str =
+    "sequence, event_type, event_version, payload, hash, metadata, sealed";
 
 /// The hash a stored row links to the next one.
 pub fn row_hash(row: &Row) -> String {
@@ -260,7 +273,8 @@ fn open_rows(session_id: &str, rows: &mut [Row], key: Option<&DataKey>) {
 }
 
 fn any_encrypted(rows: &[Row]) -> bool {
-    rows.iter().any(|r| r.event_version == ENCRYPTED_VERSION)
+    rows.iter()
+        .any(|r| encrypted::sealed_version(&r.event_version).is_some())
 }
 
 /// Reads a session's rows with `from <= sequence <= up_to`, in order, opened.
@@ -339,17 +353,20 @@ pub async fn read_between(
     Ok(events)
 }
 
-/// The last event at or before `seq` stored whole (not version 3): where decoding can start.
+/// The last event at or before `seq` stored whole (not version 3, nor an encrypted version 3):
+/// where decoding can start.
 async fn whole_at_or_before(db: &Db, session_id: &str, seq: u64) -> Result<u64, sqlx::Error> {
     let found: Option<i64> = on_db!(read(db), |pool| {
         sqlx::query_scalar(
             "SELECT MAX(sequence) FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3 AND event_version <> $4",
+             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3 \
+             AND event_version <> $4 AND event_version <> $5",
         )
         .bind(AGGREGATE_TYPE)
         .bind(session_id)
         .bind(seq.min(i64::MAX as u64) as i64)
         .bind(compact::VERSION)
+        .bind(interview_session::codec::ENCRYPTED_COMPACT_VERSION)
         .fetch_one(pool)
         .await?
     });

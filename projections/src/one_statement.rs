@@ -29,6 +29,8 @@ use crate::view_writes;
 /// The most values one statement binds (PostgreSQL takes 65,535).
 const MAX_VALUES: usize = 60_000;
 
+use crate::log::{EVENT_COLUMNS, EVENT_VALUES};
+
 /// Whether a batch is of the kind one statement commits: every command starts from a kept view,
 /// none moves the overview, and the statement's values stay under PostgreSQL's limit.
 pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
@@ -41,12 +43,13 @@ pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
                     .is_some_and(|seq| seq + 1 == first.sequence)
             })
     });
-    // At most: eight values an event, a transcript row an event, a state row (and its expected
+    // At most: nine values an event, a transcript row an event, a state row (and its expected
     // sequence) and a results row a command, the channel and the notes.
     let events: usize = commands.iter().map(|(events, _)| events.len()).sum();
     let row = TRANSCRIPT_COLUMNS.len();
-    let bound =
-        events * (8 + row) + commands.len() * (STATE_COLUMNS.len() + 1 + RESULT_COLUMNS.len()) + 2;
+    let bound = events * (EVENT_VALUES + row)
+        + commands.len() * (STATE_COLUMNS.len() + 1 + RESULT_COLUMNS.len())
+        + 2;
     kept && bound <= MAX_VALUES
 }
 
@@ -115,15 +118,17 @@ fn refused(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(e) if e.code().as_deref() == Some("IR001"))
 }
 
-/// The statement and the cells it binds after the events' eight values each (the notify
+/// The statement and the cells it binds after the events' nine values each (the notify
 /// channel and the notes follow them), and the commit notes.
 fn statement(events: &[&NewEvent], folded: &[Fast]) -> (String, Vec<Cell>, Vec<String>) {
     let mut cells: Vec<Cell> = Vec::new();
     let mut clauses: Vec<String> = Vec::new();
-    let before = events.len() * 8;
-    let rows: Vec<String> = (1..=events.len()).map(|i| row(i * 8, 8)).collect();
+    let before = events.len() * EVENT_VALUES;
+    let rows: Vec<String> = (1..=events.len())
+        .map(|i| row(i * EVENT_VALUES, EVENT_VALUES))
+        .collect();
     clauses.push(format!(
-        "ev AS (INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash) \
+        "ev AS (INSERT INTO events ({EVENT_COLUMNS}) \
          VALUES {} ON CONFLICT DO NOTHING RETURNING 1)",
         rows.join(", ")
     ));

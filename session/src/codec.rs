@@ -29,8 +29,8 @@
 //! in place as the version 2 payload of its erased body with its original hash kept in the
 //! column; the `participant.data.erased` event after it carries a digest of the erased rows.
 //!
-//! **Encrypted** (`encrypted`): a version 2 row whose payload is sealed under the session's
-//! data key; the store opens it back into that row before it reaches this module
+//! **Encrypted** (`encrypted`, `encrypted-3`): a version 2 (or 3) row whose payload is sealed
+//! under the session's data key; the store opens it back into that row before it reaches this module
 //! (`interview_projections::encrypted`, `docs/privacy.md`). Its hash is that row's.
 //!
 //! **Version 1** (logs written before) carries `type`, `prev_hash` and `hash` inside the payload
@@ -51,10 +51,14 @@ pub const CURRENT_VERSION: &str = "2";
 /// The versions [`decode`] reads.
 pub const KNOWN_VERSIONS: [&str; 4] = ["1", "2", "3", erased::VERSION];
 
-/// The `event_version` of an event whose content is encrypted under its session's data key. The
-/// store opens it into the version 2 row it seals before anything decodes it
+/// The `event_version` of an event whose content is encrypted under its session's data key,
+/// sealing a version 2 row ([`ENCRYPTED_COMPACT_VERSION`]: a version 3 one). The store opens it
+/// into the row it seals before anything decodes it
 /// (`interview_projections::encrypted`); [`decode`] meets one only when the key is gone.
 pub const ENCRYPTED_VERSION: &str = "encrypted";
+
+/// [`ENCRYPTED_VERSION`] sealing a version 3 row: like it, not a place decoding can start.
+pub const ENCRYPTED_COMPACT_VERSION: &str = "encrypted-3";
 
 pub mod compact;
 pub mod erased;
@@ -351,7 +355,7 @@ pub fn decode_after(
         return decode_after(row, prev_hash, before, documents);
     }
     let event = match row.event_version {
-        ENCRYPTED_VERSION => return Err(DecodeError::Encrypted),
+        ENCRYPTED_VERSION | ENCRYPTED_COMPACT_VERSION => return Err(DecodeError::Encrypted),
         // Version 1 is the typed event's own serde form.
         "1" => serde_json::from_value::<SessionEvent>(row.payload.clone())?,
         "2" => {

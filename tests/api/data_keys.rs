@@ -15,18 +15,29 @@ const WORDS: &str = "we keep a walrus-shaped pantry list 4412";
 const MARKERS: [&str; 3] = ["walrus-shaped", "4412", "ref-kiwi-88"];
 const REF: &str = "ref-kiwi-88";
 
-/// A session's rows as stored: `(event_version, payload as text)`.
-async fn stored_rows(app: &TestApp, session: &str) -> Vec<(String, String)> {
-    interview_projections::on_db!(read(app.db()), |pool| {
-        sqlx::query_as(
-            "SELECT event_version, CAST(payload AS TEXT) FROM events \
-             WHERE aggregate_id = $1 ORDER BY sequence",
-        )
-        .bind(session)
-        .fetch_all(pool)
-        .await
-        .unwrap()
-    })
+/// A session's rows as stored: `(event_version, payload as text and the sealed bytes)`, and how
+/// many have sealed bytes.
+async fn stored_rows(app: &TestApp, session: &str) -> (Vec<(String, String)>, usize) {
+    let rows: Vec<(String, String, Option<Vec<u8>>)> =
+        interview_projections::on_db!(read(app.db()), |pool| {
+            sqlx::query_as(
+                "SELECT event_version, CAST(payload AS TEXT), sealed FROM events \
+                 WHERE aggregate_id = $1 ORDER BY sequence",
+            )
+            .bind(session)
+            .fetch_all(pool)
+            .await
+            .unwrap()
+        });
+    let sealed = rows.iter().filter(|r| r.2.is_some()).count();
+    let rows = rows
+        .into_iter()
+        .map(|(v, payload, sealed)| {
+            let bytes = String::from_utf8_lossy(&sealed.unwrap_or_default()).into_owned();
+            (v, payload + &bytes)
+        })
+        .collect();
+    (rows, sealed)
 }
 
 async fn session_keys(app: &TestApp, session: &str) -> i64 {
@@ -60,15 +71,19 @@ async fn the_log_holds_words_only_encrypted_and_erasure_deletes_the_key(store: S
         .unwrap();
     assert!(transcript.contains(WORDS), "the researcher reads them");
 
-    let rows = stored_rows(&app, &session).await;
+    let (rows, sealed) = stored_rows(&app, &session).await;
     assert_eq!(words_in(&rows), Vec::<&str>::new(), "{rows:?}");
-    let encrypted = rows.iter().filter(|(v, _)| v == "encrypted").count();
+    let encrypted = rows
+        .iter()
+        .filter(|(v, _)| v.starts_with("encrypted"))
+        .count();
     assert!(
         encrypted >= 3,
         "the messages, the panel id, the summary: {rows:?}"
     );
+    assert_eq!(sealed, encrypted, "each encrypted row has its sealed bytes");
     assert!(
-        rows.iter().any(|(v, _)| v != "encrypted"),
+        rows.iter().any(|(v, _)| !v.starts_with("encrypted")),
         "events without personal data stay in clear"
     );
     assert_eq!(session_keys(&app, &session).await, 1);
@@ -83,11 +98,12 @@ async fn the_log_holds_words_only_encrypted_and_erasure_deletes_the_key(store: S
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(session_keys(&app, &session).await, 0, "the key is gone");
-    let rows = stored_rows(&app, &session).await;
+    let (rows, sealed) = stored_rows(&app, &session).await;
     assert!(
-        rows.iter().all(|(v, _)| v != "encrypted"),
+        rows.iter().all(|(v, _)| !v.starts_with("encrypted")),
         "every content event is rewritten in its erased form: {rows:?}"
     );
+    assert_eq!(sealed, 0, "no sealed bytes are left");
     assert_eq!(words_in(&rows), Vec::<&str>::new());
 }
 
