@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::study::{FieldType, OutputField};
+
 /// The schema version of [`InteractionToolCall`] payloads.
 pub const INTERACTION_SCHEMA_VERSION: &str = "1";
 
@@ -329,6 +331,134 @@ impl InteractionKind {
     }
 }
 
+impl InteractionKind {
+    /// What a submitted `value` gives an output `field` of the widget's objective, in the
+    /// field's type: the option id (or its label) an `enum` field lists, the labels for text,
+    /// the number for a number, the answer for a yes/no. `None` when the value says nothing that
+    /// field can hold (a ranking for a number, say). The one place a widget answer becomes
+    /// research data: the rules extraction and the model's both take it from here.
+    pub fn field_value(&self, value: &Value, field: &OutputField) -> Option<Value> {
+        use FieldType as F;
+        let label = |options: &[Choice], id: &Value| -> Option<(String, String)> {
+            let id = id.as_str()?;
+            let found = options.iter().find(|o| o.id == id)?;
+            Some((found.id.clone(), found.label.clone()))
+        };
+        // The first candidate an enum field lists, as it lists it.
+        let listed = |candidates: &[String]| -> Option<Value> {
+            candidates
+                .iter()
+                .find_map(|c| field.options.iter().find(|o| o.eq_ignore_ascii_case(c)))
+                .map(|o| Value::String(o.clone()))
+        };
+        let text = |s: String| Some(Value::String(s));
+        match self {
+            Self::Consent { .. } => None,
+            Self::SingleChoice { options } => {
+                let (id, label) = label(options, value)?;
+                match field.field_type {
+                    F::Enum => listed(&[id, label.clone()]),
+                    F::String => text(label),
+                    F::StringList => Some(json!([label])),
+                    F::Number | F::Integer | F::Boolean => None,
+                }
+            }
+            Self::MultipleChoice { options, .. } => {
+                let chosen: Vec<(String, String)> = value
+                    .as_array()?
+                    .iter()
+                    .map(|v| label(options, v))
+                    .collect::<Option<_>>()?;
+                let labels: Vec<&str> = chosen.iter().map(|(_, l)| l.as_str()).collect();
+                match field.field_type {
+                    F::StringList => Some(json!(labels)),
+                    F::String => text(labels.join(", ")),
+                    F::Enum => match chosen.as_slice() {
+                        [(id, label)] => listed(&[id.clone(), label.clone()]),
+                        _ => None,
+                    },
+                    F::Number | F::Integer | F::Boolean => None,
+                }
+            }
+            Self::Likert { scale, labels } => {
+                let n = value
+                    .as_u64()
+                    .filter(|n| (1..=u64::from(*scale)).contains(n))?;
+                let named = labels.get(n as usize - 1).filter(|l| !l.trim().is_empty());
+                match field.field_type {
+                    F::Integer | F::Number => Some(json!(n)),
+                    F::String => text(match named {
+                        Some(l) => format!("{l} ({n} of {scale})"),
+                        None => format!("{n} of {scale}"),
+                    }),
+                    F::Enum => listed(&[n.to_string(), named.cloned().unwrap_or_default()]),
+                    F::StringList | F::Boolean => None,
+                }
+            }
+            Self::Rating { min, max, .. } => {
+                let x = value.as_f64()?;
+                let shown = |x: f64| {
+                    if x.fract() == 0.0 && x.abs() < 1e15 {
+                        format!("{}", x as i64)
+                    } else {
+                        format!("{x}")
+                    }
+                };
+                match field.field_type {
+                    F::Number => Some(value.clone()),
+                    F::Integer => (x.fract() == 0.0).then(|| json!(x as i64)),
+                    F::String => text(format!(
+                        "{} (on {} to {})",
+                        shown(x),
+                        shown(*min),
+                        shown(*max)
+                    )),
+                    F::Enum => listed(&[shown(x)]),
+                    F::StringList | F::Boolean => None,
+                }
+            }
+            Self::Ranking { options } => {
+                let order: Vec<String> = value
+                    .as_array()?
+                    .iter()
+                    .map(|v| label(options, v).map(|(_, l)| l))
+                    .collect::<Option<_>>()?;
+                match field.field_type {
+                    F::StringList => Some(json!(order)),
+                    F::String => text(
+                        order
+                            .iter()
+                            .enumerate()
+                            .map(|(i, l)| format!("{}. {l}", i + 1))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                    F::Enum | F::Number | F::Integer | F::Boolean => None,
+                }
+            }
+            Self::YesNo {} => {
+                let yes = value.as_bool()?;
+                let word = if yes { "yes" } else { "no" };
+                match field.field_type {
+                    F::Boolean => Some(Value::Bool(yes)),
+                    F::String => text(word.into()),
+                    F::Enum => listed(&[word.into(), yes.to_string()]),
+                    F::StringList | F::Number | F::Integer => None,
+                }
+            }
+            Self::FreeText { .. } => {
+                let said = value.as_str().map(str::trim).filter(|s| !s.is_empty())?;
+                match field.field_type {
+                    F::String => text(said.into()),
+                    F::StringList => Some(json!([said])),
+                    F::Enum => listed(&[said.into()]),
+                    F::Number | F::Integer | F::Boolean => None,
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +470,180 @@ mod tests {
                 label: id.to_uppercase(),
             })
             .to_vec()
+    }
+
+    fn field(field_type: FieldType, options: &[&str]) -> OutputField {
+        serde_json::from_value(json!({
+            "id": "f", "type": field_type, "objective_id": "o",
+            "options": options,
+        }))
+        .unwrap()
+    }
+
+    /// Every widget type against every field type: what its answer gives the field.
+    #[test]
+    fn a_widget_answer_gives_each_field_type_its_value() {
+        use FieldType as F;
+        let single = InteractionKind::SingleChoice { options: choices() };
+        let many = InteractionKind::MultipleChoice {
+            options: choices(),
+            min_selections: 1,
+            max_selections: None,
+        };
+        let likert = InteractionKind::Likert {
+            scale: 5,
+            labels: ["Very hard", "Hard", "Neutral", "Easy", "Very easy"]
+                .map(String::from)
+                .to_vec(),
+        };
+        let rating = InteractionKind::Rating {
+            min: 0.0,
+            max: 10.0,
+            step: 0.5,
+        };
+        let ranking = InteractionKind::Ranking { options: choices() };
+        let free = InteractionKind::FreeText { max_length: 100 };
+        let consent = InteractionKind::Consent {
+            consent_text: "ok".into(),
+            consent_version: "1".into(),
+        };
+        let table: Vec<(&InteractionKind, Value, OutputField, Option<Value>)> = vec![
+            (&single, json!("b"), field(F::String, &[]), Some(json!("B"))),
+            (
+                &single,
+                json!("b"),
+                field(F::Enum, &["a", "b"]),
+                Some(json!("b")),
+            ),
+            (
+                &single,
+                json!("b"),
+                field(F::Enum, &["A", "B"]),
+                Some(json!("B")),
+            ),
+            (&single, json!("c"), field(F::Enum, &["a", "b"]), None),
+            (
+                &single,
+                json!("b"),
+                field(F::StringList, &[]),
+                Some(json!(["B"])),
+            ),
+            (&single, json!("b"), field(F::Number, &[]), None),
+            (&single, json!("z"), field(F::String, &[]), None),
+            (
+                &many,
+                json!(["a", "c"]),
+                field(F::String, &[]),
+                Some(json!("A, C")),
+            ),
+            (
+                &many,
+                json!(["a", "c"]),
+                field(F::StringList, &[]),
+                Some(json!(["A", "C"])),
+            ),
+            (
+                &many,
+                json!(["a"]),
+                field(F::Enum, &["a"]),
+                Some(json!("a")),
+            ),
+            (&many, json!(["a", "c"]), field(F::Enum, &["a", "c"]), None),
+            (&likert, json!(4), field(F::Integer, &[]), Some(json!(4))),
+            (&likert, json!(4), field(F::Number, &[]), Some(json!(4))),
+            (
+                &likert,
+                json!(4),
+                field(F::String, &[]),
+                Some(json!("Easy (4 of 5)")),
+            ),
+            (
+                &likert,
+                json!(4),
+                field(F::Enum, &["easy"]),
+                Some(json!("easy")),
+            ),
+            (&likert, json!(6), field(F::Integer, &[]), None),
+            (&rating, json!(7.5), field(F::Number, &[]), Some(json!(7.5))),
+            (&rating, json!(7.5), field(F::Integer, &[]), None),
+            (&rating, json!(7.0), field(F::Integer, &[]), Some(json!(7))),
+            (
+                &rating,
+                json!(7.5),
+                field(F::String, &[]),
+                Some(json!("7.5 (on 0 to 10)")),
+            ),
+            (
+                &ranking,
+                json!(["c", "a", "b"]),
+                field(F::StringList, &[]),
+                Some(json!(["C", "A", "B"])),
+            ),
+            (
+                &ranking,
+                json!(["c", "a", "b"]),
+                field(F::String, &[]),
+                Some(json!("1. C, 2. A, 3. B")),
+            ),
+            (
+                &ranking,
+                json!(["c", "a", "b"]),
+                field(F::Number, &[]),
+                None,
+            ),
+            (
+                &InteractionKind::YesNo {},
+                json!(true),
+                field(F::Boolean, &[]),
+                Some(json!(true)),
+            ),
+            (
+                &InteractionKind::YesNo {},
+                json!(false),
+                field(F::String, &[]),
+                Some(json!("no")),
+            ),
+            (
+                &InteractionKind::YesNo {},
+                json!(true),
+                field(F::Enum, &["Yes", "No"]),
+                Some(json!("Yes")),
+            ),
+            (
+                &InteractionKind::YesNo {},
+                json!(true),
+                field(F::Integer, &[]),
+                None,
+            ),
+            (
+                &free,
+                json!(" weekends "),
+                field(F::String, &[]),
+                Some(json!("weekends")),
+            ),
+            (
+                &free,
+                json!("weekends"),
+                field(F::StringList, &[]),
+                Some(json!(["weekends"])),
+            ),
+            (&free, json!("  "), field(F::String, &[]), None),
+            (
+                &consent,
+                json!({"accepted": true}),
+                field(F::Boolean, &[]),
+                None,
+            ),
+        ];
+        for (kind, value, field, expected) in table {
+            assert_eq!(
+                kind.field_value(&value, &field),
+                expected,
+                "{} {value} into {:?}",
+                kind.type_name(),
+                field.field_type
+            );
+        }
     }
 
     #[test]

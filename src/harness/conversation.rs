@@ -4,6 +4,7 @@
 
 use interview_session::decision::AgentAction;
 use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
+use interview_session::interaction::InteractionKind;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -16,7 +17,8 @@ pub struct Answer {
     pub content: String,
     /// A widget's submitted value.
     pub value: Option<Value>,
-    pub interaction_type: Option<String>,
+    /// The widget answered, for a widget's answer.
+    pub widget: Option<InteractionKind>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,7 +39,7 @@ impl Conversation {
         let mut c = Conversation::default();
         let mut current: Option<String> = None;
         let mut awaiting_reply = false;
-        let mut pending: Option<(Option<String>, String)> = None;
+        let mut pending: Option<(Option<String>, InteractionKind)> = None;
         let mut probing: Option<String> = None;
         for event in events {
             match &event.body {
@@ -78,16 +80,13 @@ impl Conversation {
                             objective_id: current.clone(),
                             content: content.clone(),
                             value: None,
-                            interaction_type: None,
+                            widget: None,
                         });
                     }
                 }
                 EventBody::SummaryConfirmed { .. } => c.unclassified_summary_reply = None,
                 EventBody::InteractionRendered { interaction } => {
-                    pending = Some((
-                        interaction.objective_id.clone(),
-                        interaction.type_name().to_string(),
-                    ));
+                    pending = Some((interaction.objective_id.clone(), interaction.kind.clone()));
                 }
                 EventBody::InteractionSubmitted {
                     turn_id,
@@ -106,7 +105,7 @@ impl Conversation {
                                 value.as_ref().map(Value::to_string).unwrap_or_default()
                             },
                             value: if skipped { None } else { value.clone() },
-                            interaction_type: Some(kind),
+                            widget: Some(kind),
                         });
                     }
                 }

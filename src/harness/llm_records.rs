@@ -18,9 +18,9 @@ use crate::llm::{prompt_records, tools, ModelGateway};
 
 impl Harness {
     /// The final extraction's fields over the whole transcript, and the model call that made
-    /// them: in `llm` mode one model call (value, confidence, evidence, quote per field); in
-    /// `rules` mode, or when the call fails (recorded, source `final_extraction`) or a budget
-    /// is spent, the rules copier.
+    /// them: in `llm` mode one model call (value, confidence, evidence, quote per field), with
+    /// the fields widgets answered taken from the widgets; in `rules` mode, or when the call
+    /// fails (recorded, source `final_extraction`) or a budget is spent, the rules copier.
     pub(crate) async fn final_fields(
         &self,
         session_id: &str,
@@ -80,7 +80,14 @@ impl Harness {
             }
         };
         match outcome {
-            Ok((fields, call)) => (fields, Some(call)),
+            // What a widget answered is not the model's to read again: it fills its fields as
+            // the rules extraction does, over whatever the model made of them.
+            Ok((mut fields, call)) => {
+                let widgets = super::rules::all_widget_fields(session, conversation);
+                fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
+                fields.extend(widgets);
+                (fields, Some(call))
+            }
             Err((code, message)) => {
                 let message = crate::llm::redact::redact(&message, None);
                 let command = interview_session::SessionCommand::RecordError {

@@ -164,7 +164,7 @@ fn continue_objective(
     let texts: Vec<&Answer> = answers
         .iter()
         .copied()
-        .filter(|a| a.interaction_type.is_none())
+        .filter(|a| a.widget.is_none())
         .collect();
     if let Some((last, earlier)) = texts.split_last() {
         if !progress.interaction_rendered && progress.probes < o.max_probe_count {
@@ -311,48 +311,69 @@ pub fn extract_all(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
         .collect()
 }
 
+/// What the widgets answered for objective `o` give its fields (`InteractionKind::field_value`),
+/// the latest answer first, with the answer as evidence: taken as said, confidence 1.
+pub fn widget_fields(
+    study: &interview_session::study::PinnedStudy,
+    o: &Objective,
+    answers: &[&Answer],
+) -> Vec<ExtractedField> {
+    let mut out: Vec<ExtractedField> = Vec::new();
+    for answer in answers.iter().rev() {
+        let (Some(kind), Some(value)) = (&answer.widget, &answer.value) else {
+            continue;
+        };
+        for field in study
+            .output_schema
+            .fields
+            .iter()
+            .filter(|f| f.objective_id == o.id)
+        {
+            if out.iter().any(|f| f.field_id == field.id) {
+                continue;
+            }
+            if let Some(value) = kind.field_value(value, field) {
+                out.push(ExtractedField {
+                    field_id: field.id.clone(),
+                    value,
+                    confidence: 1.0,
+                    evidence_turn_ids: vec![answer.turn_id],
+                    quote: None,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every widget answer's fields over the whole conversation (see [`widget_fields`]).
+pub fn all_widget_fields(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
+    let Some(study) = s.study() else {
+        return Vec::new();
+    };
+    s.objectives_in_order()
+        .into_iter()
+        .flat_map(|o| {
+            let answers: Vec<&Answer> = c.answers_to(&o.id).collect();
+            widget_fields(study, o, &answers)
+        })
+        .collect()
+}
+
 /// The rules extraction of one objective's fields (see the module docs).
 fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedField> {
     let Some(study) = s.study() else {
         return Vec::new();
     };
-    let texts: Vec<&&Answer> = answers
-        .iter()
-        .filter(|a| a.interaction_type.is_none())
-        .collect();
-    let widget = answers
-        .iter()
-        .rev()
-        .find(|a| a.interaction_type.is_some() && a.value.is_some());
-    let mut out = Vec::new();
+    let texts: Vec<&&Answer> = answers.iter().filter(|a| a.widget.is_none()).collect();
+    let mut out = widget_fields(study, o, answers);
     for field in study
         .output_schema
         .fields
         .iter()
         .filter(|f| f.objective_id == o.id)
     {
-        let from_widget = widget.and_then(|w| {
-            let v = w.value.clone()?;
-            let fits = match field.field_type {
-                FieldType::Integer => v.is_u64() || v.is_i64(),
-                FieldType::Number => v.is_number(),
-                FieldType::Boolean => v.is_boolean(),
-                FieldType::Enum => v
-                    .as_str()
-                    .is_some_and(|s| field.options.iter().any(|o| o == s)),
-                FieldType::StringList => v.is_array(),
-                FieldType::String => false,
-            };
-            fits.then(|| ExtractedField {
-                field_id: field.id.clone(),
-                value: v,
-                confidence: 1.0,
-                evidence_turn_ids: vec![w.turn_id],
-                quote: None,
-            })
-        });
-        if let Some(f) = from_widget {
-            out.push(f);
+        if out.iter().any(|f| f.field_id == field.id) {
             continue;
         }
         if !matches!(field.field_type, FieldType::String | FieldType::StringList) {

@@ -19,6 +19,7 @@ mod participant;
 mod pg_restart;
 mod process;
 mod research;
+mod research_data;
 mod restart;
 mod scale_out;
 mod scenarios;

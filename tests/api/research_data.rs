@@ -1,0 +1,131 @@
+//! What a research team takes home (issue 29), on both stores: every widget answer is in the
+//! field of the objective it asks about — in the results and in `results.csv` — in the field's
+//! type, with the answer as evidence.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::both_stores;
+use crate::helpers::{json_of, Store, TestApp, RESEARCHER_TOKEN};
+
+/// The answer given to each widget of the every-type study, and what its field must then say.
+fn answers() -> Vec<(&'static str, Value, &'static str, Value)> {
+    vec![
+        (
+            "single_choice",
+            json!("b"),
+            "choice_answer",
+            json!("Option B"),
+        ),
+        (
+            "multiple_choice",
+            json!(["fruit", "milk"]),
+            "many_answer",
+            json!("Option FRUIT, Option MILK"),
+        ),
+        ("likert", json!(4), "scale_answer", json!("Easy (4 of 5)")),
+        (
+            "rating",
+            json!(7.5),
+            "score_answer",
+            json!("7.5 (on 0 to 10)"),
+        ),
+        (
+            "ranking",
+            json!(["speed", "price", "quality"]),
+            "order_answer",
+            json!("1. Option SPEED, 2. Option PRICE, 3. Option QUALITY"),
+        ),
+        ("yes_no", json!(false), "yesno_answer", json!("no")),
+        (
+            "free_text",
+            json!("Only on weekends"),
+            "words_answer",
+            json!("Only on weekends"),
+        ),
+    ]
+}
+
+async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let study: Value =
+        serde_json::from_str(include_str!("../../examples/every-type-study.json")).unwrap();
+    let (study_id, _, _) = app.publish_study(&study).await;
+    let (session, token) = app.create_session("every-type").await;
+    let mut s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    s = app.run(&session).await;
+    let answers = answers();
+    let mut evidence = std::collections::HashMap::new();
+    let mut guard = 0;
+    while s["status"] != "completed" {
+        guard += 1;
+        assert!(guard < 60, "the interview ends: {s}");
+        let pending = &s["pending_interaction"];
+        if pending.is_null() {
+            let text = if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+                "Yes, that's right"
+            } else {
+                "Every Saturday morning I compare prices in two stores"
+            };
+            let res = app.post_message(&session, &token, text).await;
+            assert_eq!(res.status(), StatusCode::ACCEPTED);
+        } else {
+            let kind = pending["type"].as_str().unwrap();
+            let (_, value, field, _) = answers.iter().find(|a| a.0 == kind).unwrap();
+            evidence.insert(*field, pending["interaction_id"].clone());
+            app.answer(&session, &token, &s, value.clone()).await;
+        }
+        s = app.run(&session).await;
+    }
+
+    // The post-session extraction follows the completion.
+    let mut row = Value::Null;
+    for _ in 0..100 {
+        let results = json_of(
+            app.get(
+                &format!("/api/studies/{study_id}/results"),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await,
+        )
+        .await;
+        row = results["results"][0].clone();
+        if answers
+            .iter()
+            .all(|(_, _, field, expected)| &row["fields"][field]["value"] == expected)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(row["session_id"], session.as_str(), "{row}");
+    for (kind, _, field, expected) in &answers {
+        let got = &row["fields"][field];
+        assert_eq!(&got["value"], expected, "{kind}: {row}");
+        assert_eq!(got["confidence"], 1.0, "{kind}");
+        assert_eq!(
+            got["evidence_turn_ids"].as_array().map(Vec::len),
+            Some(1),
+            "{kind}: the answer is the evidence"
+        );
+    }
+    assert_eq!(evidence.len(), answers.len(), "every widget was shown");
+
+    let csv = app
+        .get(
+            &format!("/api/studies/{study_id}/results.csv"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    for (kind, _, _, expected) in &answers {
+        let expected = expected.as_str().unwrap();
+        assert!(csv.contains(expected), "{kind}: {expected:?} in {csv}");
+    }
+}
+
+both_stores!(widget_answers_fill_the_fields_of_their_objective);
