@@ -15,6 +15,7 @@ pub mod erasure;
 pub mod error;
 pub mod events;
 pub mod hash;
+pub mod input_class;
 pub mod interaction;
 pub mod phrases;
 pub mod redirect;

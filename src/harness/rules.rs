@@ -17,8 +17,10 @@ use chrono::{DateTime, Utc};
 use interview_session::decision::{
     AgentAction, ConcludeReason, ExtractedField, Proposal, Provenance,
 };
+use interview_session::input_class::classify;
 use interview_session::study::{FieldType, Objective};
 use interview_session::text;
+use interview_session::text::normalize;
 use interview_session::Session;
 use serde_json::{json, Value};
 
@@ -167,7 +169,14 @@ fn continue_objective(
         .filter(|a| a.widget.is_none())
         .collect();
     if let Some((last, earlier)) = texts.split_last() {
-        if !progress.interaction_rendered && progress.probes < o.max_probe_count {
+        // After "nothing more", a refusal or a question back, no probe: the objective's
+        // probing is over (its widget, if any, still comes).
+        let ends = s
+            .study()
+            .map(|st| st.agent_config.end_phrases.as_slice())
+            .unwrap_or_default();
+        let probing_over = !classify(&last.content, ends).is_answer();
+        if !probing_over && !progress.interaction_rendered && progress.probes < o.max_probe_count {
             let earlier: Vec<&str> = earlier.iter().map(|a| a.content.as_str()).collect();
             let asked = c.probes_asked.get(&o.id).cloned().unwrap_or_default();
             let missing = missing_field(s, o, &answers);
@@ -365,7 +374,12 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
     let Some(study) = s.study() else {
         return Vec::new();
     };
-    let texts: Vec<&&Answer> = answers.iter().filter(|a| a.widget.is_none()).collect();
+    // Only answers feed a field: not "nothing more", a question back, a refusal, an end wish.
+    let ends = &study.agent_config.end_phrases;
+    let texts: Vec<&&Answer> = answers
+        .iter()
+        .filter(|a| a.widget.is_none() && classify(&a.content, ends).is_answer())
+        .collect();
     let mut out = widget_fields(study, o, answers);
     for field in study
         .output_schema
@@ -388,11 +402,16 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
         if texts.is_empty() {
             continue;
         }
-        let joined = texts
-            .iter()
-            .map(|a| a.content.trim())
-            .collect::<Vec<_>>()
-            .join(" / ");
+        // An answer said twice is kept once.
+        let mut said: Vec<&str> = Vec::new();
+        for a in &texts {
+            let a = a.content.trim();
+            let same = |s: &&str| normalize(s) == normalize(a);
+            if !said.iter().any(same) {
+                said.push(a);
+            }
+        }
+        let joined = said.join(" / ");
         let words = texts
             .iter()
             .map(|a| probing::word_count(&a.content))

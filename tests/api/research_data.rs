@@ -128,4 +128,85 @@ async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
     }
 }
 
-both_stores!(widget_answers_fill_the_fields_of_their_objective);
+/// Replies that are not answers: a participant who has nothing to add, asks back, or does not
+/// know.
+const NON_ANSWERS: [&str; 4] = [
+    "Nothing more.",
+    "What do you mean by that?",
+    "I don't know",
+    "没有了",
+];
+
+async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let mut s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    s = app.run(&session).await;
+    let mut probes_before = 0;
+    let mut n = 0;
+    let mut guard = 0;
+    while s["status"] != "completed" && s["status"] != "abandoned" {
+        guard += 1;
+        assert!(guard < 60, "the interview ends: {s}");
+        if !s["pending_interaction"].is_null() {
+            let value = crate::widget_values::typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+        } else if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            app.post_message(&session, &token, "Yes, that's right")
+                .await;
+        } else {
+            let probes = s["decision_log"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["selected_action"]["action"] == "probe")
+                .count();
+            // A question gets a real answer; every probe after it gets a non-answer.
+            let text = if probes > probes_before {
+                n += 1;
+                NON_ANSWERS[n % NON_ANSWERS.len()]
+            } else {
+                "With a list"
+            };
+            probes_before = probes;
+            app.post_message(&session, &token, text).await;
+        }
+        s = app.run(&session).await;
+    }
+    assert!(n > 0, "some probe was answered with a non-answer");
+
+    // No field holds a non-answer, and no probe follows one.
+    let fields = s["extracted_fields"].to_string().to_lowercase();
+    assert!(
+        fields.contains("with a list"),
+        "the answers are there: {fields}"
+    );
+    for said in NON_ANSWERS {
+        assert!(
+            !fields.contains(&said.to_lowercase()),
+            "{said:?} in {fields}"
+        );
+    }
+    let transcript = s["transcript"].as_array().unwrap();
+    for (i, turn) in transcript.iter().enumerate() {
+        let said = turn["content"].as_str().unwrap_or_default();
+        if turn["role"] == "user" && NON_ANSWERS.contains(&said) {
+            let next = s["decision_log"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| {
+                    d["based_on_turn_id"] == turn["turn_id"] || d["turn_id"] == turn["turn_id"]
+                })
+                .map(|d| d["selected_action"]["action"].clone());
+            assert_ne!(next, Some(json!("probe")), "turn {i}: {said:?} was probed");
+        }
+    }
+}
+
+both_stores!(
+    widget_answers_fill_the_fields_of_their_objective,
+    non_answers_feed_no_field_and_end_the_probing,
+);
