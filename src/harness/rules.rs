@@ -309,15 +309,32 @@ fn field_for<'a>(
         .or_else(|| fields.first().map(|f| f.id.as_str()))
 }
 
-/// The rules extraction over the whole conversation: every objective's fields.
+/// The rules extraction over the whole conversation: every objective's fields — and, over
+/// them, every field a reply to the summary added to or corrected (its evidence names a turn
+/// that is no answer to a question), as it stands: the participant's last word on it wins, so
+/// the results and the summary they confirmed agree.
 pub fn extract_all(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
-    s.objectives_in_order()
+    let mut fields: Vec<ExtractedField> = s
+        .objectives_in_order()
         .into_iter()
         .flat_map(|o| {
             let answers: Vec<&Answer> = c.answers_to(&o.id).collect();
             extract(s, o, &answers)
         })
-        .collect()
+        .collect();
+    let answered: std::collections::HashSet<uuid::Uuid> =
+        c.answers.iter().map(|a| a.turn_id).collect();
+    for (id, field) in s.fields() {
+        if field
+            .evidence_turn_ids
+            .iter()
+            .any(|t| !answered.contains(t))
+        {
+            fields.retain(|f| &f.field_id != id);
+            fields.push(field.clone());
+        }
+    }
+    fields
 }
 
 /// What the widgets answered for objective `o` give its fields (`InteractionKind::field_value`),
@@ -488,6 +505,25 @@ fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
     )
 }
 
+/// How a reply to the summary says it corrects rather than adds (compared case-insensitively at
+/// its start).
+const CORRECTION_HEADS: &[&str] = &[
+    "correction:",
+    "correction",
+    "actually,",
+    "actually",
+    "no,",
+    "not quite,",
+    "not quite",
+    "that's wrong,",
+    "that's not right,",
+    "更正：",
+    "更正",
+    "不对，",
+    "不对",
+    "其实",
+];
+
 /// An addition to the summary, taken into the text field it is most about (the most words in
 /// common with what that field holds; the first required text field when none share a word),
 /// with the addition as its evidence — once: `None` when it is already in.
@@ -504,13 +540,23 @@ fn take_in_addition(s: &Session, c: &Conversation, addition: &str) -> Option<Pro
         .trim()
         .trim_start_matches(|ch: char| !ch.is_alphanumeric())
         .to_string();
-    let said = ["add:", "add ", "also,", "also "]
-        .iter()
-        .find_map(|p| {
+    let strip = |said: &str, heads: &[&str]| -> Option<String> {
+        heads.iter().find_map(|p| {
             said.get(..p.len())
                 .filter(|head| head.eq_ignore_ascii_case(p))
-                .map(|_| said[p.len()..].trim().to_string())
+                .map(|_| {
+                    said[p.len()..]
+                        .trim_start_matches(|ch: char| !ch.is_alphanumeric())
+                        .trim()
+                        .to_string()
+                })
         })
+    };
+    // A correction replaces what the field held; anything else is added to it.
+    let corrected = strip(&said, CORRECTION_HEADS);
+    let is_correction = corrected.is_some();
+    let said = corrected
+        .or_else(|| strip(&said, &["add:", "add ", "also,", "also "]))
         .unwrap_or(said);
     let words = |t: &str| -> std::collections::HashSet<String> {
         text::normalize(t)
@@ -540,10 +586,11 @@ fn take_in_addition(s: &Session, c: &Conversation, addition: &str) -> Option<Pro
         .or_else(|| text_fields.first())?;
     let before = s.fields().get(&field.id);
     let value = match before.and_then(|f| f.value.as_str()) {
-        Some(old) if !old.is_empty() => format!("{old}; {said}"),
+        Some(old) if !old.is_empty() && !is_correction => format!("{old}; {said}"),
         _ => said.clone(),
     };
     let mut evidence = before
+        .filter(|_| !is_correction)
         .map(|f| f.evidence_turn_ids.clone())
         .unwrap_or_default();
     evidence.push(*turn_id);

@@ -206,7 +206,75 @@ async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
     }
 }
 
+/// A participant who corrects the summary: the correction replaces what the field held, in the
+/// summary they confirm, in the state and in the results after the post-session extraction.
+async fn a_correction_to_the_summary_wins(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let study_id = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await["studies"]
+        [0]["study_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (session, token) = app.create_session("demo").await;
+    let mut s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    s = app.run(&session).await;
+    let mut corrected = false;
+    let mut guard = 0;
+    while s["status"] != "completed" {
+        guard += 1;
+        assert!(guard < 60, "the interview ends: {s}");
+        if !s["pending_interaction"].is_null() {
+            let value = crate::widget_values::typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+        } else if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            let text = if corrected {
+                "Yes, that's right"
+            } else {
+                "Correction: I don't use my phone app, I plan with a paper notebook"
+            };
+            corrected = true;
+            app.post_message(&session, &token, text).await;
+        } else {
+            let text = "I plan everything in an app on my phone every Sunday evening";
+            app.post_message(&session, &token, text).await;
+        }
+        s = app.run(&session).await;
+    }
+    assert!(corrected, "the summary was shown");
+    // The post-session extraction runs after the completion: it must not undo the correction.
+    for _ in 0..200 {
+        if app.researcher_view(&session).await["current_phase"] == "END" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.researcher_view(&session).await["current_phase"], "END");
+    let results = json_of(
+        app.get(
+            &format!("/api/studies/{study_id}/results"),
+            Some(RESEARCHER_TOKEN),
+        )
+        .await,
+    )
+    .await;
+    let row = results["results"][0].clone();
+    let fields = row["fields"].to_string();
+    let method = row["fields"]["planning_method"]["value"].to_string();
+    assert!(method.contains("paper notebook"), "{fields}");
+    assert!(
+        !method.contains("app on my phone"),
+        "the correction replaced it: {method}"
+    );
+    assert!(
+        row["summary"].to_string().contains("paper notebook"),
+        "the summary and the fields agree: {row}"
+    );
+}
+
 both_stores!(
     widget_answers_fill_the_fields_of_their_objective,
     non_answers_feed_no_field_and_end_the_probing,
+    a_correction_to_the_summary_wins,
 );
