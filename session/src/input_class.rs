@@ -99,25 +99,30 @@ const REFUSALS: &[&str] = &[
     "保密",
 ];
 
-/// Parts of a sentence that ask for the end, in a message of any length.
+/// Parts of a sentence that ask for the end, in a message of any length. Specific to the
+/// interview itself: "I want to stop buying snacks" is an answer, not an end wish.
 const END_WISHES: &[&str] = &[
     "wrap up",
+    "wrap this up",
+    "wrap it up",
     "rather not continue",
     "don t want to continue",
     "dont want to continue",
-    "want to stop",
-    "like to stop",
+    "do not want to continue",
     "can we stop",
-    "let s stop",
-    "lets stop",
-    "end this",
-    "finish now",
-    "can we finish",
+    "could we stop",
+    "let s stop here",
+    "lets stop here",
     "stop the interview",
     "end the interview",
+    "end this interview",
+    "finish the interview",
+    "can we finish",
+    "stop here please",
     "不想继续",
-    "不想再说",
-    "可以结束",
+    "不想再聊",
+    "可以结束了吗",
+    "结束访谈",
     "结束吧",
     "到此为止",
     "不聊了",
@@ -212,6 +217,8 @@ mod tests {
                 InputClass::EndIntent,
             ),
             ("我不想继续了", InputClass::EndIntent),
+            ("I want to stop buying snacks at night", InputClass::Answer),
+            ("We end this week with leftovers", InputClass::Answer),
         ];
         for (text, class) in table {
             assert_eq!(classify(text, &ends), class, "{text:?}");

@@ -273,7 +273,34 @@ async fn a_correction_to_the_summary_wins(store: Store) {
     );
 }
 
+/// A wish to stop in the participant's own words is honoured like an end phrase: the summary
+/// comes next, no further question, and the words feed no field.
+async fn an_end_wish_in_own_words_goes_to_the_summary(store: Store) {
+    const WISH: &str = "Sorry, I'd rather not continue, can we wrap up now please?";
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.create_session("demo").await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    app.run(&session).await;
+    let text = "I plan everything in an app on my phone every Sunday evening";
+    app.post_message(&session, &token, text).await;
+    let s = app.run(&session).await;
+    assert_eq!(s["current_phase"], "ASK_OR_PROBE", "{s}");
+    let res = app.post_message(&session, &token, WISH).await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let s = app.run(&session).await;
+    assert_eq!(s["current_phase"], "SUMMARY_CONFIRMATION", "{s}");
+    assert!(s["pending_interaction"].is_null());
+    assert!(
+        !s["extracted_fields"].to_string().contains("wrap up"),
+        "{}",
+        s["extracted_fields"]
+    );
+}
+
 both_stores!(
+    an_end_wish_in_own_words_goes_to_the_summary,
     widget_answers_fill_the_fields_of_their_objective,
     non_answers_feed_no_field_and_end_the_probing,
     a_correction_to_the_summary_wins,

@@ -2,6 +2,7 @@
 //! clock, nothing but the event.
 
 use super::*;
+use crate::input_class::{classify, InputClass};
 
 impl Session {
     /// Folds one event (cqrs-es's `apply`).
@@ -62,9 +63,11 @@ impl Session {
                     };
                 }
                 let study = self.study.as_deref();
-                if study
-                    .is_some_and(|s| text::matches_phrase(&content, &s.agent_config.end_phrases))
-                {
+                // One of the study's end phrases, or a sentence that asks for the end
+                // (`input_class`): either way the participant's wish.
+                if study.is_some_and(|s| {
+                    classify(&content, &s.agent_config.end_phrases) == InputClass::EndIntent
+                }) {
                     self.end_requested = true;
                 }
                 if study
