@@ -18,7 +18,7 @@ const T = zh
       missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
       chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
       rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
-      confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？",
+      confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？", finish: "完成",
       nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
       chosen: (n, max) => `已选 ${n} 项（最多 ${max} 项）`, characters: (n, max) => `${n} / ${max} 字`,
       tooLongField: (max) => `最多 ${max} 个字，请缩短一些。`, notChosen: "还没有选择",
@@ -41,6 +41,7 @@ const T = zh
       messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
       newInterview: "Start a new interview",
       confirmYes: "Yes, that's right", confirmAdd: "Add something", addPlaceholder: "What would you add or correct?",
+      finish: "Finish",
       nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
       chosen: (n, max) => `${n} of at most ${max} chosen`, characters: (n, max) => `${n} / ${max} characters`,
       tooLongField: (max) => `At most ${max} characters — please shorten it.`, notChosen: "Not chosen yet",
@@ -76,6 +77,8 @@ let session = null; // { id, token }
 let status = "created";
 let streamStatus = "created"; // the last status the stream reported (the UI may run ahead of it)
 let phase = "";
+// The participant pressed "End interview" (and confirmed): the summary then offers "Finish".
+let endPressed = false;
 let pending = null; // the interaction waiting for an answer
 let events = null;
 const bubbles = new Map(); // message id → <li>
@@ -219,7 +222,9 @@ function setStatus(next) {
   ui.text.placeholder = T.placeholder;
   $("hint").textContent = T.answerAbove;
   $("hint").hidden = status !== "waiting_for_tool";
-  $("end").hidden = status === "completed" || status === "abandoned" || !session;
+  // At the summary its own buttons are the way out: no second "End interview".
+  $("end").hidden = status === "completed" || status === "abandoned" || !session
+    || phase === "SUMMARY_CONFIRMATION";
   // At the page's end while the interview runs; the completion card has its own.
   $("withdraw").hidden = !session || erased || status === "completed" || status === "abandoned";
   if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
@@ -228,21 +233,38 @@ function setStatus(next) {
 }
 
 // At the summary, one tap confirms it; "Add something" opens the box (typing works either way).
+// After "End interview", the one tap is "Finish": it ends the interview there, the summary left
+// unconfirmed, with no second question.
 function quickReplies(show) {
   const box = $("quick");
   box.hidden = !show;
   if (!show) return;
-  if (!box.childElementCount) {
-    box.append(
-      el("button", { type: "button", class: "primary", text: T.confirmYes, onclick: () => {
+  const mode = endPressed ? "finish" : "confirm";
+  if (box.dataset.mode !== mode) {
+    box.dataset.mode = mode;
+    const first = endPressed
+      ? el("button", { type: "button", class: "primary", text: T.finish, onclick: finishNow })
+      : el("button", { type: "button", class: "primary", text: T.confirmYes, onclick: () => {
         ui.text.value = T.confirmYes;
         ui.composer.requestSubmit();
-      } }),
+      } });
+    box.replaceChildren(
+      first,
       el("button", { type: "button", text: T.confirmAdd, onclick: () => {
         ui.text.placeholder = T.addPlaceholder;
         ui.text.focus();
       } }),
     );
+  }
+}
+
+async function finishNow() {
+  try {
+    thinking(true);
+    await api("POST", `/api/sessions/${session.id}/end`, {});
+  } catch (error) {
+    thinking(false);
+    notice(friendly(error));
   }
 }
 
@@ -766,6 +788,7 @@ function resend() {
 
 async function endInterview() {
   if (!confirm(T.endConfirm)) return;
+  endPressed = true;
   try {
     thinking(true);
     await api("POST", `/api/sessions/${session.id}/end`, {});

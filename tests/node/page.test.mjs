@@ -574,13 +574,15 @@ test("the completion screen offers withdrawal too", async () => {
   await page.locator("#widget .consent-text").waitFor();
   await page.keyboard.press("Enter");
   await assistant(page).first().waitFor();
-  // "End interview" twice: the questions stop, then the summary is left unconfirmed.
-  for (let i = 0; i < 2; i++) {
-    page.once("dialog", (d) => d.accept());
-    await page.locator("#end").click();
-    await page.waitForTimeout(300);
-    if (await page.locator("#done h2").isVisible()) break;
-  }
+  await say(page, "I plan meals on Sundays with a list on the fridge");
+  await assistant(page).nth(1).waitFor();
+  // "End interview" once: the summary comes with a one-tap "Finish", and no second End.
+  page.once("dialog", (d) => d.accept());
+  await page.locator("#end").click();
+  const finish = page.locator("#quick button", { hasText: "Finish" });
+  await finish.waitFor();
+  assert.ok(!(await page.locator("#end").isVisible()), "no second End at the summary");
+  await finish.click();
   await page.locator("#done h2").waitFor();
   const button = page.locator("#done button", { hasText: "Withdraw and delete my answers" });
   assert.ok(await button.isVisible());
