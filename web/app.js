@@ -233,8 +233,8 @@ function setStatus(next) {
 }
 
 // At the summary, one tap confirms it; "Add something" opens the box (typing works either way).
-// After "End interview", the one tap is "Finish": it ends the interview there, the summary left
-// unconfirmed, with no second question.
+// After "End interview", "Finish" comes first: it ends the interview there, the summary left
+// unconfirmed, with no second question (confirming it is still one tap away).
 function quickReplies(show) {
   const box = $("quick");
   box.hidden = !show;
@@ -242,14 +242,15 @@ function quickReplies(show) {
   const mode = endPressed ? "finish" : "confirm";
   if (box.dataset.mode !== mode) {
     box.dataset.mode = mode;
+    const confirmIt = el("button", { type: "button", class: endPressed ? "" : "primary", text: T.confirmYes, onclick: () => {
+      ui.text.value = T.confirmYes;
+      ui.composer.requestSubmit();
+    } });
     const first = endPressed
-      ? el("button", { type: "button", class: "primary", text: T.finish, onclick: finishNow })
-      : el("button", { type: "button", class: "primary", text: T.confirmYes, onclick: () => {
-        ui.text.value = T.confirmYes;
-        ui.composer.requestSubmit();
-      } });
+      ? [el("button", { type: "button", class: "primary", text: T.finish, onclick: finishNow }), confirmIt]
+      : [confirmIt];
     box.replaceChildren(
-      first,
+      ...first,
       el("button", { type: "button", text: T.confirmAdd, onclick: () => {
         ui.text.placeholder = T.addPlaceholder;
         ui.text.focus();
@@ -788,10 +789,11 @@ function resend() {
 
 async function endInterview() {
   if (!confirm(T.endConfirm)) return;
-  endPressed = true;
   try {
     thinking(true);
     await api("POST", `/api/sessions/${session.id}/end`, {});
+    endPressed = true;
+    if (phase === "SUMMARY_CONFIRMATION") quickReplies(!$("quick").hidden);
   } catch (error) {
     thinking(false);
     notice(friendly(error));

@@ -27,65 +27,55 @@ impl InputClass {
     }
 }
 
-/// Whole messages (normalized: `text::normalize`) that add nothing.
+/// Whole messages (compared after `text::normalize`, so apostrophes and case do not matter)
+/// that add nothing. Not a bare "no", "none" or "没有": to a closed question those are answers.
 const NON_ANSWERS: &[&str] = &[
-    "no",
-    "nope",
-    "nah",
-    "none",
-    "nothing",
     "nothing more",
     "nothing else",
-    "not really",
     "no more",
     "nothing to add",
     "i have nothing to add",
     "nothing more to add",
-    "that s it",
-    "thats it",
-    "that s all",
-    "i don t know",
-    "i dont know",
-    "dont know",
-    "don t know",
+    "that's it",
+    "that's all i have",
+    "i don't know",
+    "don't know",
+    "dunno",
     "idk",
     "no idea",
+    "i have no idea",
     "not sure",
-    "i m not sure",
-    "im not sure",
-    "n a",
-    "na",
+    "i'm not sure",
+    "n/a",
     "no comment",
-    "same",
     "same as before",
     "as i said",
-    "没有",
     "没有了",
     "没了",
     "没什么",
     "没什么了",
     "不知道",
     "不清楚",
+    "不太清楚",
     "不确定",
     "说不上来",
     "就这些",
+    "就这些了",
     "就这样",
     "没有补充",
-    "无",
     "同上",
 ];
 
 /// Whole messages that decline to answer.
 const REFUSALS: &[&str] = &[
-    "i d rather not say",
-    "id rather not say",
+    "i'd rather not say",
     "i would rather not say",
+    "i'd rather not",
     "prefer not to say",
     "i prefer not to say",
-    "i d prefer not to say",
-    "i don t want to answer",
-    "i dont want to answer",
-    "i d rather not answer",
+    "i'd prefer not to say",
+    "i don't want to answer",
+    "i'd rather not answer",
     "i would rather not answer",
     "rather not say",
     "pass",
@@ -99,26 +89,24 @@ const REFUSALS: &[&str] = &[
     "保密",
 ];
 
-/// Parts of a sentence that ask for the end, in a message of any length. Specific to the
-/// interview itself: "I want to stop buying snacks" is an answer, not an end wish.
+/// Phrases that ask for the end of the interview — counted only at the end of a clause, with
+/// nothing after them but [`END_FILLERS`] ("can we wrap up now?", "我不想继续了"), so that "I wrap
+/// up leftovers in foil", "I don't want to continue dieting" or "我不想继续点外卖了" stay answers.
 const END_WISHES: &[&str] = &[
     "wrap up",
     "wrap this up",
     "wrap it up",
     "rather not continue",
-    "don t want to continue",
-    "dont want to continue",
+    "don't want to continue",
     "do not want to continue",
     "can we stop",
     "could we stop",
-    "let s stop here",
-    "lets stop here",
+    "let's stop",
     "stop the interview",
     "end the interview",
     "end this interview",
     "finish the interview",
     "can we finish",
-    "stop here please",
     "不想继续",
     "不想再聊",
     "可以结束了吗",
@@ -128,17 +116,37 @@ const END_WISHES: &[&str] = &[
     "不聊了",
 ];
 
-/// Parts of a question that ask what the question means.
+/// What may follow an end wish in its clause.
+const END_FILLERS: &[&str] = &[
+    "now",
+    "here",
+    "please",
+    "today",
+    "for today",
+    "the interview",
+    "this interview",
+    "this",
+    "thanks",
+    "thank you",
+    "soon",
+    "了",
+    "吧",
+    "吗",
+    "啊",
+    "呢",
+    "好吗",
+    "可以吗",
+];
+
+/// Parts of a short question that ask what the question means.
 const QUESTIONS_BACK: &[&str] = &[
     "what do you mean",
     "what does that mean",
-    "what do you mean by",
     "could you explain",
     "can you explain",
     "could you rephrase",
     "can you rephrase",
-    "i don t understand the question",
-    "i dont understand the question",
+    "i don't understand the question",
     "what is meant",
     "do you mean",
     "什么意思",
@@ -149,6 +157,54 @@ const QUESTIONS_BACK: &[&str] = &[
     "不明白你的意思",
     "能解释",
 ];
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
+}
+
+/// A short message: at most 12 words, or 24 CJK characters.
+fn is_short(normalized: &str) -> bool {
+    let cjk = normalized.chars().filter(|c| is_cjk(*c)).count();
+    let words = normalized
+        .split_whitespace()
+        .filter(|w| !w.chars().any(is_cjk))
+        .count();
+    words + cjk / 2 <= 12
+}
+
+/// Whether a clause (normalized) ends with one of `wishes`, followed only by fillers.
+fn ends_with_wish(clause: &str) -> bool {
+    END_WISHES.iter().any(|wish| {
+        let wish = normalize(wish);
+        let Some(at) = clause.rfind(&wish) else {
+            return false;
+        };
+        // Latin phrases start at a word.
+        if wish.is_ascii() && at > 0 && !clause[..at].ends_with(' ') {
+            return false;
+        }
+        let mut rest = clause[at + wish.len()..].trim().to_string();
+        // Strip trailing fillers, longest first, until nothing or something else is left.
+        loop {
+            let before = rest.clone();
+            for filler in END_FILLERS {
+                let filler = normalize(filler);
+                if let Some(r) = rest.strip_prefix(&filler) {
+                    if filler.is_ascii() && !(r.is_empty() || r.starts_with(' ')) {
+                        continue;
+                    }
+                    rest = r.trim().to_string();
+                }
+            }
+            if rest.is_empty() {
+                return true;
+            }
+            if rest == before {
+                return false;
+            }
+        }
+    })
+}
 
 /// What `text` is, given the study's end phrases.
 pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
@@ -166,7 +222,12 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
         })
     };
     let whole = |list: &[&str]| list.iter().any(|p| normalize(p) == n);
-    if crate::text::matches_phrase(text, end_phrases) || has(END_WISHES) {
+    // Clauses: split where the participant put a full stop, comma or question mark.
+    let wish = text
+        .split(['.', ',', '?', '!', ';', '。', '，', '？', '！', '；'])
+        .map(normalize)
+        .any(|clause| !clause.is_empty() && ends_with_wish(&clause));
+    if crate::text::matches_phrase(text, end_phrases) || wish {
         return InputClass::EndIntent;
     }
     if whole(REFUSALS) {
@@ -176,8 +237,7 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
         return InputClass::NonAnswer;
     }
     let asks = text.trim_end().ends_with(['?', '？']);
-    let words = n.split_whitespace().count();
-    if has(QUESTIONS_BACK) && (asks || words <= 8) {
+    if has(QUESTIONS_BACK) && is_short(&n) && (asks || n.chars().count() <= 40) {
         return InputClass::QuestionBack;
     }
     InputClass::Answer
@@ -208,6 +268,7 @@ mod tests {
             ("没有了。", InputClass::NonAnswer),
             ("不知道", InputClass::NonAnswer),
             ("", InputClass::NonAnswer),
+            ("Not sure", InputClass::NonAnswer),
             ("I'd rather not say.", InputClass::Refusal),
             ("不想回答", InputClass::Refusal),
             ("I'm done", InputClass::EndIntent),
@@ -219,6 +280,26 @@ mod tests {
             ("我不想继续了", InputClass::EndIntent),
             ("I want to stop buying snacks at night", InputClass::Answer),
             ("We end this week with leftovers", InputClass::Answer),
+            ("I wrap up leftovers in foil", InputClass::Answer),
+            ("I don't want to continue dieting", InputClass::Answer),
+            (
+                "Can we finish the leftovers? We usually do",
+                InputClass::Answer,
+            ),
+            ("我不想继续点外卖了", InputClass::Answer),
+            ("Can we wrap up now?", InputClass::EndIntent),
+            ("Let's stop here, thanks", InputClass::EndIntent),
+            ("No", InputClass::Answer),
+            ("None", InputClass::Answer),
+            ("没有", InputClass::Answer),
+            ("That's all I have", InputClass::NonAnswer),
+            ("就这些了", InputClass::NonAnswer),
+            ("dunno", InputClass::NonAnswer),
+            ("I'd rather not", InputClass::Refusal),
+            (
+                "我不太明白为什么我每周都要花那么多时间去超市买菜然后回家再慢慢整理冰箱里的东西",
+                InputClass::Answer,
+            ),
         ];
         for (text, class) in table {
             assert_eq!(classify(text, &ends), class, "{text:?}");

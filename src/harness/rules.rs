@@ -338,23 +338,30 @@ pub fn extract_all(s: &Session, c: &Conversation) -> Vec<ExtractedField> {
 }
 
 /// What the widgets answered for objective `o` give its fields (`InteractionKind::field_value`),
-/// the latest answer first, with the answer as evidence: taken as said, confidence 1.
+/// the latest answer first, with the answer as evidence: taken as said, confidence 1. A widget
+/// fills a text field only when no field of another type takes its answer: a likert that fills
+/// a satisfaction score leaves "the main frustration, in the participant's words" to the words.
 pub fn widget_fields(
     study: &interview_session::study::PinnedStudy,
     o: &Objective,
     answers: &[&Answer],
 ) -> Vec<ExtractedField> {
     let mut out: Vec<ExtractedField> = Vec::new();
+    let fields: Vec<_> = study
+        .output_schema
+        .fields
+        .iter()
+        .filter(|f| f.objective_id == o.id)
+        .collect();
     for answer in answers.iter().rev() {
         let (Some(kind), Some(value)) = (&answer.widget, &answer.value) else {
             continue;
         };
-        for field in study
-            .output_schema
-            .fields
+        let text = |f: &&&interview_session::study::OutputField| f.field_type == FieldType::String;
+        let typed = fields
             .iter()
-            .filter(|f| f.objective_id == o.id)
-        {
+            .any(|f| !text(&f) && kind.field_value(value, f).is_some());
+        for field in fields.iter().filter(|f| !typed || !text(f)) {
             if out.iter().any(|f| f.field_id == field.id) {
                 continue;
             }
@@ -509,19 +516,24 @@ fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
 /// its start).
 const CORRECTION_HEADS: &[&str] = &[
     "correction:",
-    "correction",
-    "actually,",
-    "actually",
-    "no,",
+    "correction,",
+    "correction -",
+    "to correct:",
+    "not quite:",
     "not quite,",
-    "not quite",
+    "that's wrong:",
     "that's wrong,",
+    "that’s wrong,",
     "that's not right,",
+    "that’s not right,",
+    "that isn't right,",
     "更正：",
-    "更正",
+    "更正:",
+    "更正，",
+    "纠正：",
+    "纠正，",
     "不对，",
-    "不对",
-    "其实",
+    "不对,",
 ];
 
 /// An addition to the summary, taken into the text field it is most about (the most words in

@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_es::AggregateError;
+use interview_session::input_class::classify;
 use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
@@ -26,14 +27,16 @@ impl Harness {
             .map(|s| s.agent_config.confirm_phrases.as_slice())
             .unwrap_or_default();
         let confirmed = interview_session::text::matches_phrase(reply, phrases);
-        // "结束" / "I'm done" at this step is no addition: the interview ends, its summary
-        // unconfirmed (as a second press of End would).
-        let ends = session.study().is_some_and(|s| {
-            interview_session::text::matches_phrase(reply, &s.agent_config.end_phrases)
-        });
+        // Only an answer is an addition. "结束" / "I'm done" / "can we wrap up?" ends the
+        // interview, its summary unconfirmed (as a second press of End would); "nothing to
+        // add", "没有了", a refusal or a question back adds nothing either.
+        let ends = session
+            .study()
+            .map_or(&[][..], |s| &s.agent_config.end_phrases[..]);
+        let adds = classify(reply, ends).is_answer();
         let command = SessionCommand::ConfirmSummary {
             confirmed,
-            addition: (!confirmed && !ends).then(|| reply.to_string()),
+            addition: (!confirmed && adds).then(|| reply.to_string()),
             at: now,
         };
         self.execute_unless_done(session_id, command, run_id).await

@@ -183,6 +183,8 @@ async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
         fields.contains("with a list"),
         "the answers are there: {fields}"
     );
+    // The likert fills the satisfaction score, not the frustration "in the participant's words".
+    assert!(!fields.contains(" of 5)"), "{fields}");
     for said in NON_ANSWERS {
         assert!(
             !fields.contains(&said.to_lowercase()),
@@ -221,6 +223,7 @@ async fn a_correction_to_the_summary_wins(store: Store) {
         .await;
     s = app.run(&session).await;
     let mut corrected = false;
+    let mut answered = 0;
     let mut guard = 0;
     while s["status"] != "completed" {
         guard += 1;
@@ -237,7 +240,13 @@ async fn a_correction_to_the_summary_wins(store: Store) {
             corrected = true;
             app.post_message(&session, &token, text).await;
         } else {
-            let text = "I plan everything in an app on my phone every Sunday evening";
+            // The first answer is about planning; the others about something else.
+            let text = if answered == 0 {
+                "I plan everything in an app on my phone every Sunday evening"
+            } else {
+                "Throwing away vegetables that went bad in the fridge"
+            };
+            answered += 1;
             app.post_message(&session, &token, text).await;
         }
         s = app.run(&session).await;

@@ -1144,3 +1144,31 @@ async fn ending_again_at_the_summary_completes_it_unconfirmed() {
     )));
     assert_eq!(status_after(&events), Some(S::Completed));
 }
+
+/// A sentence that asks for the end is recorded as the participant's end request with the
+/// message, and questioning stops; a sentence that only mentions wrapping up does not.
+#[tokio::test]
+async fn a_sentence_asking_for_the_end_is_recorded_as_an_end_request() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    let events = when(
+        given.clone(),
+        message(7, "Sorry, can we wrap up now please?"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        types(&events).contains(&"session.end_requested"),
+        "{:?}",
+        types(&events)
+    );
+    let events = when(given.clone(), message(7, "I wrap up leftovers in foil"))
+        .await
+        .unwrap();
+    assert!(!types(&events).contains(&"session.end_requested"));
+
+    given.push(message(7, "Sorry, can we wrap up now please?"));
+    given.push(claim(3));
+    let events = when(given, decide(3, ask("o2"), None)).await.unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+}

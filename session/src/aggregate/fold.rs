@@ -2,7 +2,6 @@
 //! clock, nothing but the event.
 
 use super::*;
-use crate::input_class::{classify, InputClass};
 
 impl Session {
     /// Folds one event (cqrs-es's `apply`).
@@ -63,11 +62,12 @@ impl Session {
                     };
                 }
                 let study = self.study.as_deref();
-                // One of the study's end phrases, or a sentence that asks for the end
-                // (`input_class`): either way the participant's wish.
-                if study.is_some_and(|s| {
-                    classify(&content, &s.agent_config.end_phrases) == InputClass::EndIntent
-                }) {
+                // An end phrase as the whole message. A sentence that asks for the end is
+                // recorded as its own `session.end_requested` when the message is taken
+                // (`post_message`), so how a log folds never depends on today's phrase lists.
+                if study
+                    .is_some_and(|s| text::matches_phrase(&content, &s.agent_config.end_phrases))
+                {
                     self.end_requested = true;
                 }
                 if study

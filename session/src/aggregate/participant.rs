@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::commands::FollowingMessage;
+use crate::input_class::{classify, InputClass};
 use serde_json::{json, Value};
 
 /// The largest `client_context` an answer carries, as compact JSON.
@@ -95,12 +96,20 @@ impl Session {
                 message: "the message is empty".into(),
             });
         }
+        let wish = self.study.as_deref().is_some_and(|s| {
+            classify(&content, &s.agent_config.end_phrases) == InputClass::EndIntent
+        });
         let body = EventBody::ParticipantMessageCreated {
             turn_id,
             client_message_id,
             content,
         };
         self.emit(sink, body, at).await;
+        // A sentence that asks for the end (`input_class`) is the participant's wish like an end
+        // phrase: recorded as such, in the log, in the same commit.
+        if wish && !self.end_requested && self.interviewing() {
+            self.emit(sink, EventBody::EndRequested {}, at).await;
+        }
         self.change_status(sink, SessionStatus::Active, at).await;
         Ok(())
     }
