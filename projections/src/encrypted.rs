@@ -22,15 +22,9 @@
 use interview_session::codec::{
     self, DecodeError, Encoded, ENCRYPTED_COMPACT_VERSION, ENCRYPTED_VERSION,
 };
-use interview_session::SessionEvent;
 use serde_json::{Map, Value};
 
 use crate::keys::DataKey;
-
-/// Whether `event` is stored encrypted: it holds something an erasure would remove.
-pub fn holds_personal_data(event: &SessionEvent) -> bool {
-    event.body.holds_personal_data()
-}
 
 fn aad(session_id: &str, sequence: u64, event_type: &str, sealed_version: &str) -> Vec<u8> {
     format!("event\n{session_id}\n{sequence}\n{event_type}\n{sealed_version}").into_bytes()
@@ -121,7 +115,7 @@ pub fn open(
 mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
-    use interview_session::EventBody;
+    use interview_session::{EventBody, SessionEvent};
 
     fn key() -> DataKey {
         DataKey::from_bytes(&[3; 32])
@@ -154,7 +148,7 @@ mod tests {
     #[test]
     fn an_encrypted_row_opens_into_the_row_it_seals_and_nowhere_else() {
         let event = message("I plan with a paper notebook");
-        assert!(holds_personal_data(&event));
+        assert!(event.body.holds_personal_data());
         let plain = codec::encode(&event);
         let (row, bytes) = encrypt(plain.clone(), &key(), "s1", 4);
         assert_eq!(row.event_version, ENCRYPTED_VERSION);

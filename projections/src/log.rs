@@ -64,7 +64,8 @@ impl NewEvent {
 
     /// The row of `event`, written right after `before` when it is the same command's (its
     /// stored form then leaves out what `before` says: `codec::compact`), and encrypted under
-    /// the session's data `key` when it holds personal data (`encrypted.rs`).
+    /// the session's data `key` when one is given — the caller gives it for an event that holds
+    /// personal data (`EventBody::holds_personal_data`, `encrypted.rs`).
     pub fn new(
         aggregate_id: &str,
         sequence: u64,
@@ -75,7 +76,7 @@ impl NewEvent {
     ) -> Self {
         let mut stored = codec::encode_after(&event, before);
         let mut sealed = None;
-        if let Some(key) = key.filter(|_| encrypted::holds_personal_data(&event)) {
+        if let Some(key) = key {
             let (encrypted, bytes) = encrypted::encrypt(stored, key, aggregate_id, sequence);
             (stored, sealed) = (encrypted, Some(bytes));
         }

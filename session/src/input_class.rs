@@ -3,7 +3,7 @@
 //! "不知道"), a refusal, an end wish. Deterministic rules in the two languages the product
 //! speaks; only an answer feeds a field.
 
-use crate::text::normalize;
+use crate::text::{is_cjk, normalize};
 
 /// The kind of a participant's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,10 +157,6 @@ const QUESTIONS_BACK: &[&str] = &[
     "不明白你的意思",
     "能解释",
 ];
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
-}
 
 /// A short message: at most 12 words, or 24 CJK characters.
 fn is_short(normalized: &str) -> bool {

@@ -14,7 +14,8 @@ pub fn normalize(text: &str) -> String {
     out.trim().to_string()
 }
 
-fn is_cjk(c: char) -> bool {
+/// A CJK character (Han, kana, Hangul): one counts for a word's worth of meaning or so.
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
 }
 

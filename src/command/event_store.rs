@@ -268,10 +268,13 @@ impl EventStore<Session> for CachingEventStore {
         let first = serde_json::to_value(&metadata)?;
         let rest = serde_json::json!({});
         // Content is encrypted under the session's data key, made with its first such event.
-        let key = if envelopes
+        // Which events hold personal data is worked out once (it compares each with its erased
+        // form).
+        let personal: Vec<bool> = envelopes
             .iter()
-            .any(|e| interview_projections::encrypted::holds_personal_data(&e.payload))
-        {
+            .map(|e| e.payload.body.holds_personal_data())
+            .collect();
+        let key = if personal.contains(&true) {
             let key =
                 interview_projections::keys::for_writing(&self.db, &aggregate_id, &self.data_kek)
                     .await
@@ -293,7 +296,7 @@ impl EventStore<Session> for CachingEventStore {
                     e.payload.clone(),
                     before,
                     metadata.clone(),
-                    key.as_ref(),
+                    key.as_ref().filter(|_| personal[i]),
                 )
             })
             .collect();
