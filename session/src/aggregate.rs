@@ -19,6 +19,7 @@ mod judge;
 mod lifecycle;
 mod outcome;
 mod participant;
+mod summary;
 mod system;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -37,6 +37,8 @@ const NON_ANSWERS: &[&str] = &[
     "i have nothing to add",
     "nothing more to add",
     "that's it",
+    "that's all",
+    "that is all",
     "that's all i have",
     "i don't know",
     "don't know",
@@ -64,6 +66,32 @@ const NON_ANSWERS: &[&str] = &[
     "就这样",
     "没有补充",
     "同上",
+];
+
+/// Clauses that carry nothing on their own: a message of non-answers and these is a non-answer
+/// ("No idea, really.", "嗯，不知道").
+const FILLERS: &[&str] = &[
+    "really",
+    "honestly",
+    "sorry",
+    "um",
+    "uh",
+    "hmm",
+    "well",
+    "so",
+    "ok",
+    "okay",
+    "to be honest",
+    "i think",
+    "i guess",
+    "at all",
+    "嗯",
+    "啊",
+    "呃",
+    "哈",
+    "其实",
+    "说实话",
+    "抱歉",
 ];
 
 /// Whole messages that decline to answer.
@@ -217,10 +245,20 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
             }
         })
     };
-    let whole = |list: &[&str]| list.iter().any(|p| normalize(p) == n);
-    // Clauses: split where the participant put a full stop, comma or question mark.
-    let wish = text
-        .split(['.', ',', '?', '!', ';', '。', '，', '？', '！', '；'])
+    // The whole message is one of `list`, or each of its clauses is one of `list` or a filler,
+    // one at least from `list`.
+    let whole = |list: &[&str]| {
+        let is = |t: &str, in_list: &[&str]| in_list.iter().any(|p| normalize(p) == t);
+        if is(&n, list) {
+            return true;
+        }
+        let clauses: Vec<String> = crate::text::clauses(text)
+            .map(normalize)
+            .filter(|c| !c.is_empty())
+            .collect();
+        clauses.iter().all(|c| is(c, list) || is(c, FILLERS)) && clauses.iter().any(|c| is(c, list))
+    };
+    let wish = crate::text::clauses(text)
         .map(normalize)
         .any(|clause| !clause.is_empty() && ends_with_wish(&clause));
     if crate::text::matches_phrase(text, end_phrases) || wish {
@@ -291,6 +329,11 @@ mod tests {
             ("That's all I have", InputClass::NonAnswer),
             ("就这些了", InputClass::NonAnswer),
             ("dunno", InputClass::NonAnswer),
+            ("No idea, really.", InputClass::NonAnswer),
+            ("That's all, nothing more to add.", InputClass::NonAnswer),
+            ("嗯，不知道。", InputClass::NonAnswer),
+            ("No idea, but we often buy too much", InputClass::Answer),
+            ("Sorry, I'd rather not say.", InputClass::Refusal),
             ("I'd rather not", InputClass::Refusal),
             (
                 "我不太明白为什么我每周都要花那么多时间去超市买菜然后回家再慢慢整理冰箱里的东西",

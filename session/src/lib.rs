@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod codec;
 pub mod commands;
+pub mod condense;
 pub mod decision;
 pub mod erasure;
 pub mod error;

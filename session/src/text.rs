@@ -32,10 +32,24 @@ pub fn is_one_word(text: &str) -> bool {
     }
 }
 
-/// The whole message (trimmed of punctuation and case) is one of `phrases`; never a substring.
+/// The whole message (trimmed of punctuation and case) is one of `phrases`, or each of its
+/// clauses is ("对，没错。", "Yes. Correct."); never a substring.
 pub fn matches_phrase(text: &str, phrases: &[String]) -> bool {
-    let n = normalize(text);
-    !n.is_empty() && phrases.iter().any(|p| normalize(p) == n)
+    let is_one = |t: &str| {
+        let n = normalize(t);
+        !n.is_empty() && phrases.iter().any(|p| normalize(p) == n)
+    };
+    if is_one(text) {
+        return true;
+    }
+    let clauses: Vec<&str> = clauses(text).filter(|c| !normalize(c).is_empty()).collect();
+    clauses.len() > 1 && clauses.into_iter().all(is_one)
+}
+
+/// The clauses of a message: split where its writer put a full stop, comma, question mark,
+/// exclamation mark or semicolon (Latin or CJK).
+pub fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    text.split(['.', ',', '?', '!', ';', '。', '，', '？', '！', '；', '、'])
 }
 
 /// Whether the text contains any of `patterns` (case-insensitive substrings; for safety and
@@ -119,5 +133,7 @@ mod tests {
         assert!(matches_phrase("Yes, that's right!", &defaults));
         assert!(matches_phrase("是的", &defaults));
         assert!(!matches_phrase("Yes but I also cook at home", &defaults));
+        assert!(matches_phrase("对，没错。", &defaults));
+        assert!(!matches_phrase("对，但我也自己做饭", &defaults));
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use interview_session::decision::{ExtractedField, Proposal, Provenance};
 use interview_session::events::{EventBody, SessionEvent};
+use interview_session::input_class::classify;
 use interview_session::study::AgentMode;
 use interview_session::Session;
 
@@ -82,7 +83,8 @@ impl Harness {
         match outcome {
             // What a widget answered is not the model's to read again: it fills its fields as
             // the rules extraction does, over whatever the model made of them.
-            Ok((mut fields, call)) => {
+            Ok((fields, call)) => {
+                let mut fields = answers_only(fields, session, &listing, &loaded.events);
                 let widgets = super::rules::all_widget_fields(session, conversation);
                 fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
                 fields.extend(widgets);
@@ -240,7 +242,10 @@ impl Harness {
             )),
         };
         match parsed {
-            Ok(proposal) => Some(proposal),
+            Ok(mut proposal) => {
+                proposal.fields = answers_only(proposal.fields, session, &listing, events);
+                Some(proposal)
+            }
             Err((code, message)) => {
                 self.record_error(step.session_id, step.run_id, "extraction", &code, &message)
                     .await;
@@ -290,4 +295,64 @@ pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool
         }
     }
     false
+}
+
+/// What a model extracted, without what no answer supports (issue 29): a field whose cited
+/// turns are all replies that answer nothing — "Nothing more.", a question back, a refusal, an
+/// end wish, a "Yes, that's right." to the summary — or whose value is such a reply itself, is
+/// left out. A model may judge a message an answer the rules would not; it may not turn a
+/// non-answer into data.
+fn answers_only(
+    fields: Vec<ExtractedField>,
+    session: &Session,
+    listing: &Listing,
+    events: &[SessionEvent],
+) -> Vec<ExtractedField> {
+    let Some(study) = session.study() else {
+        return fields;
+    };
+    let (ends, confirms) = (
+        &study.agent_config.end_phrases,
+        &study.agent_config.confirm_phrases,
+    );
+    // The participant's replies to a proposed summary.
+    let mut summary_replies = Vec::new();
+    let mut proposed = false;
+    for e in events {
+        match &e.body {
+            EventBody::SummaryProposed { .. } => proposed = true,
+            EventBody::ParticipantMessageCreated { turn_id, .. } if proposed => {
+                summary_replies.push(*turn_id);
+                proposed = false;
+            }
+            _ => {}
+        }
+    }
+    // Participant turns that answer nothing.
+    let mut not_answers: Vec<(uuid::Uuid, &str)> = Vec::new();
+    for line in listing.lines.iter().filter(|l| l.role == "participant") {
+        let widget = line.text.starts_with("(widget ");
+        let confirmation = summary_replies.contains(&line.id)
+            && interview_session::text::matches_phrase(&line.text, confirms);
+        if !widget && (confirmation || !classify(&line.text, ends).is_answer()) {
+            not_answers.push((line.id, &line.text));
+        }
+    }
+    let normalized = |t: &str| interview_session::text::normalize(t);
+    fields
+        .into_iter()
+        .filter(|f| {
+            let cited_only_non_answers = !f.evidence_turn_ids.is_empty()
+                && f.evidence_turn_ids
+                    .iter()
+                    .all(|t| not_answers.iter().any(|(id, _)| id == t));
+            let value_is_non_answer = f.value.as_str().is_some_and(|v| {
+                not_answers
+                    .iter()
+                    .any(|(_, text)| normalized(text) == normalized(v))
+                    || !classify(v, ends).is_answer()
+            });
+            !cited_only_non_answers && !value_is_non_answer
+        })
+        .collect()
 }

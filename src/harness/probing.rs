@@ -157,31 +157,78 @@ fn strong_emotion(answer: &str) -> Option<String> {
         .or_else(|| answer.contains("!!").then(|| "!!".into()))
 }
 
-/// A content word of an earlier answer negated in `answer`.
-fn contradiction(answer: &str, earlier: &[&str]) -> Option<String> {
-    let words = normalized_words(answer);
+/// The clauses of a text, trimmed, without empty ones.
+fn clauses_of(t: &str) -> Vec<&str> {
+    t.split(['.', '!', '?', ';', ',', '。', '！', '？', '；', '，'])
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// The content words a clause negates: the words of more than three letters in the three after
+/// a negation ("never plan anything" negates "plan" and "anything").
+fn negated(clause: &str) -> Vec<String> {
+    let words = normalized_words(clause);
+    let mut out = Vec::new();
     for (i, w) in words.iter().enumerate() {
-        if !NEGATIONS_EN.contains(&w.as_str()) {
-            continue;
-        }
-        for next in words.iter().skip(i + 1).take(3) {
-            if next.chars().count() > 3
-                && earlier
+        if NEGATIONS_EN.contains(&w.as_str()) {
+            out.extend(
+                words
                     .iter()
-                    .any(|e| normalized_words(e).iter().any(|x| x == next))
-            {
-                return Some(format!("\"{w} … {next}\""));
-            }
+                    .skip(i + 1)
+                    .take(3)
+                    .filter(|n| n.chars().count() > 3)
+                    .cloned(),
+            );
         }
     }
-    // Chinese: a negation directly before a phrase said earlier (two characters at least).
-    for neg in NEGATIONS_ZH {
-        for (at, _) in answer.match_indices(neg) {
-            let after: String = answer[at + neg.len()..].chars().take(4).collect();
-            for len in (2..=after.chars().count()).rev() {
-                let phrase: String = after.chars().take(len).collect();
-                if cjk_chars(&phrase) == len && earlier.iter().any(|e| e.contains(&phrase)) {
-                    return Some(format!("「{neg}{phrase}」"));
+    out
+}
+
+/// Whether two words are the same word ("plan", "planning"): equal, or one starts with the
+/// other and both have four letters at least.
+fn same_word(a: &str, b: &str) -> bool {
+    a == b || (a.len() >= 4 && b.len() >= 4 && (a.starts_with(b) || b.starts_with(a)))
+}
+
+/// Two halves that contradict each other: a clause that negates what another one says
+/// ("I never plan anything" … "I always write a detailed plan"), inside `answer` or between it
+/// and an earlier answer on the same objective. The halves in the order they were said.
+fn contradiction(answer: &str, earlier: &[&str]) -> Option<(String, String)> {
+    let mine = clauses_of(answer);
+    let before: Vec<&str> = earlier.iter().flat_map(|e| clauses_of(e)).collect();
+    for (i, clause) in mine.iter().enumerate() {
+        for other in before.iter().chain(mine[..i].iter()) {
+            for (neg, pos) in [(clause, other), (other, clause)] {
+                let positive = normalized_words(pos);
+                let pos_negated = negated(pos);
+                let hit = negated(neg).into_iter().any(|w| {
+                    positive
+                        .iter()
+                        .any(|p| same_word(p, &w) && !pos_negated.iter().any(|n| same_word(n, p)))
+                });
+                if hit {
+                    return Some((other.to_string(), clause.to_string()));
+                }
+            }
+        }
+        // Chinese: a negation directly before a phrase said elsewhere (two characters at
+        // least).
+        for neg in NEGATIONS_ZH {
+            for (at, _) in clause.match_indices(neg) {
+                let after: String = clause[at + neg.len()..].chars().take(4).collect();
+                for len in (2..=after.chars().count()).rev() {
+                    let phrase: String = after.chars().take(len).collect();
+                    if cjk_chars(&phrase) != len {
+                        continue;
+                    }
+                    let other = before
+                        .iter()
+                        .chain(mine[..i].iter())
+                        .find(|e| e.contains(&phrase) && !e.contains(&format!("{neg}{phrase}")));
+                    if let Some(other) = other {
+                        return Some((other.to_string(), clause.to_string()));
+                    }
                 }
             }
         }
@@ -271,9 +318,9 @@ fn generic(trigger: ProbeTrigger, zh: bool) -> &'static [&'static str] {
         (Vague, false) => &[
             "Could you give me a recent, concrete example of that?",
             "Can you walk me through the last time that happened?",
-            "What makes that important to you?",
+            "What did that look like the last time it came up?",
         ],
-        (Vague, true) => &["能举一个最近的具体例子吗？", "能说说上一次发生这种情况时的经过吗？", "这对你来说为什么重要？"],
+        (Vague, true) => &["能举一个最近的具体例子吗？", "能说说上一次发生这种情况时的经过吗？", "最近一次遇到这种情况是什么样的？"],
         (MissingField, false) => &[
             "Could you tell me a bit more about that, in your own words?",
             "Is there anything else about that you would add?",
@@ -282,28 +329,207 @@ fn generic(trigger: ProbeTrigger, zh: bool) -> &'static [&'static str] {
     }
 }
 
+/// The objective's description said to the participant: "the participant decides" becomes
+/// "you decide" ("参与者" → "你"); empty when the study gives none.
+fn addressed(description: &str, zh: bool) -> String {
+    let d = description.trim().trim_end_matches(['.', '。']);
+    if zh {
+        return d.replace("参与者", "你").replace("受访者", "你");
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut words = d.split(' ').peekable();
+    while let Some(w) = words.next() {
+        let lower = w.to_lowercase();
+        if lower == "the" && words.peek().is_some_and(|n| n.starts_with("participant")) {
+            let who = words.next().unwrap_or_default();
+            if who.starts_with("participant's") {
+                out.push("your".into());
+                continue;
+            }
+            out.push("you".into());
+            // The verb that follows agrees with "you": decides → decide, is → are, has → have.
+            if let Some(verb) = words.peek().map(|v| v.to_string()) {
+                let agreed = match verb.as_str() {
+                    "is" => Some("are".to_string()),
+                    "has" => Some("have".to_string()),
+                    "does" => Some("do".to_string()),
+                    v if v.ends_with("ies") => Some(format!("{}y", &v[..v.len() - 3])),
+                    v if v.ends_with("es")
+                        && (v.ends_with("ches") || v.ends_with("shes") || v.ends_with("sses")) =>
+                    {
+                        Some(v[..v.len() - 2].to_string())
+                    }
+                    v if v.ends_with('s') && !v.ends_with("ss") && v.len() > 3 => {
+                        Some(v[..v.len() - 1].to_string())
+                    }
+                    _ => None,
+                };
+                if let Some(agreed) = agreed {
+                    words.next();
+                    out.push(agreed);
+                }
+            }
+            continue;
+        }
+        out.push(match lower.as_str() {
+            "they" => "you".into(),
+            "their" => "your".into(),
+            "them" => "you".into(),
+            _ => w.to_string(),
+        });
+    }
+    let mut said = out.join(" ");
+    if let Some(first) = said.get(..1) {
+        said = first.to_lowercase() + &said[1..];
+    }
+    said
+}
+
+/// An objective's question said another way, for a participant who asked what it meant: what
+/// the study wants to learn (its description, addressed to the participant) and a concrete way
+/// in. `nth` counts the times it was already said again (a second time words it differently).
+pub fn rephrase(description: &str, title: &str, nth: usize, locale: &str) -> String {
+    let zh = locale.to_lowercase().starts_with("zh");
+    let about = addressed(description, zh);
+    match (zh, nth, about.is_empty()) {
+        (true, 0, false) => format!("抱歉，我换个说法：我想了解的是{about}。可以从最近的一次说起。"),
+        (true, 0, true) => format!("抱歉，我换个说法：关于「{title}」，你自己的经历是怎样的？可以从最近的一次说起。"),
+        (true, _, _) => format!("没关系，这里没有对错之分。关于「{title}」，想到什么都可以说说，比如最近一次的经历。"),
+        (false, 0, false) => format!(
+            "Sorry, let me put that another way: I'd like to hear {about}. You could start with the last time it came up."
+        ),
+        (false, 0, true) => format!(
+            "Sorry, let me put that another way: what is your own experience with {}? You could start with the last time it came up.",
+            title.to_lowercase()
+        ),
+        (false, _, _) => format!(
+            "No problem, there are no right or wrong answers here. Anything about {} that comes to mind is useful, for example the last time it came up.",
+            title.to_lowercase()
+        ),
+    }
+}
+
+/// Words of a negative feeling strong enough that the participant is offered to skip.
+const DISTRESS: &[&str] = &[
+    "stressed",
+    "stressful",
+    "overwhelmed",
+    "anxious",
+    "upset",
+    "crying",
+    "exhausting",
+    "nightmare",
+    "焦虑",
+    "崩溃",
+    "难过",
+    "受不了",
+    "压力",
+];
+
+/// Whether a hint suits a trigger: one asking for an example suits a vague answer, one asking
+/// why or about feelings and what was tried suits strong feeling, one about the missing field's
+/// subject suits the missing field. A hint that offers alternatives ("tools or lists") is never
+/// used: a probe is no either/or question.
+fn hint_fits(hint: &str, trigger: ProbeTrigger, missing: Option<&str>) -> bool {
+    let h = hint.to_lowercase();
+    if h.contains(" or ") || h.contains("还是") {
+        return false;
+    }
+    let any = |words: &[&str]| words.iter().any(|w| h.contains(w));
+    match trigger {
+        ProbeTrigger::Vague => any(&[
+            "example",
+            "last time",
+            "recent",
+            "concrete",
+            "例子",
+            "最近",
+            "上一次",
+            "具体",
+        ]),
+        ProbeTrigger::StrongEmotion => any(&[
+            "why",
+            "feel",
+            "impact",
+            "affect",
+            "cause",
+            "为什么",
+            "感受",
+            "影响",
+            "原因",
+        ]),
+        ProbeTrigger::MissingField => missing.is_some_and(|about| {
+            let about = normalized_words(about);
+            normalized_words(&h)
+                .iter()
+                .any(|w| w.chars().count() > 3 && about.iter().any(|a| same_word(a, w)))
+                || (cjk_chars(&h) > 0
+                    && h.chars().collect::<Vec<_>>().windows(2).any(|p| {
+                        let pair: String = p.iter().collect();
+                        cjk_chars(&pair) == 2 && about.iter().any(|a| a.contains(&pair))
+                    }))
+        }),
+        ProbeTrigger::Contradiction => false,
+    }
+}
+
+/// The question for a contradiction: both halves quoted, neutrally.
+fn clarification(first: &str, second: &str, zh: bool) -> String {
+    let (first, second) = (first.trim(), second.trim());
+    if zh {
+        format!("你提到「{first}」，也提到「{second}」。能帮我理解一下这两点是怎么对上的吗？")
+    } else {
+        format!("You said \"{first}\" and also \"{second}\". Could you help me understand how those fit together?")
+    }
+}
+
 /// The probe to ask on an objective, if its latest answer calls for one. `earlier` are the
 /// objective's answers before it, `hints` the objective's probe hints, `asked` the probes
-/// already asked on it; `missing` names a required field still under the threshold.
+/// already asked on it; `missing` names a required field still under the threshold, with its
+/// description.
 pub fn choose(
     answer: &str,
     earlier: &[&str],
-    missing: Option<&str>,
+    missing: Option<(&str, &str)>,
     hints: &[String],
     asked: &[String],
     locale: &str,
 ) -> Option<Probe> {
     use ProbeTrigger::*;
+    let zh = locale.to_lowercase().starts_with("zh");
+    let mut own: Vec<String> = Vec::new();
     let (trigger, because) = if let Some(w) = strong_emotion(answer) {
+        let distressed = DISTRESS.iter().any(|d| answer.to_lowercase().contains(d));
+        if distressed {
+            let skip = if zh {
+                "如果不想细说，直接告诉我，我们就跳过这个问题。"
+            } else {
+                "If you'd rather not go into it, just say so and we'll move on."
+            };
+            own.extend(
+                generic(StrongEmotion, zh)
+                    .iter()
+                    .map(|q| format!("{q} {skip}")),
+            );
+        }
         (StrongEmotion, format!("strong feeling in the answer ({w})"))
-    } else if let Some(w) = contradiction(answer, earlier) {
+    } else if let Some((first, second)) = contradiction(answer, earlier) {
+        own.push(clarification(&first, &second, zh));
         (
             Contradiction,
-            format!("it contradicts an earlier answer ({w})"),
+            format!("two things said do not fit together (\"{first}\" / \"{second}\")"),
         )
     } else if let Some(why) = vague(answer) {
         (Vague, why)
-    } else if let Some(field) = missing {
+    } else if let Some((field, description)) = missing {
+        let about = addressed(description, zh);
+        if !about.is_empty() {
+            own.push(if zh {
+                format!("能再说说{about}吗？")
+            } else {
+                format!("Could you tell me a little about {about}?")
+            });
+        }
         (
             MissingField,
             format!("the required field {field:?} is still under the threshold"),
@@ -311,10 +537,13 @@ pub fn choose(
     } else {
         return None;
     };
-    let zh = locale.to_lowercase().starts_with("zh");
-    let question = hints
+    let fitting = hints
         .iter()
-        .map(|h| hint_question(h, zh))
+        .filter(|h| hint_fits(h, trigger, missing.map(|(_, d)| d)))
+        .map(|h| hint_question(h, zh));
+    let question = own
+        .into_iter()
+        .chain(fitting)
         .chain(generic(trigger, zh).iter().map(|q| q.to_string()))
         .find(|q| !asked.contains(q))?;
     Some(Probe {
@@ -370,19 +599,97 @@ mod tests {
             choose(
                 "We plan on Sunday evenings with a list",
                 &[],
-                Some("household_involvement"),
+                Some((
+                    "household_involvement",
+                    "Who else takes part in planning or buying"
+                )),
                 &[],
                 &[],
                 "en"
             )
-            .map(|p| p.trigger),
-            Some(MissingField)
+            .map(|p| (p.trigger, p.question)),
+            Some((
+                MissingField,
+                "Could you tell me a little about who else takes part in planning or buying?"
+                    .to_string()
+            ))
         );
         assert_eq!(
             trigger(
                 "We plan on Sunday evenings together with a list on the fridge",
                 &[]
             ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_question_said_another_way_addresses_the_participant() {
+        assert_eq!(
+            rephrase("How the participant decides what to buy each week and who is involved.", "Planning habits", 0, "en"),
+            "Sorry, let me put that another way: I'd like to hear how you decide what to buy each week and who is involved. You could start with the last time it came up."
+        );
+        assert_eq!(
+            addressed(
+                "Which kind of help the participant would actually use.",
+                false
+            ),
+            "which kind of help you would actually use"
+        );
+        assert_eq!(
+            addressed("What the participant's household eats", false),
+            "what your household eats"
+        );
+        assert_eq!(
+            rephrase("参与者每周怎么决定买什么、谁一起参与。", "计划习惯", 0, "zh-CN"),
+            "抱歉，我换个说法：我想了解的是你每周怎么决定买什么、谁一起参与。可以从最近的一次说起。"
+        );
+        assert!(rephrase("", "Pain points", 1, "en").contains("pain points"));
+    }
+
+    #[test]
+    fn probes_fit_their_trigger() {
+        // A contradiction inside one answer, both halves quoted.
+        let p = choose(
+            "I never plan anything, I just go to the shop. Actually I always write a detailed plan every Sunday.",
+            &[],
+            None,
+            &[],
+            &[],
+            "en",
+        )
+        .unwrap();
+        assert_eq!(p.trigger, ProbeTrigger::Contradiction);
+        assert_eq!(
+            p.question,
+            "You said \"I never plan anything\" and also \"Actually I always write a detailed plan every Sunday\". Could you help me understand how those fit together?"
+        );
+        // Strong feeling: its cause and impact, not the study's hint about something else; a
+        // distressed participant is offered to skip.
+        let hints = vec!["ask about food that goes to waste".to_string()];
+        let p = choose(
+            "I hate it, it is so stressful every week",
+            &[],
+            None,
+            &hints,
+            &[],
+            "en",
+        )
+        .unwrap();
+        assert_eq!(p.trigger, ProbeTrigger::StrongEmotion);
+        assert!(
+            p.question.contains("What makes it feel that way?"),
+            "{}",
+            p.question
+        );
+        assert!(p.question.contains("we'll move on"), "{}", p.question);
+        // A hint that offers alternatives is never asked.
+        let hints = vec!["tools or lists used, for example".to_string()];
+        let p = choose("it depends", &[], None, &hints, &[], "en").unwrap();
+        assert!(!p.question.contains(" or "), "{}", p.question);
+        // Consistent answers are no contradiction.
+        assert_eq!(
+            trigger("I plan every Sunday and I never forget the list", &[]),
             None
         );
     }
@@ -407,17 +714,12 @@ mod tests {
             "en",
         )
         .unwrap();
+        // The second hint is about something else than an example: not asked for a vague answer.
         assert_eq!(
             second.question,
-            "Could you tell me more about who else is involved in deciding?"
-        );
-        let asked = vec![first.question, second.question];
-        let third = choose("it depends", &[], None, &hints, &asked, "en").unwrap();
-        assert_eq!(
-            third.question,
             "Could you give me a recent, concrete example of that?"
         );
-        assert!(third.because.contains("hedges"));
+        assert!(second.because.contains("hedges"));
         assert_eq!(
             hint_question("ask what they tried to fix it", false),
             "Could you tell me more about what you tried to fix it?"

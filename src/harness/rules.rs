@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use interview_session::decision::{
     AgentAction, ConcludeReason, ExtractedField, Proposal, Provenance,
 };
-use interview_session::input_class::classify;
+use interview_session::input_class::{classify, InputClass};
 use interview_session::study::{FieldType, Objective};
 use interview_session::text;
 use interview_session::text::normalize;
@@ -168,13 +168,16 @@ fn continue_objective(
         .copied()
         .filter(|a| a.widget.is_none())
         .collect();
+    let ends = s
+        .study()
+        .map(|st| st.agent_config.end_phrases.as_slice())
+        .unwrap_or_default();
+    if let Some(p) = said_another_way(c, o, &texts, ends, locale) {
+        return Some(p);
+    }
     if let Some((last, earlier)) = texts.split_last() {
         // After "nothing more", a refusal or a question back, no probe: the objective's
         // probing is over (its widget, if any, still comes).
-        let ends = s
-            .study()
-            .map(|st| st.agent_config.end_phrases.as_slice())
-            .unwrap_or_default();
         let probing_over = !classify(&last.content, ends).is_answer();
         if !probing_over && !progress.interaction_rendered && progress.probes < o.max_probe_count {
             let earlier: Vec<&str> = earlier.iter().map(|a| a.content.as_str()).collect();
@@ -183,7 +186,7 @@ fn continue_objective(
             if let Some(probe) = probing::choose(
                 &last.content,
                 &earlier,
-                missing.as_deref(),
+                missing.as_ref().map(|(id, d)| (id.as_str(), d.as_str())),
                 &o.probe_hints,
                 &asked,
                 locale,
@@ -243,9 +246,54 @@ fn continue_objective(
     Some(p)
 }
 
+/// How often a question is said again for a participant who keeps asking what it means; after
+/// that the interview moves on.
+const MAX_REPHRASINGS: usize = 2;
+
+/// A question back ("what do you mean?") as the participant's latest message gets the
+/// objective's question said another way (`ask_question` again, in other words), not a probe.
+fn said_another_way(
+    c: &Conversation,
+    o: &Objective,
+    texts: &[&Answer],
+    ends: &[String],
+    locale: &str,
+) -> Option<Proposal> {
+    let last = texts.last()?;
+    let latest = c
+        .last_message
+        .as_ref()
+        .is_some_and(|(id, _)| *id == last.turn_id);
+    let asked_back = |a: &&&Answer| classify(&a.content, ends) == InputClass::QuestionBack;
+    if !latest || !asked_back(&last) {
+        return None;
+    }
+    let times = texts.iter().filter(asked_back).count();
+    if times > MAX_REPHRASINGS {
+        return None;
+    }
+    let mut p = proposal(
+        AgentAction::AskQuestion {
+            objective_id: o.id.clone(),
+        },
+        format!(
+            "The participant asked what the question about {:?} means (a question back, not an answer); it is said another way ({times} of {MAX_REPHRASINGS}).",
+            o.title
+        ),
+        "question back".into(),
+    );
+    p.message = Some(probing::rephrase(
+        &o.description,
+        &o.title,
+        times - 1,
+        locale,
+    ));
+    Some(p)
+}
+
 /// A required text field of the objective the answers so far would leave under the study's
 /// confidence threshold.
-fn missing_field(s: &Session, o: &Objective, answers: &[&Answer]) -> Option<String> {
+fn missing_field(s: &Session, o: &Objective, answers: &[&Answer]) -> Option<(String, String)> {
     let study = s.study()?;
     let threshold = study.study_config.limits.confidence_threshold;
     let extracted = extract(s, o, answers);
@@ -260,7 +308,7 @@ fn missing_field(s: &Session, o: &Objective, answers: &[&Answer]) -> Option<Stri
                 .find(|x| x.field_id == f.id)
                 .is_none_or(|x| x.confidence < threshold)
         })
-        .map(|f| f.id.clone())
+        .map(|f| (f.id.clone(), f.description.clone()))
 }
 
 /// The text field of objective `o` an answer answers: the one whose description (and id) shares
@@ -435,7 +483,14 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
                 said.push(a);
             }
         }
-        let joined = said.join(" / ");
+        // Several answers read as what was said, one sentence after another.
+        let joined = said.iter().map(|a| sentence(a)).collect::<Vec<_>>().join(
+            if said.iter().any(|a| a.chars().any(|c| c as u32 >= 0x3040)) {
+                ""
+            } else {
+                " "
+            },
+        );
         let words = texts
             .iter()
             .map(|a| probing::word_count(&a.content))
@@ -459,6 +514,18 @@ fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedFiel
         });
     }
     out
+}
+
+/// An answer as a sentence: ending with a full stop unless it already ends like one.
+fn sentence(answer: &str) -> String {
+    let a = answer.trim();
+    if a.ends_with(['.', '!', '?', '。', '！', '？', '…']) {
+        a.to_string()
+    } else if a.chars().any(|c| c as u32 >= 0x3040) {
+        format!("{a}。")
+    } else {
+        format!("{a}.")
+    }
 }
 
 /// FR-04-21 in the rules interviewer: once every `must` objective is covered and every required

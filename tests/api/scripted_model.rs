@@ -102,6 +102,9 @@ struct Shared {
     /// Requests naming this model are answered like a hosted model: paced, with this reply
     /// (extractions with the empty one), and usage counted from the request's size.
     simulated: Arc<Mutex<Option<Simulated>>>,
+    /// Requests naming this model are answered by this function of the request (a model that
+    /// reads what it is sent: the evaluation's interviewer).
+    computed: Arc<Mutex<Option<(String, Answerer)>>>,
     /// Keep a copy of every request (tests); benchmarks turn it off.
     record: Arc<std::sync::atomic::AtomicBool>,
     behaviour: Arc<Mutex<Behaviour>>,
@@ -111,6 +114,9 @@ struct Shared {
 }
 
 type Timeline = Arc<Mutex<Vec<Call>>>;
+
+/// A model's answer as a function of the request it was sent.
+type Answerer = fn(&Value) -> Reply;
 
 /// One answered request's span.
 #[derive(Clone, Copy, Debug)]
@@ -250,6 +256,16 @@ impl ScriptedModel {
             pace,
             reply,
         });
+    }
+
+    /// Requests for `model` are answered by `answer(request)`, at once, usage counted as usual;
+    /// requests are no longer recorded.
+    #[allow(dead_code)]
+    pub fn compute(&self, model: &str, answer: Answerer) {
+        *self.shared.computed.lock().unwrap() = Some((model.into(), answer));
+        self.shared
+            .record
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn push(&self, reply: Reply) {
@@ -558,7 +574,15 @@ async fn answer(
         || body["tools"]
             .as_array()
             .is_some_and(|t| t.len() == 1 && t[0]["function"]["name"] == "extract_fields");
-    let reply = if let Some(s) = &simulated {
+    let computed = shared
+        .computed
+        .lock()
+        .unwrap()
+        .clone()
+        .filter(|(model, _)| body["model"] == model.as_str());
+    let reply = if let Some((_, answer)) = computed {
+        Some(answer(&body))
+    } else if let Some(s) = &simulated {
         Some(if extraction {
             Reply::Realistic(
                 "extract_fields",

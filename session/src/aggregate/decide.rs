@@ -12,7 +12,6 @@ use super::Session;
 use crate::decision::{AgentAction, ConcludeReason, Proposal};
 use crate::error::SessionError;
 use crate::events::{EventBody, Phase, SessionStatus};
-use crate::phrases;
 use crate::study::{Objective, Priority};
 
 /// One-word answers in a row that mean the participant is tired (FR-04-15).
@@ -194,103 +193,6 @@ impl Session {
                     || (reason == ParticipantFatigue && self.one_word_streak >= FATIGUE_STREAK)
             }
         }
-    }
-
-    /// A summary written from what was extracted, for when the policy gave none — for the
-    /// participant: what they said, in their words, the options they chose by their labels and
-    /// widget answers as the question and the answer shown to them; a field's
-    /// `participant_label` names it when the study gives one; never a field's id or its
-    /// researcher-facing description, and one answer that fills several fields once.
-    pub fn default_summary(&self) -> String {
-        let Some(study) = self.study.as_deref() else {
-            return String::new();
-        };
-        let locale = &study.study_config.locale;
-        let mut lines: Vec<String> = Vec::new();
-        for f in &study.output_schema.fields {
-            let Some(v) = self.fields.get(&f.id) else {
-                continue;
-            };
-            let Some(shown) = self.shown_value(f, &v.value, locale) else {
-                continue;
-            };
-            let line = match &f.participant_label {
-                Some(label) if !label.trim().is_empty() => format!("- {}: {shown}", label.trim()),
-                _ => format!("- {shown}"),
-            };
-            if !lines.contains(&line) && !lines.iter().any(|l| l.ends_with(&shown)) {
-                lines.push(line);
-            }
-        }
-        if lines.is_empty() {
-            phrases::nothing_to_summarize(locale).to_string()
-        } else {
-            lines.join("\n")
-        }
-    }
-
-    /// A field's value as the participant would recognise it (see [`Session::default_summary`]).
-    fn shown_value(
-        &self,
-        f: &crate::study::OutputField,
-        value: &serde_json::Value,
-        locale: &str,
-    ) -> Option<String> {
-        use crate::interaction::InteractionKind as K;
-        use serde_json::Value;
-        let widget = self
-            .find_objective(&f.objective_id)
-            .and_then(|o| o.interaction.as_ref());
-        let label_of = |id: &str| -> String {
-            let options = match widget.map(|w| &w.kind) {
-                Some(
-                    K::SingleChoice { options }
-                    | K::MultipleChoice { options, .. }
-                    | K::Ranking { options },
-                ) => options.as_slice(),
-                _ => &[],
-            };
-            options
-                .iter()
-                .find(|o| o.id == id)
-                .map(|o| o.label.clone())
-                .unwrap_or_else(|| id.replace('_', " "))
-        };
-        let shown = match value {
-            Value::Null => return None,
-            Value::String(s)
-                if f.options.contains(s)
-                    || widget.is_some_and(|_| f.field_type == crate::study::FieldType::Enum) =>
-            {
-                label_of(s)
-            }
-            Value::String(s) => s.trim().to_string(),
-            Value::Array(items) => items
-                .iter()
-                .map(|i| i.as_str().map_or_else(|| i.to_string(), label_of))
-                .collect::<Vec<_>>()
-                .join(", "),
-            Value::Bool(b) => phrases::yes_no(locale, *b).to_string(),
-            Value::Number(n) => {
-                // A widget's answer: the question as it was put, and the answer as it was shown.
-                let answer = match widget.map(|w| &w.kind) {
-                    Some(K::Likert { labels, .. }) => n
-                        .as_u64()
-                        .and_then(|i| labels.get((i as usize).checked_sub(1)?))
-                        .cloned()
-                        .unwrap_or_else(|| n.to_string()),
-                    _ => n.to_string(),
-                };
-                match widget {
-                    Some(w) if f.participant_label.is_none() => {
-                        format!("{} {answer}", w.prompt.trim())
-                    }
-                    _ => answer,
-                }
-            }
-            other => other.to_string(),
-        };
-        (!shown.is_empty()).then_some(shown)
     }
 
     /// An extraction decided alongside the utterance of the open claim: judged like any

@@ -666,8 +666,12 @@ async fn covered_must_objectives_allow_concluding_after_the_summary() {
         _ => None,
     });
     assert!(
-        summary.unwrap().contains("moka pot"),
-        "the default summary is written from the extracted fields"
+        summary
+            .as_deref()
+            .unwrap_or_default()
+            .to_lowercase()
+            .contains("moka pot"),
+        "the default summary is written from the extracted fields: {summary:?}"
     );
     given.push(decide(4, A::SummarizeAndConfirm, None));
     given.push(message(11, "yes"));
@@ -1042,6 +1046,42 @@ async fn after_an_addition_one_extraction_then_the_summary_again() {
     given.push(claim(5));
     let events = when(given, decide_with(5, p)).await.unwrap();
     assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+}
+
+#[tokio::test]
+async fn a_correction_to_the_summary_is_confirmed_before_the_end() {
+    // Given a summary the participant corrected; when a policy proposes to conclude; then the
+    // summary is shown again (with the correction), not the end — the results keep the summary
+    // the participant corrected.
+    let mut given = summarized();
+    given.push(message(31, "Correction: I use a paper notebook"));
+    given.push(C::ConfirmSummary {
+        confirmed: false,
+        addition: Some("Correction: I use a paper notebook".into()),
+        at: at(),
+    });
+    given.push(claim(4));
+    let conclude = A::Conclude {
+        reason: R::AllMustObjectivesCovered,
+    };
+    let events = when(given.clone(), decide(4, conclude.clone(), None))
+        .await
+        .unwrap();
+    assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
+    // Once the second summary is answered, the conclusion is carried out.
+    given.push(decide(4, A::SummarizeAndConfirm, None));
+    given.push(message(32, "yes"));
+    given.push(C::ConfirmSummary {
+        confirmed: true,
+        addition: None,
+        at: at(),
+    });
+    given.push(claim(5));
+    let events = when(given, decide(5, conclude, None)).await.unwrap();
+    assert!(
+        matches!(decision(&events).0, A::Conclude { .. }),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

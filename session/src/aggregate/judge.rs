@@ -177,6 +177,9 @@ impl Session {
             _ => None,
         };
         match (&action, done) {
+            // An addition or correction is confirmed once more before the end, so the summary
+            // the results keep is the one the participant corrected (issue 29).
+            (AgentAction::Conclude { .. }, false) => (AgentAction::SummarizeAndConfirm, None),
             (AgentAction::Conclude { .. }, _) | (_, true) => {
                 match self.completion_reason(proposed, at) {
                     Some(reason) => (AgentAction::Conclude { reason }, Some(reason)),

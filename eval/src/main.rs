@@ -1,0 +1,245 @@
+//! `eval`: what a research team takes home, measured. Scripted participants (personas in
+//! English and Chinese: terse, verbose, asking questions back, contradicting themselves,
+//! emotional, correcting the summary, wanting to stop, skipping widgets, answering every widget
+//! type) are interviewed by the real server over HTTP — the offline `rules` interviewer and the
+//! `llm` one against a scripted model that behaves like a plain hosted model —, on the embedded
+//! store and on PostgreSQL. Then the properties of what a researcher gets (results, summary,
+//! decision log, transcript) are checked for every session, and a table is printed.
+//!
+//! Exits non-zero when any property fails. `scripts/eval` runs it; `./scripts/test` runs it on
+//! one session per persona.
+#![forbid(unsafe_code)]
+
+mod drive;
+mod interviewer_model;
+#[allow(dead_code)]
+#[path = "../../tests/api/participant.rs"]
+mod participant;
+mod personas;
+mod properties;
+#[allow(dead_code)]
+#[path = "../../tests/api/scripted_model.rs"]
+mod scripted_model;
+#[path = "../../tests/api/widget_values.rs"]
+mod widget_values;
+
+use std::collections::BTreeMap;
+
+use clap::Parser;
+use interview_runtime::settings::Secret;
+use interview_runtime::{Application, Settings};
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+use crate::properties::Verdict;
+
+#[derive(Parser)]
+#[command(
+    about = "Scripted participants through both interviewers; properties of the research data"
+)]
+struct Args {
+    /// Sessions per persona, per mode and store.
+    #[arg(long, default_value_t = 1)]
+    sessions: usize,
+    /// `sqlite`, `postgres` (needs TEST_DATABASE_URL) or `both`.
+    #[arg(long, default_value = "both")]
+    store: String,
+    /// `rules`, `llm` or `both`.
+    #[arg(long, default_value = "both")]
+    mode: String,
+    /// Only the personas whose name contains this.
+    #[arg(long)]
+    persona: Option<String>,
+    /// Print every failing session's evidence.
+    #[arg(long)]
+    verbose: bool,
+}
+
+/// The researcher token the eval's server accepts.
+pub const RESEARCHER: &str = "eval";
+
+pub struct Server {
+    pub base: String,
+    pub http: reqwest::Client,
+    _runtime_thread: std::thread::JoinHandle<()>,
+}
+
+fn start_server(database_url: Option<String>) -> Server {
+    let data_dir =
+        std::env::temp_dir().join(format!("interview-eval-{}", uuid::Uuid::new_v4().simple()));
+    let mut settings = Settings {
+        bind: "127.0.0.1:0".into(),
+        database_url,
+        data_dir,
+        researcher_tokens: vec![Secret(RESEARCHER.into())],
+        create_rate_per_address: 0,
+        create_rate_per_study: 0,
+        ..Settings::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let model = scripted_model::ScriptedModel::start().await;
+            interviewer_model::install(&model);
+            settings.openai_base_url = Some(model.url.clone());
+            settings.openai_api_key = Some(Secret("eval-key".into()));
+            let app = Application::build(settings).await.expect("server starts");
+            tx.send(app.port()).unwrap();
+            app.run_until_stopped().await.unwrap();
+        });
+    });
+    let port = rx.recv().expect("server reports its port");
+    Server {
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::new(),
+        _runtime_thread: handle,
+    }
+}
+
+async fn fresh_postgres() -> Option<String> {
+    let server = std::env::var("TEST_DATABASE_URL").ok()?;
+    let name = format!("eval_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&server)
+        .await
+        .expect("connect to TEST_DATABASE_URL");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (base, _) = server.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
+}
+
+/// The study a persona is interviewed in, in a mode, under its own public slug.
+pub fn study_definition(study: personas::Study, mode: &str) -> Value {
+    let mut definition: Value = serde_json::from_str(match study {
+        personas::Study::Demo => include_str!("../../examples/demo-study.json"),
+        personas::Study::DemoZh => include_str!("../studies/demo-zh.json"),
+        personas::Study::EveryType => include_str!("../../examples/every-type-study.json"),
+    })
+    .expect("the studies parse");
+    let slug = format!("{}-{mode}", definition["public_slug"].as_str().unwrap());
+    definition["public_slug"] = json!(slug);
+    definition["agent"]["mode"] = json!(mode);
+    if mode == "llm" {
+        definition["model"] = json!({"model": interviewer_model::MODEL});
+    }
+    definition
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args = Args::parse();
+    let stores: Vec<&str> = match args.store.as_str() {
+        "both" => vec!["sqlite", "postgres"],
+        one => vec![one],
+    };
+    let modes: Vec<&str> = match args.mode.as_str() {
+        "both" => vec!["rules", "llm"],
+        one => vec![one],
+    };
+    let personas: Vec<personas::Persona> = personas::all()
+        .into_iter()
+        .filter(|p| args.persona.as_deref().is_none_or(|n| p.name.contains(n)))
+        .collect();
+    // property → mode → (passed, applicable)
+    let mut table: BTreeMap<&'static str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut sessions = 0;
+    for store in &stores {
+        let url = match *store {
+            "sqlite" => None,
+            _ => match fresh_postgres().await {
+                Some(url) => Some(url),
+                None => {
+                    eprintln!("eval: TEST_DATABASE_URL is not set; PostgreSQL skipped");
+                    continue;
+                }
+            },
+        };
+        let server = start_server(url);
+        for mode in &modes {
+            for study in [
+                personas::Study::Demo,
+                personas::Study::DemoZh,
+                personas::Study::EveryType,
+            ] {
+                let definition = study_definition(study, mode);
+                participant::publish(&server.http, &server.base, RESEARCHER, &definition).await;
+            }
+            for persona in &personas {
+                for _ in 0..args.sessions {
+                    let record = drive::interview(&server, persona, mode).await;
+                    sessions += 1;
+                    for (property, verdict) in properties::check(&record) {
+                        let cells = table.entry(property).or_default();
+                        if matches!(verdict, Verdict::NotApplicable) {
+                            continue;
+                        }
+                        let cell = cells.entry(format!("{mode}/{store}")).or_default();
+                        match verdict {
+                            Verdict::Pass => {
+                                cell.0 += 1;
+                                cell.1 += 1;
+                            }
+                            Verdict::Fail(why) => {
+                                cell.1 += 1;
+                                failures.push(format!(
+                                    "{property} · {} · {mode}/{store} · {}: {why}",
+                                    persona.name, record.session_id
+                                ));
+                            }
+                            Verdict::NotApplicable => {}
+                        }
+                    }
+                    if args.verbose {
+                        eprintln!("{}", record.describe());
+                    }
+                }
+            }
+        }
+    }
+    print_table(&table, sessions);
+    if !failures.is_empty() {
+        eprintln!("\n{} failures:", failures.len());
+        for f in &failures {
+            eprintln!("- {f}");
+        }
+        std::process::exit(1);
+    }
+}
+
+fn print_table(table: &BTreeMap<&'static str, BTreeMap<String, (usize, usize)>>, sessions: usize) {
+    let columns: Vec<String> = {
+        let mut c: Vec<String> = table.values().flat_map(|m| m.keys().cloned()).collect();
+        c.sort();
+        c.dedup();
+        c
+    };
+    println!("{sessions} interviews\n");
+    print!("| property |");
+    for c in &columns {
+        print!(" {c} |");
+    }
+    println!();
+    print!("|---|");
+    for _ in &columns {
+        print!("---:|");
+    }
+    println!();
+    for (property, cells) in table {
+        print!("| {property} |");
+        for c in &columns {
+            match cells.get(c) {
+                Some((passed, of)) => print!(" {passed}/{of} |"),
+                None => print!(" – |"),
+            }
+        }
+        println!();
+    }
+}

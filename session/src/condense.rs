@@ -1,0 +1,355 @@
+//! What a participant said, condensed the way a person summarising it would (issue 29): the
+//! informative clauses, not the whole answer; no fillers ("Well, honestly, I think…"), no
+//! non-answers, nothing twice; spoken back to the participant ("I write" → "you write",
+//! "我" → "你"). Deterministic, in the two languages the product speaks.
+
+use crate::input_class::classify;
+use crate::text::{is_cjk, normalize};
+
+/// Openings that carry nothing, stripped from the start of a clause (longest first is not
+/// needed: they are stripped repeatedly).
+const OPENINGS_EN: &[&str] = &[
+    "well",
+    "honestly",
+    "to be honest",
+    "so",
+    "um",
+    "uh",
+    "hmm",
+    "i think",
+    "i guess",
+    "i suppose",
+    "you know",
+    "actually",
+    "basically",
+    "i mean",
+    "it is mostly that",
+    "it's mostly that",
+    "mostly",
+    "probably",
+    "if i had to choose",
+    "the thing is",
+    "oh",
+    "yeah",
+    "and then",
+    "then",
+    "and",
+    "but",
+];
+const OPENINGS_ZH: &[&str] = &[
+    "嗯",
+    "啊",
+    "呃",
+    "然后",
+    "其实",
+    "说实话",
+    "老实说",
+    "我觉得",
+    "我想",
+    "应该是",
+    "大概",
+    "就是",
+];
+
+/// How much of an objective's answers a summary line keeps: about a sentence.
+pub const MAX_WORDS: usize = 18;
+/// The same for CJK text, in characters.
+pub const MAX_CJK_CHARS: usize = 40;
+
+/// Words, counting CJK text by characters (two characters a word).
+fn weight(t: &str) -> usize {
+    let cjk = t.chars().filter(|c| is_cjk(*c)).count();
+    let latin = t
+        .split_whitespace()
+        .filter(|w| !w.chars().any(is_cjk))
+        .count();
+    latin + cjk.div_ceil(2)
+}
+
+/// Strips filler openings from a clause, repeatedly, with the punctuation after them.
+fn strip_openings(clause: &str) -> &str {
+    let mut rest = clause.trim();
+    loop {
+        let before = rest;
+        for o in OPENINGS_EN {
+            let Some(head) = rest.get(..o.len()) else {
+                continue;
+            };
+            let after = &rest[o.len()..];
+            if head.eq_ignore_ascii_case(o)
+                && (after.is_empty() || after.starts_with([' ', ',', ';']))
+            {
+                rest = after.trim_start_matches([' ', ',', ';']);
+            }
+        }
+        for o in OPENINGS_ZH {
+            if let Some(after) = rest.strip_prefix(o) {
+                rest = after.trim_start_matches(['，', ',', ' ']);
+            }
+        }
+        if rest == before {
+            return rest;
+        }
+    }
+}
+
+/// The clauses of one sentence, in order, each stripped of filler openings, without the ones
+/// that carry nothing (non-answers, fillers, "you know").
+fn clauses(sentence: &str) -> Vec<String> {
+    sentence
+        .split([',', '，', '、'])
+        .flat_map(split_long)
+        .map(strip_openings)
+        .filter(|c| {
+            let n = normalize(c);
+            !n.is_empty()
+                && classify(c, &[]).is_answer()
+                && !matches!(n.as_str(), "you know" | "really" | "i mean" | "like")
+        })
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// A clause of more than twelve words split where a conjunction joins two of them ("… near
+/// the station and I try to remember …").
+fn split_long(clause: &str) -> Vec<&str> {
+    if weight(clause) <= 12 || clause.chars().any(is_cjk) {
+        return vec![clause];
+    }
+    let mut out = Vec::new();
+    let mut rest = clause;
+    while weight(rest) > 12 {
+        let at = [" and ", " so ", " but ", " which ", " because ", " while "]
+            .iter()
+            .filter_map(|c| rest.find(c).map(|i| (i, c.len())))
+            .filter(|(i, _)| weight(&rest[..*i]) >= 4)
+            .min_by_key(|(i, _)| *i);
+        let Some((i, len)) = at else {
+            break;
+        };
+        out.push(&rest[..i]);
+        rest = &rest[i + len..];
+    }
+    out.push(rest);
+    out
+}
+
+/// The sentences of some answers, in order ("A. B; C" is three).
+fn sentences<'a>(answers: &[&'a str]) -> Vec<&'a str> {
+    answers
+        .iter()
+        .flat_map(|a| a.split(['.', '?', '!', ';', '。', '？', '！', '；']))
+        .filter(|s| !s.trim().is_empty())
+        .collect()
+}
+
+/// A clause's worth for a summary: the words it shares with `topic` (what the field is about),
+/// then concrete detail (digits, capitalised names, CJK nouns counted by length).
+fn score(clause: &str, topic: &[String]) -> usize {
+    let n = normalize(clause);
+    let shared = n
+        .split(' ')
+        .filter(|w| w.chars().count() > 3)
+        .filter(|w| {
+            topic
+                .iter()
+                .any(|t| t.trim_end_matches('s') == w.trim_end_matches('s'))
+        })
+        .count();
+    let digits = clause.chars().filter(char::is_ascii_digit).count().min(1);
+    shared * 3 + digits + weight(clause).min(8) / 4
+}
+
+/// The informative part of `answers` (what was said on one subject, in order), at most about
+/// a sentence: the clause most about `topic` (a field's description) from each sentence, the
+/// latest first while they fit (an addition or a correction said last is never the one left
+/// out), then in the order they were said, none twice, spoken back to the participant.
+pub fn condense(answers: &[&str], topic: &str, zh: bool) -> String {
+    let topic: Vec<String> = normalize(topic)
+        .split(' ')
+        .filter(|w| w.chars().count() > 3)
+        .map(String::from)
+        .collect();
+    // (position, clause) of each sentence's best clause, none twice.
+    let mut best: Vec<(usize, String)> = Vec::new();
+    for (at, sentence) in sentences(answers).into_iter().enumerate() {
+        let clauses = clauses(sentence);
+        let Some(top) = clauses
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, c)| (score(c, &topic), std::cmp::Reverse(*i)))
+            .map(|(_, c)| c.clone())
+        else {
+            continue;
+        };
+        best.retain(|(_, c)| normalize(c) != normalize(&top));
+        best.push((at, top));
+    }
+    let (budget, measure): (usize, fn(&str) -> usize) = if zh {
+        (MAX_CJK_CHARS, |t| t.chars().count())
+    } else {
+        (MAX_WORDS, weight)
+    };
+    let cut = |clause: &str, to: usize| -> String {
+        if measure(clause) <= to {
+            clause.to_string()
+        } else if zh {
+            clause.chars().take(to).collect::<String>() + "…"
+        } else {
+            clause
+                .split_whitespace()
+                .take(to)
+                .collect::<Vec<_>>()
+                .join(" ")
+                + " …"
+        }
+    };
+    // What was said first (the answer to the question) and last (an addition, a correction)
+    // always; sentences between them while they fit.
+    let mut kept: Vec<(usize, String)> = Vec::new();
+    let share = budget;
+    if let Some((at, first)) = best.first() {
+        kept.push((*at, cut(first, share)));
+    }
+    if best.len() > 1 {
+        let (at, last) = best.last().expect("more than one");
+        kept.push((*at, cut(last, share)));
+    }
+    let mut used: usize = kept.iter().map(|(_, c)| measure(c)).sum();
+    for (at, clause) in best.iter().skip(1).take(best.len().saturating_sub(2)) {
+        let size = measure(clause);
+        if used + size <= budget {
+            kept.push((*at, clause.clone()));
+            used += size;
+        }
+    }
+    kept.sort_by_key(|(at, _)| *at);
+    let picked: Vec<String> = kept.into_iter().map(|(_, c)| c).collect();
+    let joined = if zh {
+        picked.join("，")
+    } else {
+        picked.join(", ")
+    };
+    spoken_back(&joined, zh)
+}
+
+/// The participant's first person turned to the second ("I write my list" → "you write your
+/// list"; "我" → "你"), the first letter lower-cased (the line's label comes first).
+fn spoken_back(text: &str, zh: bool) -> String {
+    if zh {
+        return text.replace('我', "你");
+    }
+    let turned: Vec<String> = text
+        .split(' ')
+        .map(|w| {
+            let core = w.trim_end_matches([',', '.', '!', '?', ';', ':']);
+            let tail = &w[core.len()..];
+            let swapped = match core {
+                "I" | "me" | "Me" => Some("you"),
+                "my" | "My" => Some("your"),
+                "mine" | "Mine" => Some("yours"),
+                "myself" | "Myself" => Some("yourself"),
+                "I'm" | "I’m" => Some("you're"),
+                "I've" | "I’ve" => Some("you've"),
+                "I'd" | "I’d" => Some("you'd"),
+                "I'll" | "I’ll" => Some("you'll"),
+                _ => None,
+            };
+            swapped.map_or_else(|| w.to_string(), |s| format!("{s}{tail}"))
+        })
+        .collect();
+    let said = turned.join(" ");
+    let mut chars = said.chars();
+    match chars.next() {
+        // Lower-case the first letter unless it starts a name ("Sunday", "Tesco") — only
+        // common sentence openings are lowered.
+        Some(c) if c.is_uppercase() && starts_with_common_word(&said) => {
+            c.to_lowercase().chain(chars).collect()
+        }
+        _ => said,
+    }
+}
+
+fn starts_with_common_word(text: &str) -> bool {
+    let first = text
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .next()
+        .unwrap_or_default()
+        .to_lowercase();
+    [
+        "the",
+        "a",
+        "an",
+        "it",
+        "we",
+        "they",
+        "vegetables",
+        "food",
+        "most",
+        "every",
+        "usually",
+        "often",
+        "mostly",
+        "knowing",
+        "help",
+        "there",
+        "that",
+        "this",
+        "our",
+        "some",
+        "sometimes",
+        "always",
+        "never",
+        "when",
+        "if",
+        "what",
+        "waste",
+        "lists",
+        "list",
+    ]
+    .contains(&first.as_str())
+        || first.ends_with("ing")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fillers_and_non_answers_go_the_informative_clause_stays() {
+        let short = condense(&["A list.", "Nothing more.", "A list."], "plans", false);
+        assert_eq!(short, "a list");
+        assert_eq!(
+            condense(
+                &[
+                    "我每周日晚上在手机上列购物清单，按一周要做的菜来写。",
+                    "没有了。"
+                ],
+                "怎么计划",
+                true
+            ),
+            "你每周日晚上在手机上列购物清单"
+        );
+        // Each sentence gives its clause; an addition said last is kept.
+        assert_eq!(
+            condense(
+                &["I never plan anything, I just go to the shop. Actually I always write a detailed plan every Sunday."],
+                "How the participant plans purchases",
+                false
+            ),
+            "you never plan anything, you always write a detailed plan every Sunday"
+        );
+    }
+
+    #[test]
+    fn long_answers_keep_about_a_sentence_about_the_topic() {
+        let said = condense(
+            &["Well, honestly, I think it is mostly that, you know, every Sunday evening I sit down with my partner and we look at the calendar for the week, see who is home for dinner, and then I write a list on my phone from the meals we pick."],
+            "How the participant plans purchases (list, app, memory, …)",
+            false,
+        );
+        assert!(said.contains("list on your phone"), "{said}");
+        assert!(!said.to_lowercase().contains("honestly"), "{said}");
+        assert!(weight(&said) <= MAX_WORDS + 1, "{said}");
+    }
+}
