@@ -11,7 +11,9 @@
 //!   non-answers out of the data;
 //! - its final extraction ignores the summary's corrections and widget answers (the runtime must
 //!   keep both);
-//! - it writes its summary from what it extracted.
+//! - it writes its summary from what it extracted;
+//! - quoting the participant's word "list", it breaks its JSON with unescaped quotes inside the
+//!   message (the runtime must never leave "When you say " standing as the question).
 //!
 //! Arguments stream in the schema's order in token-sized pieces (the scripted model's realistic
 //! side).
@@ -156,6 +158,15 @@ fn answer(request: &Value) -> Reply {
         }
     }
     if let Some(p) = current.filter(|p| p.answered) {
+        let said_list = last_participant.is_some_and(|(_, _, t)| t.contains(" list"));
+        if p.probes == 0 && offered.contains(&"probe") && p.id == "planning_habits" && said_list {
+            // Quoting the participant's word without escaping the quotes: JSON that breaks
+            // inside the message, as small models write it.
+            return Reply::RawArgs(
+                "probe",
+                r#"{"objective_id": "planning_habits", "trigger": "vague", "message": "When you say "list", what does that look like?", "rationale": "Ask about the list."}"#,
+            );
+        }
         if p.probes == 0 && offered.contains(&"probe") {
             let message = if zh {
                 "能举一个最近的具体例子吗？"

@@ -44,25 +44,25 @@ pub fn check(r: &Record) -> Vec<(&'static str, Verdict)> {
     vec![
         ("01 no non-answer in a field", no_non_answer_in_a_field(r)),
         (
-            "2 every widget answer in its field",
+            "02 every widget answer in its field",
             widget_answers_in_fields(r),
         ),
         ("03 corrections kept", corrections_kept(r)),
         (
-            "4 summary: no duplicates, fillers, joins",
+            "04 summary: no duplicates, fillers, joins",
             only_rules(summary_clean(r)),
         ),
         (
-            "5 summary: every widget answer in words",
+            "05 summary: every widget answer in words",
             only_rules(summary_names_widgets(r)),
         ),
         ("06 summary: condensed", only_rules(summary_condensed(r))),
         (
-            "7 no probe after a non-answer",
+            "07 no probe after a non-answer",
             only_rules(no_probe_after_non_answer(r)),
         ),
         (
-            "8 a question back is rephrased",
+            "08 a question back is rephrased",
             only_rules(question_back_rephrased(r)),
         ),
         ("09 probes fit their trigger", only_rules(probes_fit(r))),

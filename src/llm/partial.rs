@@ -30,8 +30,12 @@ pub fn string_field(json: &str, key: &str) -> Option<(String, bool)> {
         if name == key {
             return match bytes.get(i) {
                 Some(b'"') => {
-                    let (value, complete, _) = read_string(json, i + 1);
-                    Some((value, complete))
+                    // A closing quote ends the value only when the object goes on as JSON after
+                    // it: an unescaped quote inside the text ("When you say "list", …") is not
+                    // the end of the message, and what came before it is no whole message.
+                    let (value, closed, next) = read_string(json, i + 1);
+                    let after = bytes.get(skip_ws(bytes, next));
+                    Some((value, closed && matches!(after, Some(b',' | b'}'))))
                 }
                 _ => None,
             };
@@ -179,6 +183,24 @@ mod tests {
             Some(("o1".into(), true))
         );
         assert_eq!(string_field(r#"{"rationale": "x", "mess"#, "message"), None);
+    }
+
+    #[test]
+    fn a_quote_that_breaks_the_json_does_not_end_the_message() {
+        let broken = r#"{"objective_id": "o1", "message": "When you say "list", what do you mean?", "rationale": "x"}"#;
+        assert_eq!(
+            string_field(broken, "message"),
+            Some(("When you say ".into(), false))
+        );
+        // A closing quote whose continuation has not arrived yet is not the end either.
+        assert_eq!(
+            string_field(r#"{"message": "Hello""#, "message"),
+            Some(("Hello".into(), false))
+        );
+        assert_eq!(
+            string_field(r#"{"message": "Hello" }"#, "message"),
+            Some(("Hello".into(), true))
+        );
     }
 
     #[test]
