@@ -12,7 +12,7 @@ const T = zh
       end: "结束访谈", endConfirm: "确定要结束访谈吗？", submit: "提交", skip: "跳过",
       agree: "我同意", decline: "我不同意", yes: "是", no: "否", up: "上移", down: "下移",
       answered: "已回答", skipped: "已跳过", agreed: "同意", declined: "不同意", answerAbove: "请先回答上面的问题。",
-      doneTitle: "谢谢你的参与！", summary: "访谈总结", ended: "访谈已结束。", continue: "继续",
+      doneTitle: "谢谢你的参与！", saved: "你的回答和上面的总结已经保存。", ended: "访谈已结束。", continue: "继续",
       reconnecting: "连接中断，正在重新连接…", failed: "出了点问题，请稍后再试。",
       invalid: "这个回答不太符合要求，请检查后再提交。", gone: "这次访谈已经结束。",
       missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
@@ -33,7 +33,7 @@ const T = zh
       end: "End interview", endConfirm: "Do you want to end the interview?", submit: "Submit", skip: "Skip",
       agree: "I agree", decline: "I do not agree", yes: "Yes", no: "No", up: "Move up", down: "Move down",
       answered: "Answered", skipped: "Skipped", agreed: "Agreed", declined: "Declined", answerAbove: "Please answer the question above first.",
-      doneTitle: "Thank you for taking part!", summary: "Summary", ended: "The interview has ended.", continue: "Continue",
+      doneTitle: "Thank you for taking part!", saved: "Your answers and the summary above have been saved.", ended: "The interview has ended.", continue: "Continue",
       reconnecting: "Connection lost — reconnecting…", failed: "Something went wrong. Please try again in a moment.",
       invalid: "That answer doesn't fit — please check it and try again.", gone: "This interview has already ended.",
       missing: "We can't find this interview. Please open the link in the browser you started it in.",
@@ -641,7 +641,8 @@ function finish(summary, redirect) {
   }
   const heading = el("h2", { tabindex: "-1", text: status === "completed" || summary ? T.doneTitle : T.ended });
   done.replaceChildren(heading);
-  if (summary) done.append(el("h3", { text: T.summary }), el("p", { class: "summary", text: summary }));
+  // The summary is in the conversation just above: said once, not repeated here.
+  if (summary) done.append(el("p", { class: "saved", text: T.saved }));
   // The study's return link is the way on; a new interview is the quiet alternative.
   if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "button primary", text: T.returnLink })));
   if (!boot.session_id) {

@@ -72,6 +72,7 @@ pub fn check(r: &Record) -> Vec<(&'static str, Verdict)> {
         ),
         ("11 end wishes honoured", end_wish_honoured(r)),
         ("12 no broken-off utterance", no_fragment(r)),
+        ("13 the input's class on its decision", class_recorded(r)),
     ]
 }
 
@@ -491,4 +492,36 @@ fn no_fragment(r: &Record) -> Verdict {
         }
     }
     Pass
+}
+
+/// 13. The decision after each message records what the message was, as its author meant it.
+fn class_recorded(r: &Record) -> Verdict {
+    let mut applicable = false;
+    for (n, s) in occurrences(r) {
+        let expected = match s.kind {
+            Kind::Answer => "answer",
+            Kind::NonAnswer => "non_answer",
+            Kind::QuestionBack => "question_back",
+            Kind::EndWish => "end_intent",
+            Kind::Correction | Kind::Confirmation => continue,
+        };
+        let Some(turn) = turns_saying(r, &s.text).get(n).copied() else {
+            continue;
+        };
+        let Some(decision) = decisions(r).into_iter().find(|d| d["turn_id"] == turn) else {
+            continue;
+        };
+        applicable = true;
+        if decision["input_class"] != expected {
+            return Fail(format!(
+                "{:?} recorded as {} (meant {expected})",
+                s.text, decision["input_class"]
+            ));
+        }
+    }
+    if applicable {
+        Pass
+    } else {
+        NotApplicable
+    }
 }

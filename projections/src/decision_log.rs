@@ -31,6 +31,14 @@ pub struct DecisionRow {
     pub created_at: DateTime<Utc>,
     /// The study's `agent.prompt_version` the decision was made under (absent in older logs).
     pub study_prompt_version: Option<String>,
+    /// What the participant's input the decision follows is (`answer`, `non_answer`,
+    /// `question_back`, …), as the policy judged it; absent in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_class: Option<Value>,
+    /// A proposal the runtime refused and this decision replaces: its action, rationale,
+    /// model, prompt version and the refusal's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_proposal: Option<Value>,
 }
 
 impl DecisionRow {
@@ -49,6 +57,8 @@ impl DecisionRow {
             latency_ms,
             token_usage,
             study_prompt_version,
+            input_class,
+            refused_proposal,
             ..
         } = &event.body
         else {
@@ -76,6 +86,10 @@ impl DecisionRow {
             input_summary: input_summary.clone(),
             created_at: event.at,
             study_prompt_version: study_prompt_version.clone(),
+            input_class: input_class.map(|c| json(serde_json::to_value(c))),
+            refused_proposal: refused_proposal
+                .as_ref()
+                .map(|r| json(serde_json::to_value(r))),
         })
     }
 }

@@ -175,9 +175,11 @@ pub fn describe(body: &EventBody) -> String {
             model,
             latency_ms,
             token_usage,
+            input_class,
+            refused_proposal,
             ..
         } => format!(
-            "{}{} — {rationale:?} [{model}, {latency_ms} ms, {} tokens]",
+            "{}{}{} — {rationale:?} [{model}, {latency_ms} ms, {} tokens]{}",
             serde_json::to_string(selected_action).unwrap_or_default(),
             proposed_action
                 .as_ref()
@@ -186,7 +188,27 @@ pub fn describe(body: &EventBody) -> String {
                     serde_json::to_string(p).unwrap_or_default()
                 ))
                 .unwrap_or_default(),
-            token_usage.total_tokens
+            input_class
+                .map(|c| format!(
+                    " after input {}",
+                    serde_json::to_value(c)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default()
+                ))
+                .unwrap_or_default(),
+            token_usage.total_tokens,
+            refused_proposal
+                .as_ref()
+                .map(|r| format!(
+                    "; refused proposal {} by {} ({}): {:?} — {:?}",
+                    serde_json::to_string(&r.proposed_action).unwrap_or_default(),
+                    r.model,
+                    r.prompt_version_id,
+                    r.rationale,
+                    r.reason
+                ))
+                .unwrap_or_default()
         ),
         EventBody::SummaryProposed { summary } => format!("{summary:?}"),
         EventBody::SummaryConfirmed {

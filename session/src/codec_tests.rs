@@ -372,6 +372,8 @@ fn a_decision_is_stored_without_its_empty_fields_and_read_as_before() {
         token_usage: crate::decision::TokenUsage::default(),
         study_prompt_version: None,
         alongside: None,
+        input_class: None,
+        refused_proposal: None,
     };
     let e = SessionEvent::seal(body, DateTime::UNIX_EPOCH, GENESIS_HASH);
     let enc = encode(&e);

@@ -160,6 +160,19 @@ pub struct Provenance {
     pub token_usage: TokenUsage,
 }
 
+/// A proposal the runtime refused, kept on the decision carried out in its place, so the
+/// decision log loses none (FR-04-11): what was proposed, by which model under which prompt,
+/// why, and why it was refused. The call's latency and tokens are on the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedProposal {
+    pub proposed_action: AgentAction,
+    pub rationale: String,
+    pub model: String,
+    pub prompt_version_id: String,
+    /// The guard's reason ("SafetyTriggered does not hold for this session").
+    pub reason: String,
+}
+
 /// What a policy proposes; the aggregate judges it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
@@ -175,4 +188,8 @@ pub struct Proposal {
     pub summary: Option<String>,
     pub input_summary: String,
     pub provenance: Provenance,
+    /// What the participant's latest input is, as the policy judged it.
+    pub input_class: Option<crate::input_class::InputClass>,
+    /// The policy's proposal the runtime refused, when this one replaces it.
+    pub refused: Option<Box<RefusedProposal>>,
 }

@@ -233,11 +233,16 @@ impl EventBody {
         if let EventBody::DecisionRecorded {
             input_summary,
             rationale,
+            refused_proposal,
             ..
         } = &mut decision
         {
             input_summary.clear();
             rationale.clear();
+            // A refused proposal's rationale may quote the participant too.
+            if let Some(refused) = refused_proposal {
+                refused.rationale.clear();
+            }
         }
         decision
     }

@@ -167,6 +167,13 @@ pub enum EventBody {
         /// claim stays open). Absent for every other decision.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         alongside: Option<Uuid>,
+        /// What the participant's input the decision follows is (absent in older logs, and for
+        /// decisions that follow none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_class: Option<crate::input_class::InputClass>,
+        /// The proposal the runtime refused and this decision replaces (absent when none was).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused_proposal: Option<Box<crate::decision::RefusedProposal>>,
     },
     #[serde(rename = "summary.proposed")]
     SummaryProposed { summary: String },
@@ -288,9 +295,21 @@ impl EventBody {
             total_tokens: u64::from(u.total_tokens),
         };
         match self {
+            // A decision that replaces a refused model proposal carries that call.
             Self::DecisionRecorded {
-                model, token_usage, ..
-            } => Some(usage(token_usage, u64::from(model != "rules"))),
+                model,
+                token_usage,
+                refused_proposal,
+                ..
+            } => Some(usage(
+                token_usage,
+                u64::from(
+                    model != "rules"
+                        || refused_proposal
+                            .as_ref()
+                            .is_some_and(|r| r.model != "rules"),
+                ),
+            )),
             Self::ScreeningEvaluated {
                 decided_by: Some(p),
                 ..

@@ -5,11 +5,18 @@
 
 use crate::text::{is_cjk, normalize};
 
-/// The kind of a participant's message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kind of a participant's message. Recorded on the decision that follows it (`snake_case`):
+/// the rules below judge it, or in `llm` mode the model (`participant_input`), which may also
+/// tell a partial answer and an off-topic remark apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InputClass {
     /// Says something about the question: may feed a field.
     Answer,
+    /// Answers part of the question (the model's judgement only): may feed a field.
+    PartialAnswer,
+    /// Talks about something else (the model's judgement only): feeds no field.
+    OffTopic,
     /// Asks what the question means ("What do you mean by that?").
     QuestionBack,
     /// Has nothing to add ("Nothing more.", "No idea", "没有了").
@@ -23,7 +30,7 @@ pub enum InputClass {
 impl InputClass {
     /// Whether the message may feed a field.
     pub fn is_answer(self) -> bool {
-        matches!(self, InputClass::Answer)
+        matches!(self, InputClass::Answer | InputClass::PartialAnswer)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_es::AggregateError;
-use interview_session::decision::{AgentAction, Proposal};
+use interview_session::decision::{AgentAction, Proposal, RefusedProposal};
 use interview_session::events::SessionEvent;
 use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
@@ -74,11 +74,17 @@ impl Harness {
         } else {
             (session, conversation)
         };
+        let mut proposal = proposal;
+        // The model's judgement of the input when it gave one, the rules' otherwise.
+        proposal.input_class = proposal
+            .input_class
+            .or_else(|| rules::input_class(&session, &conversation));
         let (proposal, judged) = match session.judge(&proposal, Some(interaction_id.clone()), now) {
             Ok(judged) => (proposal, judged),
             Err(refusal) => {
                 self.record_refusal(session_id, run_id, &refusal).await;
-                let fallback = fallback(&session, &conversation, now);
+                let fallback =
+                    refused_into(proposal, &refusal, fallback(&session, &conversation, now));
                 let judged = session
                     .judge(&fallback, Some(interaction_id.clone()), now)
                     .map_err(AggregateError::UserError)?;
@@ -167,6 +173,28 @@ impl Harness {
         };
         Ok((proposal, shown, reload))
     }
+}
+
+/// The fallback decision carrying the refused proposal (FR-04-11: no decision is lost): what
+/// was proposed, its rationale, model and prompt, and the guard's reason; the call's latency and
+/// tokens go on the decision carried out, which names the refusal first in its rationale.
+fn refused_into(refused: Proposal, reason: &SessionError, mut fallback: Proposal) -> Proposal {
+    fallback.rationale = format!(
+        "The runtime refused the proposed {} ({reason}); instead: {}",
+        refused.action.label(),
+        fallback.rationale
+    );
+    fallback.input_class = refused.input_class.or(fallback.input_class);
+    fallback.provenance.latency_ms = refused.provenance.latency_ms;
+    fallback.provenance.token_usage = refused.provenance.token_usage;
+    fallback.refused = Some(Box::new(RefusedProposal {
+        proposed_action: refused.action,
+        rationale: refused.rationale,
+        model: refused.provenance.model,
+        prompt_version_id: refused.provenance.prompt_version_id,
+        reason: reason.to_string(),
+    }));
+    fallback
 }
 
 /// The fallback when a proposal is refused: the rules interviewer's choice, or, should even that

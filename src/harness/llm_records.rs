@@ -244,6 +244,7 @@ impl Harness {
         match parsed {
             Ok(mut proposal) => {
                 proposal.fields = answers_only(proposal.fields, session, &listing, events);
+                proposal.input_class = super::rules::input_class(session, conversation);
                 Some(proposal)
             }
             Err((code, message)) => {

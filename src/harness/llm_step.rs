@@ -52,6 +52,8 @@ pub(super) fn accepted_as_is(session: &Session, action: AgentAction, now: DateTi
             latency_ms: 0,
             token_usage: Default::default(),
         },
+        input_class: None,
+        refused: None,
     };
     match session.judge(&stub, Some(Uuid::nil().to_string()), now) {
         Ok(j) => {
@@ -347,6 +349,8 @@ impl Harness {
                             summary: None,
                             input_summary,
                             provenance,
+                            input_class: None,
+                            refused: None,
                         };
                         (proposal, Shown::Streamed(shown))
                     }
@@ -466,6 +470,8 @@ mod tests {
                 latency_ms: 0,
                 token_usage: Default::default(),
             },
+            input_class: None,
+            refused: None,
         }
     }
 

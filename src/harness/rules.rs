@@ -44,11 +44,36 @@ fn proposal(action: AgentAction, rationale: String, input_summary: String) -> Pr
             latency_ms: 0,
             token_usage: Default::default(),
         },
+        input_class: None,
+        refused: None,
     }
 }
 
-/// The next decision for a session whose interviewer holds the turn.
+/// The next decision for a session whose interviewer holds the turn, with the class of the
+/// participant's input it follows.
 pub fn propose(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
+    let mut p = next_decision(s, c, at);
+    p.input_class = input_class(s, c);
+    p
+}
+
+/// What the participant's latest input is, by the rules (`input_class::classify`): their
+/// message, or an answer when it was a widget's; `None` before any input.
+pub fn input_class(s: &Session, c: &Conversation) -> Option<InputClass> {
+    let last = s.last_turn_id()?;
+    match &c.last_message {
+        Some((id, text)) if *id == last => {
+            let ends = s
+                .study()
+                .map(|st| st.agent_config.end_phrases.as_slice())
+                .unwrap_or_default();
+            Some(classify(text, ends))
+        }
+        _ => Some(InputClass::Answer),
+    }
+}
+
+fn next_decision(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
     let Some(study) = s.study() else {
         return proposal(
             AgentAction::ExtractFields,

@@ -37,7 +37,11 @@ How to interview well:
 - if an answer stays vague, ask once more from a different angle rather than repeating yourself;
 - steer off-topic talk gently back to the current objective;
 - if the participant seems upset or reluctant, acknowledge it and offer to skip the question or
-  to stop; never press.
+  to stop; never press;
+- say in `participant_input` what their latest message is: an answer (or a partial one) may
+  become data; a question back gets the question said another way, not a probe; \"nothing
+  more\", \"I don't know\" or a refusal ends the probing of that objective; off-topic talk is
+  steered back; a wish to stop goes to the summary.
 
 Rules the runtime enforces (a call that breaks them is rewritten or refused):
 - consent is handled by the runtime before you are asked;

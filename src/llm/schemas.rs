@@ -93,7 +93,7 @@ mod tests {
     fn targets_come_before_text_and_rationale_last() {
         assert_eq!(
             written_order("ask_question"),
-            ["objective_id", "message", "rationale"]
+            ["objective_id", "message", "participant_input", "rationale"]
         );
         assert_eq!(
             written_order("probe"),
@@ -102,6 +102,7 @@ mod tests {
                 "trigger",
                 "based_on_turn_id",
                 "message",
+                "participant_input",
                 "rationale"
             ]
         );
@@ -112,16 +113,17 @@ mod tests {
                 "interaction",
                 "research_intent",
                 "message",
+                "participant_input",
                 "rationale"
             ]
         );
         assert_eq!(
             written_order("summarize_and_confirm"),
-            ["message", "summary", "rationale"]
+            ["message", "summary", "participant_input", "rationale"]
         );
         assert_eq!(
             written_order("conclude"),
-            ["reason", "message", "rationale"]
+            ["reason", "message", "participant_input", "rationale"]
         );
     }
 

@@ -53,6 +53,10 @@ pub fn proposal_from_call(
         summary: None,
         input_summary,
         provenance,
+        // The model's judgement of the participant's latest input, when it gives one.
+        input_class: text(&args, "participant_input")
+            .and_then(|c| serde_json::from_value(Value::String(c)).ok()),
+        refused: None,
     };
     proposal.action = match name {
         "ask_question" => AgentAction::AskQuestion {

@@ -72,7 +72,7 @@ async fn words_stream_in_the_schema_s_order(store: Store) {
     let raw = llm.model.raw_requests().pop().unwrap();
     assert_eq!(
         schema_order(&raw, "ask_question"),
-        ["objective_id", "message", "rationale"]
+        ["objective_id", "message", "participant_input", "rationale"]
     );
     assert_eq!(
         schema_order(&raw, "probe"),
@@ -81,12 +81,13 @@ async fn words_stream_in_the_schema_s_order(store: Store) {
             "trigger",
             "based_on_turn_id",
             "message",
+            "participant_input",
             "rationale"
         ]
     );
     assert_eq!(
         schema_order(&raw, "conclude"),
-        ["reason", "message", "rationale"]
+        ["reason", "message", "participant_input", "rationale"]
     );
     let frames = until_said(&mut sse).await;
     let pieces = deltas(&frames);

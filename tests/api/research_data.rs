@@ -192,6 +192,28 @@ async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
         );
     }
     let transcript = s["transcript"].as_array().unwrap();
+    // Every decision that follows a message records what the message was.
+    let decisions = s["decision_log"].as_array().unwrap();
+    for turn in transcript
+        .iter()
+        .filter(|t| t["role"] == "user" && t["kind"] == "message")
+    {
+        let said = turn["content"].as_str().unwrap_or_default();
+        let expected = if said == "What do you mean by that?" {
+            "question_back"
+        } else if NON_ANSWERS.contains(&said) {
+            "non_answer"
+        } else if said == "With a list" {
+            "answer"
+        } else {
+            continue;
+        };
+        let decision = decisions
+            .iter()
+            .find(|d| d["turn_id"] == turn["turn_id"])
+            .unwrap_or_else(|| panic!("a decision follows {said:?}"));
+        assert_eq!(decision["input_class"], expected, "{said:?}: {decision}");
+    }
     for (i, turn) in transcript.iter().enumerate() {
         let said = turn["content"].as_str().unwrap_or_default();
         if turn["role"] == "user" && NON_ANSWERS.contains(&said) {
@@ -308,7 +330,80 @@ async fn an_end_wish_in_own_words_goes_to_the_summary(store: Store) {
     );
 }
 
+/// A model proposal the guards refuse stays in the decision log (FR-04-11): on the decision
+/// carried out instead, with its action, rationale, model, prompt version and the refusal's
+/// reason, the call's tokens on the decision; the model's judgement of the input is recorded.
+async fn a_refused_proposal_stays_in_the_decision_log(store: Store) {
+    use crate::scripted_model::{Reply, ANSWERING_MODEL};
+    let llm = crate::llm::Llm::start(store).await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Tool(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"}),
+        )])
+        .await;
+    let unsafe_claim = Reply::Tool(
+        "conclude",
+        json!({"reason": "safety_triggered", "message": "We have to stop here.", "participant_input": "answer", "rationale": "I felt unsure about this answer"}),
+    );
+    let s = llm
+        .say(
+            &session,
+            &token,
+            "Every Sunday with a list on my phone",
+            vec![unsafe_claim],
+        )
+        .await;
+    assert_eq!(
+        s["status"], "waiting_for_user",
+        "the interview goes on: {s}"
+    );
+    let log = s["decision_log"].as_array().unwrap();
+    let decision = log
+        .iter()
+        .find(|d| !d["refused_proposal"].is_null())
+        .unwrap_or_else(|| panic!("the refused proposal is in the log: {log:?}"));
+    let refused = &decision["refused_proposal"];
+    assert_eq!(
+        refused["proposed_action"]["action"], "conclude",
+        "{refused}"
+    );
+    assert_eq!(refused["proposed_action"]["reason"], "safety_triggered");
+    assert_eq!(refused["rationale"], "I felt unsure about this answer");
+    assert_eq!(refused["model"], ANSWERING_MODEL);
+    assert!(refused["prompt_version_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("llm-"));
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold"),
+        "{refused}"
+    );
+    assert!(
+        decision["token_usage"]["total_tokens"].as_u64().unwrap() > 0,
+        "{decision}"
+    );
+    assert!(
+        decision["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The runtime refused"),
+        "{decision}"
+    );
+    assert_eq!(decision["input_class"], "answer", "{decision}");
+    // The call is counted in the session's spend.
+    assert!(
+        s["decision_log"].to_string().contains(ANSWERING_MODEL),
+        "{}",
+        s["decision_log"]
+    );
+}
+
 both_stores!(
+    a_refused_proposal_stays_in_the_decision_log,
     an_end_wish_in_own_words_goes_to_the_summary,
     widget_answers_fill_the_fields_of_their_objective,
     non_answers_feed_no_field_and_end_the_probing,

@@ -107,11 +107,16 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   assert.match(await page.locator("#done").textContent(), /Thank you/);
   assert.ok(await page.locator("#quick").isHidden());
   assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2", "focus moves to the end");
-  const summary = await page.locator("#done .summary").evaluate((p) => ({ text: p.textContent, style: getComputedStyle(p).whiteSpace }));
-  assert.equal(summary.style, "pre-line");
-  assert.ok(summary.text.includes("\n"), `the summary keeps its lines: ${summary.text}`);
-  const [h2, h3] = await page.evaluate(() => ["#done h2", "#done h3"].map((s) => parseFloat(getComputedStyle(document.querySelector(s)).fontSize)));
-  assert.ok(h2 > h3, "the thanks reads larger than the summary's heading");
+  // The summary is shown once, in the conversation, its lines kept; the end card does not
+  // repeat it.
+  const said = await page.locator("#log li.them", { hasText: "Did I get that right" }).last().evaluate((li) => ({ text: li.textContent, style: getComputedStyle(li).whiteSpace }));
+  assert.equal(said.style, "pre-wrap");
+  assert.ok(said.text.includes("\n- "), `the summary keeps its lines: ${said.text}`);
+  const line = said.text.split("\n").find((l) => l.startsWith("- "));
+  const main = await page.locator("main").textContent();
+  assert.equal(main.split(line.slice(2)).length - 1, 1, `the summary is shown once: ${line}`);
+  assert.equal(await page.locator("#done .summary").count(), 0);
+  assert.match(await page.locator("#done").textContent(), /summary above have been saved/);
   assert.ok(!(await page.locator("#composer").isVisible()));
 
   // Everything shown is plain language.

@@ -275,6 +275,8 @@ impl Session {
                 .as_deref()
                 .map(|s| s.agent_config.prompt_version.clone()),
             alongside,
+            input_class: proposal.input_class,
+            refused_proposal: proposal.refused,
         }
     }
 

@@ -32,6 +32,8 @@ fn proposal(action: A, message: Option<&str>) -> Proposal {
             latency_ms: 3,
             token_usage: TokenUsage::default(),
         },
+        input_class: None,
+        refused: None,
     }
 }
 
@@ -197,6 +199,39 @@ fn extraction(confidence: f64) -> Proposal {
         quote: Some("I use a moka pot".into()),
     }];
     p
+}
+
+#[tokio::test]
+async fn a_decision_records_the_input_class_and_the_proposal_it_replaces() {
+    // Given an answer; when the decision carries the input's class and a refused proposal;
+    // then both are on the recorded decision, as the researcher's log and replay read them.
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "Nothing more."));
+    given.push(claim(3));
+    let mut p = proposal(ask("o2"), Some("And the next one?"));
+    p.input_class = Some(crate::input_class::InputClass::NonAnswer);
+    p.refused = Some(Box::new(crate::decision::RefusedProposal {
+        proposed_action: A::Conclude {
+            reason: R::SafetyTriggered,
+        },
+        rationale: "unsure".into(),
+        model: "gpt-test".into(),
+        prompt_version_id: "llm-1".into(),
+        reason: "SafetyTriggered does not hold for this session".into(),
+    }));
+    let events = when(given, decide_with(3, p)).await.unwrap();
+    let recorded = events.iter().find_map(|e| match &e.body {
+        EventBody::DecisionRecorded {
+            input_class,
+            refused_proposal,
+            ..
+        } => Some((*input_class, refused_proposal.clone())),
+        _ => None,
+    });
+    let (class, refused) = recorded.expect("a decision");
+    assert_eq!(class, Some(crate::input_class::InputClass::NonAnswer));
+    assert_eq!(refused.unwrap().rationale, "unsure");
 }
 
 #[tokio::test]

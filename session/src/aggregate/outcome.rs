@@ -331,6 +331,8 @@ mod tests {
             },
             study_prompt_version: None,
             alongside: None,
+            input_class: None,
+            refused_proposal: None,
         };
         let got = given(vec![
             created(false),
