@@ -44,9 +44,22 @@ pub struct Record {
     pub result: Value,
     /// The study's objectives in order: id and opening question.
     pub objectives: Vec<(String, String)>,
+    /// The study's definition.
+    pub definition: Value,
 }
 
 impl Record {
+    /// The ids of an objective's text fields.
+    pub fn text_fields_of(&self, objective_id: &str) -> Vec<String> {
+        self.definition["output_schema"]["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["objective_id"] == objective_id && f["type"] == "string")
+            .filter_map(|f| f["id"].as_str().map(String::from))
+            .collect()
+    }
+
     pub fn describe(&self) -> String {
         let mut out = format!(
             "== {} ({}) {} — {}\n",
@@ -276,6 +289,7 @@ pub async fn interview(server: &Server, persona: &Persona, mode: &str) -> Record
         session,
         result,
         objectives,
+        definition,
     }
 }
 

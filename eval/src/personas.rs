@@ -24,6 +24,8 @@ pub enum Kind {
     QuestionBack,
     /// Asks, in the participant's own words, to stop.
     EndWish,
+    /// Declines to answer ("I'd rather not say").
+    Refusal,
     /// A reply to the summary correcting it.
     Correction,
     /// A reply to the summary confirming it.
@@ -53,6 +55,9 @@ pub struct Persona {
     pub corrected_away: Option<&'static str>,
     /// Words the correction brings (must be in a field and in the summary).
     pub corrected_to: Option<&'static str>,
+    /// Instead of answering this objective (by index) at all: these words, what they are, and
+    /// the status its text fields must then have (`refused`, `unknown`).
+    pub declines: Option<(usize, &'static str, Kind, &'static str)>,
 }
 
 const CONFIRM_EN: (&str, Kind) = ("Yes, that's right.", Kind::Confirmation);
@@ -80,6 +85,7 @@ pub fn all() -> Vec<Persona> {
         expects_probe: None,
         corrected_away: None,
         corrected_to: None,
+        declines: None,
     };
     let en = &[PLAN_EN, PAIN_EN, TOOL_EN][..];
     let zh = &[PLAN_ZH, PAIN_ZH, TOOL_ZH][..];
@@ -182,6 +188,17 @@ pub fn all() -> Vec<Persona> {
             ..base("asks-back-zh", Study::DemoZh, zh)
         },
         Persona {
+            declines: Some((1, "I'd rather not say.", Kind::Refusal, "refused")),
+            follow_ups: &[("Nothing more.", Kind::NonAnswer)],
+            ..base("refuses", Study::Demo, en)
+        },
+        Persona {
+            declines: Some((0, "不知道。", Kind::NonAnswer, "unknown")),
+            follow_ups: &[("没有了。", Kind::NonAnswer)],
+            at_summary: CONFIRM_ZH,
+            ..base("does-not-know-zh", Study::DemoZh, zh)
+        },
+        Persona {
             stops: Some((1, "我说完了，不想继续了。")),
             at_summary: CONFIRM_ZH,
             ..base("wants-to-stop-zh", Study::DemoZh, zh)
@@ -226,6 +243,12 @@ impl Persona {
             }
         }
         let objective = script.objective.unwrap_or(0);
+        if let Some((declined, words, kind, _)) = self.declines {
+            if script.awaiting_first_answer && declined == objective {
+                script.awaiting_first_answer = false;
+                return (words, kind);
+            }
+        }
         if script.awaiting_first_answer {
             if let Some(back) = self.asks_back {
                 if !script.asked_back.contains(&objective) {

@@ -73,6 +73,7 @@ pub fn check(r: &Record) -> Vec<(&'static str, Verdict)> {
         ("11 end wishes honoured", end_wish_honoured(r)),
         ("12 no broken-off utterance", no_fragment(r)),
         ("13 the input's class on its decision", class_recorded(r)),
+        ("14 declined and unknown told apart", declined_recorded(r)),
     ]
 }
 
@@ -116,7 +117,11 @@ fn no_non_answer_in_a_field(r: &Record) -> Verdict {
         .filter(|s| {
             matches!(
                 s.kind,
-                Kind::NonAnswer | Kind::QuestionBack | Kind::EndWish | Kind::Confirmation
+                Kind::NonAnswer
+                    | Kind::QuestionBack
+                    | Kind::EndWish
+                    | Kind::Confirmation
+                    | Kind::Refusal
             )
         })
         .map(|s| s.text.as_str())
@@ -125,6 +130,16 @@ fn no_non_answer_in_a_field(r: &Record) -> Verdict {
         return NotApplicable;
     }
     for (id, f) in fields(r) {
+        // A declined or unknown field cites the reply that said so, and holds no value.
+        if f["status"] == "refused" || f["status"] == "unknown" {
+            if !f["value"].is_null() {
+                return Fail(format!(
+                    "{id} is {} with a value: {}",
+                    f["status"], f["value"]
+                ));
+            }
+            continue;
+        }
         let value = plain(&f["value"].to_string());
         for n in &non_answers {
             if value.contains(&plain(n)) {
@@ -503,6 +518,7 @@ fn class_recorded(r: &Record) -> Verdict {
             Kind::NonAnswer => "non_answer",
             Kind::QuestionBack => "question_back",
             Kind::EndWish => "end_intent",
+            Kind::Refusal => "refusal",
             Kind::Correction | Kind::Confirmation => continue,
         };
         let Some(turn) = turns_saying(r, &s.text).get(n).copied() else {
@@ -524,4 +540,26 @@ fn class_recorded(r: &Record) -> Verdict {
     } else {
         NotApplicable
     }
+}
+
+/// 14. An objective the participant declined or could not answer has its text fields recorded
+///     as `refused` / `unknown` (no value), not left empty and not filled with the reply.
+fn declined_recorded(r: &Record) -> Verdict {
+    let Some((objective, _, _, expected)) = r.persona.declines else {
+        return NotApplicable;
+    };
+    let Some((objective_id, _)) = r.objectives.get(objective) else {
+        return NotApplicable;
+    };
+    let text_fields = r.text_fields_of(objective_id);
+    if text_fields.is_empty() || r.result.is_null() {
+        return NotApplicable;
+    }
+    for id in text_fields {
+        let f = &r.result["fields"][id.as_str()];
+        if f["status"] != expected || !f["value"].is_null() {
+            return Fail(format!("{id} should be {expected}: {f}"));
+        }
+    }
+    Pass
 }

@@ -138,6 +138,25 @@ impl TokenUsage {
     }
 }
 
+/// What a field holds: an answer, or the participant's declining to answer or not knowing —
+/// which a researcher must tell from no value at all (the field absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldStatus {
+    #[default]
+    Answered,
+    /// The participant declined ("I'd rather not say", a skipped widget); the value is null.
+    Refused,
+    /// The participant said they do not know ("I don't know", "不知道"); the value is null.
+    Unknown,
+}
+
+impl FieldStatus {
+    pub fn is_answered(&self) -> bool {
+        *self == FieldStatus::Answered
+    }
+}
+
 /// One extracted output field, with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExtractedField {
@@ -148,6 +167,9 @@ pub struct ExtractedField {
     pub evidence_turn_ids: Vec<Uuid>,
     #[serde(default)]
     pub quote: Option<String>,
+    /// Stored only when not `answered` (older logs have none).
+    #[serde(default, skip_serializing_if = "FieldStatus::is_answered")]
+    pub status: FieldStatus,
 }
 
 /// Who decided and at what cost: the provenance half of the decision log.

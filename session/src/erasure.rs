@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::decision::ExtractedField;
+use crate::decision::{ExtractedField, FieldStatus};
 use crate::events::EventBody;
 use crate::interaction::{Choice, InteractionKind, InteractionToolCall};
 
@@ -255,6 +255,8 @@ fn field_without_personal_data(field: &ExtractedField) -> ExtractedField {
         confidence: field.confidence,
         evidence_turn_ids: field.evidence_turn_ids.clone(),
         quote: blank_some(&field.quote),
+        // Whether they declined or did not know is theirs too.
+        status: FieldStatus::Answered,
     }
 }
 

@@ -88,6 +88,9 @@ impl Harness {
                 let widgets = super::rules::all_widget_fields(session, conversation);
                 fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
                 fields.extend(widgets);
+                // What the participant declined or did not know, where the model put nothing.
+                let declined = super::rules::all_declined_fields(session, conversation, &fields);
+                fields.extend(declined);
                 (fields, Some(call))
             }
             Err((code, message)) => {
@@ -342,7 +345,17 @@ fn answers_only(
     let normalized = |t: &str| interview_session::text::normalize(t);
     fields
         .into_iter()
+        // A declined or unknown field holds no value; its evidence is the reply that said so.
+        .map(|mut f| {
+            if !f.status.is_answered() {
+                f.value = serde_json::Value::Null;
+            }
+            f
+        })
         .filter(|f| {
+            if !f.status.is_answered() {
+                return true;
+            }
             let cited_only_non_answers = !f.evidence_turn_ids.is_empty()
                 && f.evidence_turn_ids
                     .iter()

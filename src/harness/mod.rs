@@ -22,6 +22,7 @@ pub mod budget;
 pub mod conversation;
 pub mod probing;
 pub mod rules;
+pub mod rules_fields;
 pub mod schedule;
 
 mod claimed;

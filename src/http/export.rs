@@ -70,6 +70,7 @@ pub fn csv_header(field_ids: &[String]) -> String {
             format!("{id}__confidence"),
             format!("{id}__evidence_turn_ids"),
             format!("{id}__quote"),
+            format!("{id}__status"),
         ]);
     }
     csv_line(columns)
@@ -97,6 +98,12 @@ pub fn csv_row(row: &ResultRow, field_ids: &[String]) -> String {
             plain(&f["confidence"]),
             evidence,
             plain(&f["quote"]),
+            // `answered`, `refused` or `unknown`; empty when the field has nothing at all.
+            match (&f["status"], f.is_null()) {
+                (_, true) => String::new(),
+                (Value::String(status), _) => status.clone(),
+                _ => "answered".into(),
+            },
         ]);
     }
     csv_line(cells)

@@ -109,6 +109,10 @@ pub fn proposal_from_call(
                             })
                             .unwrap_or_default(),
                         quote: text(f, "quote"),
+                        // "refused" / "unknown" when the participant declined or did not know.
+                        status: text(f, "status")
+                            .and_then(|st| serde_json::from_value(Value::String(st)).ok())
+                            .unwrap_or_default(),
                     })
                 })
                 .collect::<Result<_, String>>()?;

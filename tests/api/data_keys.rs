@@ -11,8 +11,9 @@ use crate::research::interview_as;
 use interview_runtime::settings::Secret;
 use interview_runtime::Application;
 
-const WORDS: &str = "we keep a walrus-shaped pantry list 4412";
-const MARKERS: [&str; 3] = ["walrus-shaped", "4412", "ref-kiwi-88"];
+// Markers no id, hash or timestamp can contain by chance (a hex digit run like "4412" could).
+const WORDS: &str = "we keep a walrus-shaped pantry list by the quokka jar";
+const MARKERS: [&str; 3] = ["walrus-shaped", "quokka", "ref-kiwi-88"];
 const REF: &str = "ref-kiwi-88";
 
 /// A session's rows as stored: `(event_version, payload as text and the sealed bytes)`, and how

@@ -71,7 +71,7 @@ pub(crate) async fn interview_as(
 }
 
 /// RFC 4180, enough for the tests: quoted fields, doubled quotes, line breaks inside quotes.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
+pub(crate) fn parse_csv(text: &str) -> Vec<Vec<String>> {
     let (mut rows, mut row, mut field, mut quoted) = (Vec::new(), Vec::new(), String::new(), false);
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {

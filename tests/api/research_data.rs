@@ -402,7 +402,83 @@ async fn a_refused_proposal_stays_in_the_decision_log(store: Store) {
     );
 }
 
+/// A question the participant declines is recorded as `refused` — no value, the refusal as
+/// evidence — in the state, the results and `results.csv` (`__status`), distinct from a field
+/// nothing was said about; no probe follows the refusal.
+async fn a_declined_question_is_recorded_as_refused(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let mut study: Value =
+        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
+    study["public_slug"] = json!("declined");
+    let (study_id, _, _) = app.publish_study(&study).await;
+    let (session, token) = app.create_session("declined").await;
+    let mut s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    s = app.run(&session).await;
+    assert_eq!(crate::helpers::last_assistant(&s), crate::llm::OPENING);
+    app.post_message(&session, &token, "I'd rather not say.")
+        .await;
+    s = app.run(&session).await;
+    let field = &s["extracted_fields"]["planning_method"];
+    assert_eq!(field["status"], "refused", "{s}");
+    assert!(field["value"].is_null(), "{field}");
+    assert_eq!(field["confidence"], 1.0);
+    assert_eq!(field["evidence_turn_ids"].as_array().map(Vec::len), Some(1));
+    let probed = s["decision_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["selected_action"]["action"] == "probe");
+    assert!(!probed, "no probe after a refusal");
+    let mut guard = 0;
+    while s["status"] != "completed" {
+        guard += 1;
+        assert!(guard < 40, "the interview ends: {s}");
+        if !s["pending_interaction"].is_null() {
+            let value = crate::widget_values::typical_value(&s["pending_interaction"]);
+            app.answer(&session, &token, &s, value).await;
+        } else if s["current_phase"] == "SUMMARY_CONFIRMATION" {
+            app.post_message(&session, &token, "Yes, that's right")
+                .await;
+        } else {
+            app.post_message(&session, &token, "Vegetables go off before I use them")
+                .await;
+        }
+        s = app.run(&session).await;
+    }
+    let mut csv = String::new();
+    for _ in 0..100 {
+        csv = app
+            .get(
+                &format!("/api/studies/{study_id}/results.csv"),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await
+            .text()
+            .await
+            .unwrap();
+        if csv.lines().count() > 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let rows = crate::research::parse_csv(&csv);
+    let col = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+    assert_eq!(rows[1][col("planning_method__status")], "refused", "{csv}");
+    assert_eq!(rows[1][col("planning_method")], "", "{csv}");
+    assert_eq!(
+        rows[1][col("main_frustration__status")],
+        "answered",
+        "{csv}"
+    );
+    // What was declined is not in the summary either.
+    let summary = s["summary"].as_str().unwrap_or_default();
+    assert!(!summary.contains("rather not"), "{summary}");
+}
+
 both_stores!(
+    a_declined_question_is_recorded_as_refused,
     a_refused_proposal_stays_in_the_decision_log,
     an_end_wish_in_own_words_goes_to_the_summary,
     widget_answers_fill_the_fields_of_their_objective,

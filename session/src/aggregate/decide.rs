@@ -58,11 +58,7 @@ impl Session {
             .fields
             .iter()
             .filter(|f| f.required && f.objective_id == id)
-            .all(|f| {
-                self.fields
-                    .get(&f.id)
-                    .is_some_and(|x| x.confidence >= threshold)
-            });
+            .all(|f| self.field_known(&f.id, threshold));
         fields_met || progress.probes >= objective.max_probe_count
     }
 
@@ -85,12 +81,15 @@ impl Session {
             .iter()
             .filter(|f| f.required)
             .peekable();
-        required.peek().is_some()
-            && required.all(|f| {
-                self.fields
-                    .get(&f.id)
-                    .is_some_and(|x| x.confidence >= threshold)
-            })
+        required.peek().is_some() && required.all(|f| self.field_known(&f.id, threshold))
+    }
+
+    /// A field answered at the threshold or above. One the participant declined or did not
+    /// know is not known: it covers nothing (the objective's probes or the end do).
+    fn field_known(&self, id: &str, threshold: f64) -> bool {
+        self.fields
+            .get(id)
+            .is_some_and(|x| x.status.is_answered() && x.confidence >= threshold)
     }
 
     /// Why questioning must stop now, if it must: end intent, limits, fatigue.

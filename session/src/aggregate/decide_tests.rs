@@ -7,8 +7,8 @@ use uuid::Uuid;
 use super::tests::{at, create, history, message, when};
 use crate::commands::SessionCommand as C;
 use crate::decision::{
-    AgentAction as A, ConcludeReason as R, ExtractedField, ProbeTrigger, Proposal, Provenance,
-    TokenUsage,
+    AgentAction as A, ConcludeReason as R, ExtractedField, FieldStatus, ProbeTrigger, Proposal,
+    Provenance, TokenUsage,
 };
 use crate::error::SessionError;
 use crate::events::{EventBody, Phase, SessionEvent, SessionStatus as S, SubmitStatus};
@@ -197,6 +197,7 @@ fn extraction(confidence: f64) -> Proposal {
         confidence,
         evidence_turn_ids: vec![Uuid::from_u128(10)],
         quote: Some("I use a moka pot".into()),
+        status: FieldStatus::Answered,
     }];
     p
 }
@@ -232,6 +233,30 @@ async fn a_decision_records_the_input_class_and_the_proposal_it_replaces() {
     let (class, refused) = recorded.expect("a decision");
     assert_eq!(class, Some(crate::input_class::InputClass::NonAnswer));
     assert_eq!(refused.unwrap().rationale, "unsure");
+}
+
+#[tokio::test]
+async fn a_declined_field_covers_nothing() {
+    // Given a required field the participant declined (recorded `refused`, confidence 1); then
+    // it is not known: the objective is not covered by it and no required field is met.
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I'd rather not say."));
+    let mut p = extraction(1.0);
+    p.fields[0].value = json!(null);
+    p.fields[0].status = FieldStatus::Refused;
+    given.extend(vec![claim(3), decide_with(3, p)]);
+    let mut session = crate::Session::default();
+    for e in history(given).await {
+        cqrs_es::Aggregate::apply(&mut session, e);
+    }
+    assert_eq!(
+        session.fields()["f1"].status,
+        FieldStatus::Refused,
+        "recorded as declined"
+    );
+    assert!(!session.objective_covered("o1"));
+    assert!(!session.required_fields_met());
 }
 
 #[tokio::test]
@@ -757,6 +782,7 @@ async fn extractions_name_real_fields_with_sane_confidence() {
         confidence: 0.5,
         evidence_turn_ids: vec![],
         quote: None,
+        status: FieldStatus::Answered,
     }];
     assert!(when(given.clone(), decide_with(3, p.clone()))
         .await
@@ -1077,6 +1103,7 @@ async fn after_an_addition_one_extraction_then_the_summary_again() {
         confidence: 0.9,
         evidence_turn_ids: vec![],
         quote: None,
+        status: FieldStatus::Answered,
     }];
     given.push(claim(5));
     let events = when(given, decide_with(5, p)).await.unwrap();
