@@ -151,7 +151,8 @@ impl Harness {
                             ),
                             extract,
                         );
-                        if let Some(extraction) = extraction {
+                        if let Some(mut extraction) = extraction {
+                            not_from_a_non_answer(&mut extraction, &next.0, session);
                             self.record_extraction(session_id, message_id, extraction, run_id)
                                 .await?;
                             reload = true;
@@ -173,6 +174,21 @@ impl Harness {
         };
         Ok((proposal, shown, reload))
     }
+}
+
+/// The model's own judgement of the participant's latest input applies to what is extracted from
+/// it alongside: when the step says it was no answer (`participant_input`: a non-answer, a
+/// question back, a refusal, off-topic, an end wish), no value rests on that input alone.
+fn not_from_a_non_answer(extraction: &mut Proposal, step: &Proposal, session: &Session) {
+    let (Some(class), Some(latest)) = (step.input_class, session.last_turn_id()) else {
+        return;
+    };
+    if class.is_answer() {
+        return;
+    }
+    extraction
+        .fields
+        .retain(|f| !f.status.is_answered() || f.evidence_turn_ids.iter().any(|t| *t != latest));
 }
 
 /// The fallback decision carrying the refused proposal (FR-04-11: no decision is lost): what

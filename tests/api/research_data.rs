@@ -477,7 +477,46 @@ async fn a_declined_question_is_recorded_as_refused(store: Store) {
     assert!(!summary.contains("rather not"), "{summary}");
 }
 
+/// The model's judgement of an input applies to what is extracted from it alongside: a remark
+/// the model calls off-topic gives no field a value, even when the model's extraction sent with
+/// the step put it in one; the class is on the decision.
+async fn what_the_model_calls_off_topic_feeds_no_field(store: Store) {
+    use crate::scripted_model::Reply;
+    let llm = crate::llm::Llm::start(store).await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Tool(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you plan?", "rationale": "open"}),
+        )])
+        .await;
+    const REMARK: &str = "The weather has been lovely lately, we went to the coast";
+    llm.model.push_extraction(Reply::Tool(
+        "extract_fields",
+        json!({"fields": [{"field_id": "planning_method", "value": REMARK, "confidence": 0.8, "evidence_turn_ids": ["t2"], "quote": REMARK}], "rationale": "what was said"}),
+    ));
+    let back = Reply::Tool(
+        "ask_question",
+        json!({"objective_id": "planning_habits", "message": "Coming back to groceries: how do you decide what to buy?", "participant_input": "off_topic", "rationale": "steer back"}),
+    );
+    let s = llm.say(&session, &token, REMARK, vec![back]).await;
+    assert!(
+        !s["extracted_fields"].to_string().contains("weather"),
+        "{}",
+        s["extracted_fields"]
+    );
+    let step = s["decision_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|d| d["selected_action"]["action"] == "ask_question")
+        .unwrap()
+        .clone();
+    assert_eq!(step["input_class"], "off_topic", "{step}");
+}
+
 both_stores!(
+    what_the_model_calls_off_topic_feeds_no_field,
     a_declined_question_is_recorded_as_refused,
     a_refused_proposal_stays_in_the_decision_log,
     an_end_wish_in_own_words_goes_to_the_summary,
