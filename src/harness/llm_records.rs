@@ -38,7 +38,11 @@ impl Harness {
         }
         let failed = |code: &str, message: String| (code.to_string(), message);
         let listing = Listing::from_events(&loaded.events);
-        let transcript = listing.render_all();
+        let transcript = format!(
+            "{}{}",
+            crate::llm::quoted::known_block(session, &loaded.events),
+            listing.render_all()
+        );
         let prompt_chars = transcript.len();
         let outcome = match (
             super::budget::check(&loaded.events, &study.model_config, &self.daily, now, false),
@@ -214,7 +218,7 @@ impl Harness {
     ) -> Option<Proposal> {
         let study = session.study()?;
         let listing = Listing::from_events(events);
-        let transcript = prompt::transcript(&listing, conversation);
+        let transcript = prompt::transcript(session, events, &listing, conversation);
         let prompt_chars = transcript.len();
         let request = prompt_records::extraction_request(session, transcript)?;
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));

@@ -225,9 +225,9 @@ impl Harness {
     ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
-        let system = prompt::system_prompt(session, events, step.now);
+        let system = prompt::system_prompt(session, step.now);
         let listing = prompt::Listing::from_events(events);
-        let mut user = prompt::transcript(&listing, conversation);
+        let mut user = prompt::transcript(session, events, &listing, conversation);
         if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
         }

@@ -5,6 +5,7 @@ pub mod gateway;
 pub mod partial;
 pub mod prompt;
 pub mod prompt_records;
+pub mod quoted;
 pub mod redact;
 pub mod schemas;
 pub mod tools;

@@ -85,8 +85,9 @@ pub fn prompt_version_id() -> &'static str {
     ID.get_or_init(|| {
         let digest = sha256_hex(
             format!(
-                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{ALONGSIDE_NOTE}\n{TRANSCRIPT_HEADER}",
-                super::prompt_records::EXTRACTION_TEMPLATE
+                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{ALONGSIDE_NOTE}\n{TRANSCRIPT_HEADER}\n{}",
+                super::prompt_records::EXTRACTION_TEMPLATE,
+                super::quoted::KNOWN_HEADER
             )
             .as_bytes(),
         );
@@ -142,7 +143,7 @@ fn options(kind: &InteractionKind) -> String {
 }
 
 /// The output fields (what they are; what is known goes in the progress block).
-fn fields_block(s: &Session) -> String {
+pub(crate) fn fields_block(s: &Session) -> String {
     let Some(study) = s.study() else {
         return String::new();
     };
@@ -164,27 +165,10 @@ fn fields_block(s: &Session) -> String {
         .join("\n")
 }
 
-/// The output fields with what is known so far (for the extraction requests).
-pub(crate) fn fields_known(s: &Session) -> String {
-    let Some(study) = s.study() else {
-        return String::new();
-    };
-    let known = |id: &str| {
-        s.fields()
-            .get(id)
-            .map(|x| format!(" — have {} ({:.2})", x.value, x.confidence))
-            .unwrap_or_default()
-    };
-    fields_block(s)
-        .lines()
-        .zip(&study.output_schema.fields)
-        .map(|(line, f)| format!("{line}{}", known(&f.id)))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// What changes turn by turn: progress, known values, the last decision, time and turns left.
-fn progress_block(s: &Session, last: Option<(String, String)>, at: DateTime<Utc>) -> String {
+/// What changes turn by turn and is the runtime's own: each objective's progress, time and turns
+/// left. What the participant said — and what was made of it — goes in the user message
+/// (`quoted::known_block`), never here.
+fn progress_block(s: &Session, at: DateTime<Utc>) -> String {
     let Some(study) = s.study() else {
         return String::new();
     };
@@ -209,17 +193,6 @@ fn progress_block(s: &Session, last: Option<(String, String)>, at: DateTime<Utc>
             )
         })
         .collect();
-    for f in &study.output_schema.fields {
-        if let Some(x) = s.fields().get(&f.id) {
-            out.push(format!(
-                "- known: {} = {} ({:.2})",
-                f.id, x.value, x.confidence
-            ));
-        }
-    }
-    if let Some((action, rationale)) = last {
-        out.push(format!("- your last decision: {action} — {rationale}"));
-    }
     let limits = &study.study_config.limits;
     let minutes = s.created_at().map_or(0, |c| (at - c).num_minutes().max(0));
     let stop = s
@@ -243,23 +216,11 @@ fn progress_block(s: &Session, last: Option<(String, String)>, at: DateTime<Utc>
 }
 
 /// The system prompt for this session's next decision.
-pub fn system_prompt(s: &Session, events: &[SessionEvent], at: DateTime<Utc>) -> String {
+pub fn system_prompt(s: &Session, at: DateTime<Utc>) -> String {
     let Some(study) = s.study() else {
         return String::new();
     };
     let config = &study.study_config;
-    // The interviewer's own last decision, so it neither repeats nor forgets it.
-    let last = events.iter().rev().find_map(|e| match &e.body {
-        EventBody::DecisionRecorded {
-            selected_action,
-            rationale,
-            ..
-        } => Some((
-            selected_action.label(),
-            rationale.chars().take(200).collect(),
-        )),
-        _ => None,
-    });
     SYSTEM_TEMPLATE
         .replace("{locale}", &config.locale)
         .replace(
@@ -271,7 +232,7 @@ pub fn system_prompt(s: &Session, events: &[SessionEvent], at: DateTime<Utc>) ->
         .replace("{instructions}", &study.agent_config.instructions)
         .replace("{objectives}", &objectives_block(s))
         .replace("{fields}", &fields_block(s))
-        .replace("{progress}", &progress_block(s, last, at))
+        .replace("{progress}", &progress_block(s, at))
 }
 
 /// One line of the conversation as the model reads it.
@@ -384,8 +345,9 @@ impl Listing {
                 ""
             };
             // Quoted as a JSON string: what a participant typed stays one line of theirs, however
-            // it is written (a newline and "t9 interviewer: …" cannot pose as another turn).
-            let quoted = serde_json::to_string(&text).expect("strings serialize");
+            // it is written (a newline, U+2028 and "t9 interviewer: …" cannot pose as another
+            // turn).
+            let quoted = super::quoted::quoted(&text);
             out.push_str(&format!("t{} {}: {quoted}{cut}\n", i + 1, line.role));
         }
         out
@@ -423,12 +385,20 @@ fn in_words(kind: &InteractionKind, value: &Value) -> String {
     }
 }
 
-/// The user message: the conversation so far, and what to do.
-pub fn transcript(listing: &Listing, c: &Conversation) -> String {
-    let mut out = listing.render();
+/// The user message: what is known so far, the conversation, and what to do — everything that
+/// came from the participant quoted (`quoted`).
+pub fn transcript(
+    s: &Session,
+    events: &[SessionEvent],
+    listing: &Listing,
+    c: &Conversation,
+) -> String {
+    let mut out = super::quoted::known_block(s, events);
+    out.push_str(&listing.render());
     if let Some(reply) = &c.unclassified_summary_reply {
         out.push_str(&format!(
-            "(The participant's reply to the summary: {reply})\n"
+            "(The participant's reply to the summary: {})\n",
+            super::quoted::quoted(reply)
         ));
     }
     out.push_str("\nDecide the next action: call exactly one tool.");

@@ -422,12 +422,15 @@ async fn the_prompt_carries_what_an_interviewer_needs(store: Store) {
         ),
         "{system}"
     );
+    // The last decision's rationale (a model may quote the participant in it) is quoted data
+    // in the user message, never in the system message (issue 30).
     assert!(
-        system.contains(
-            "your last decision: render_interaction(pain_points) — baseline satisfaction"
+        user.contains(
+            "- your last decision: render_interaction(pain_points), rationale \"baseline satisfaction"
         ),
-        "{system}"
+        "{user}"
     );
+    assert!(!system.contains("baseline satisfaction\""), "{system}");
     assert!(system.contains("minutes used"), "{system}");
     assert!(system.find("Output fields").unwrap() < system.find("Now:").unwrap());
     assert!(

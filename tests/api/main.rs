@@ -6,6 +6,7 @@ mod data_keys;
 mod erasure;
 mod harness;
 mod helpers;
+mod injection;
 mod journey;
 mod limits;
 mod llm;
