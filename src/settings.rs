@@ -117,9 +117,25 @@ pub struct Overrides {
     #[arg(long, env = "MODEL_IDLE_TIMEOUT_SECS")]
     pub model_idle_timeout_secs: Option<u64>,
     /// Model tokens (prompt and completion) this process may spend per UTC day, over all
-    /// sessions; past it the rules interviewer decides. 0 = no cap [default: 0].
+    /// sessions; past it the rules interviewer decides. 0 = no cap [default: 5000000].
     #[arg(long, env = "MODEL_TOKENS_PER_DAY")]
     pub model_tokens_per_day: Option<u64>,
+    /// Model tokens this process may spend per UTC day on one study. 0 = no cap
+    /// [default: 2000000].
+    #[arg(long, env = "MODEL_TOKENS_PER_STUDY_PER_DAY")]
+    pub model_tokens_per_study_per_day: Option<u64>,
+    /// Model tokens one session may spend when its study sets no `model.max_tokens_per_session`.
+    /// 0 = no cap [default: 150000].
+    #[arg(long, env = "MODEL_TOKENS_PER_SESSION")]
+    pub model_tokens_per_session: Option<u64>,
+    /// Model tokens this process may spend per hour on the inputs of one client address.
+    /// 0 = no cap [default: 300000].
+    #[arg(long, env = "MODEL_TOKENS_PER_ADDRESS_PER_HOUR")]
+    pub model_tokens_per_address_per_hour: Option<u64>,
+    /// Messages, widget answers and ends one session may send per minute (then 429).
+    /// 0 = no limit [default: 30].
+    #[arg(long, env = "INPUTS_PER_SESSION_PER_MINUTE")]
+    pub inputs_per_session_per_minute: Option<u32>,
     /// Log format [default: text].
     #[arg(long, env = "LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -195,6 +211,10 @@ pub struct Settings {
     pub sse_keepalive_secs: u64,
     pub model_idle_timeout_secs: u64,
     pub model_tokens_per_day: u64,
+    pub model_tokens_per_study_per_day: u64,
+    pub model_tokens_per_session: u64,
+    pub model_tokens_per_address_per_hour: u64,
+    pub inputs_per_session_per_minute: u32,
     pub sweep_interval_secs: u64,
     pub log_format: LogFormat,
     pub otlp_endpoint: Option<String>,
@@ -233,7 +253,13 @@ impl Default for Settings {
             shutdown_timeout_secs: 30,
             sse_keepalive_secs: 15,
             model_idle_timeout_secs: 15,
-            model_tokens_per_day: 0,
+            // Spend is bounded unless an operator says otherwise (issue 30): docs/security.md
+            // gives the worst case these allow.
+            model_tokens_per_day: 5_000_000,
+            model_tokens_per_study_per_day: 2_000_000,
+            model_tokens_per_session: 150_000,
+            model_tokens_per_address_per_hour: 300_000,
+            inputs_per_session_per_minute: 30,
             sweep_interval_secs: 60,
             log_format: LogFormat::Text,
             otlp_endpoint: None,
@@ -303,6 +329,10 @@ impl Settings {
             sse_keepalive_secs,
             model_idle_timeout_secs,
             model_tokens_per_day,
+            model_tokens_per_study_per_day,
+            model_tokens_per_session,
+            model_tokens_per_address_per_hour,
+            inputs_per_session_per_minute,
             sweep_interval_secs,
             log_format,
             create_rate_per_address,

@@ -121,8 +121,14 @@ impl Application {
             ))
         });
         let harness = Arc::new(
-            Harness::new(db.clone(), store.clone(), hub.clone(), gateway)
-                .with_daily_model_cap(settings.model_tokens_per_day),
+            Harness::new(db.clone(), store.clone(), hub.clone(), gateway).with_model_limits(
+                crate::harness::budget::Limits {
+                    per_day: settings.model_tokens_per_day,
+                    per_study_per_day: settings.model_tokens_per_study_per_day,
+                    per_session: settings.model_tokens_per_session,
+                    per_address_per_hour: settings.model_tokens_per_address_per_hour,
+                },
+            ),
         );
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
@@ -144,6 +150,9 @@ impl Application {
             participant_create_lock: tokio::sync::Mutex::new(()),
             create_by_address: crate::http::limits::RateLimiter::new(
                 settings.create_rate_per_address,
+            ),
+            inputs_by_session: crate::http::limits::RateLimiter::new(
+                settings.inputs_per_session_per_minute,
             ),
             create_by_study: crate::http::limits::RateLimiter::new(settings.create_rate_per_study),
             streams: crate::http::limits::StreamLimits::new(

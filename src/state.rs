@@ -30,6 +30,8 @@ pub struct AppState {
     /// New sessions per client address, and per study.
     pub create_by_address: crate::http::limits::RateLimiter,
     pub create_by_study: crate::http::limits::RateLimiter,
+    /// A session's inputs (messages, widget answers, ends) per minute.
+    pub inputs_by_session: crate::http::limits::RateLimiter,
     /// Open event streams, and requests in flight.
     pub streams: crate::http::limits::StreamLimits,
     pub inflight: crate::http::limits::Gauge,

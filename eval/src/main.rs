@@ -73,6 +73,13 @@ fn start_server(database_url: Option<String>) -> Server {
         data_dir,
         researcher_tokens: vec![Secret(RESEARCHER.into())],
         create_rate_per_address: 0,
+        // The load generator and scripted participants come from one address, as fast as
+        // they can: the per-session input rate and the shared model caps are off here.
+        inputs_per_session_per_minute: 0,
+        model_tokens_per_address_per_hour: 0,
+        model_tokens_per_study_per_day: 0,
+        model_tokens_per_day: 0,
+        model_tokens_per_session: 0,
         create_rate_per_study: 0,
         ..Settings::default()
     };

@@ -145,6 +145,9 @@ impl Server {
             model_idle_timeout_secs: IDLE_SECS,
             sweep_interval_secs: 1,
             create_rate_per_address: 0,
+            // The load generator and scripted participants come from one address, as fast as
+            // they can: the per-session input rate and the shared model caps are off here.
+            inputs_per_session_per_minute: 0,
             create_rate_per_study: 0,
             ..Settings::default()
         };

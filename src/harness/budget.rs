@@ -1,14 +1,19 @@
-//! What the model may spend: a few calls per participant turn, the study's token budget per
-//! session, and the operator's daily token cap per process. Past any of them the rules
-//! interviewer decides, and the decision's rationale says which limit was reached
-//! (`docs/llm-contract.md`, "Budgets").
+//! What the model may spend (issue 30: bounded by default): a few calls per participant turn,
+//! tokens per session (the study's `model.max_tokens_per_session`, else the operator's
+//! default), and this process's tokens per UTC day — in all, per study, and per hour on the
+//! inputs of one client address, so no stranger spends what the others need. Past any of them
+//! the rules interviewer decides, the decision's rationale says which limit was reached, a
+//! warning is logged and `interview_model_budget_reached_total{limit}` counts it
+//! (`docs/llm-contract.md`, "Budgets"; worst cases in `docs/security.md`).
 //!
 //! Turn and session spend are counted from the session's events (so they hold across restarts
-//! and processes); the daily cap is this process's own count.
+//! and processes); the others are this process's own counts.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use hashlink::LruCache;
 use interview_session::events::{EventBody, SessionEvent};
 use interview_session::study::ModelConfig;
 
@@ -21,6 +26,8 @@ pub enum Spent {
     Turn,
     Session { budget: u64 },
     Server { cap: u64 },
+    Study { cap: u64 },
+    Address { cap: u64 },
 }
 
 impl Spent {
@@ -36,6 +43,23 @@ impl Spent {
             Spent::Server { cap } => {
                 format!("The server's daily model cap ({cap} tokens) is spent")
             }
+            Spent::Study { cap } => {
+                format!("The study's daily model cap on this server ({cap} tokens) is spent")
+            }
+            Spent::Address { cap } => format!(
+                "The hourly model cap for one network address ({cap} tokens) is spent"
+            ),
+        }
+    }
+
+    /// The limit's name in the metric and the log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Spent::Turn => "turn",
+            Spent::Session { .. } => "session",
+            Spent::Server { .. } => "server_day",
+            Spent::Study { .. } => "study_day",
+            Spent::Address { .. } => "address_hour",
         }
     }
 }
@@ -68,58 +92,172 @@ pub fn session_tokens(events: &[SessionEvent]) -> u64 {
         .sum()
 }
 
-/// This process's model spend per UTC day, against the operator's cap (0 = none).
-#[derive(Debug, Default)]
-pub struct DailyCap {
-    cap: u64,
-    spent: Mutex<(Option<NaiveDate>, u64)>,
+/// The operator's limits (0 = none).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub per_day: u64,
+    pub per_study_per_day: u64,
+    pub per_session: u64,
+    pub per_address_per_hour: u64,
 }
 
-impl DailyCap {
-    pub fn new(cap: u64) -> Self {
+/// This process's model spend against the operator's limits, and which client address each
+/// session's inputs last came from (so the calls they cause are charged to it).
+#[derive(Debug)]
+pub struct Budgets {
+    limits: Limits,
+    spent: Mutex<Spend>,
+    addresses: Mutex<LruCache<String, String>>,
+}
+
+#[derive(Debug, Default)]
+struct Spend {
+    day: Option<NaiveDate>,
+    total: u64,
+    by_study: HashMap<String, u64>,
+    /// The hour (since the epoch) and the tokens per address in it.
+    hour: i64,
+    by_address: HashMap<String, u64>,
+}
+
+/// Sessions whose client address is remembered (least recently used first out).
+const ADDRESSES: usize = 100_000;
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl Budgets {
+    pub fn new(limits: Limits) -> Self {
         Self {
-            cap,
+            limits,
             spent: Mutex::default(),
+            addresses: Mutex::new(LruCache::new(ADDRESSES)),
         }
     }
 
-    fn today(&self, now: DateTime<Utc>) -> u64 {
+    /// Remembers the client address a session's latest input came from.
+    pub fn note_address(&self, session_id: &str, address: &str) {
+        self.addresses
+            .lock()
+            .expect("the address map is never poisoned")
+            .insert(session_id.to_string(), address.to_string());
+    }
+
+    fn address_of(&self, session_id: &str) -> Option<String> {
+        self.addresses
+            .lock()
+            .expect("the address map is never poisoned")
+            .get(session_id)
+            .cloned()
+    }
+
+    /// The spend so far, rolled over to `now`'s day and hour.
+    fn current(&self, now: DateTime<Utc>) -> std::sync::MutexGuard<'_, Spend> {
         let mut spent = self
             .spent
             .lock()
             .expect("the spend count is never poisoned");
-        if spent.0 != Some(now.date_naive()) {
-            *spent = (Some(now.date_naive()), 0);
+        if spent.day != Some(now.date_naive()) {
+            spent.day = Some(now.date_naive());
+            spent.total = 0;
+            spent.by_study.clear();
         }
-        spent.1
+        let hour = now.timestamp() / 3600;
+        if spent.hour != hour {
+            spent.hour = hour;
+            spent.by_address.clear();
+        }
+        spent
     }
 
-    pub fn spend(&self, tokens: u64, now: DateTime<Utc>) {
-        self.today(now);
-        self.spent
-            .lock()
-            .expect("the spend count is never poisoned")
-            .1 += tokens;
+    /// Charges a call's tokens to this process, the study and the session's address.
+    pub fn spend(&self, session_id: &str, study_id: &str, tokens: u64, now: DateTime<Utc>) {
+        let address = self.address_of(session_id);
+        let mut spent = self.current(now);
+        spent.total += tokens;
+        *spent.by_study.entry(study_id.to_string()).or_default() += tokens;
+        if let Some(address) = address {
+            *spent.by_address.entry(address).or_default() += tokens;
+        }
     }
 
-    fn exhausted(&self, now: DateTime<Utc>) -> bool {
-        self.cap > 0 && self.today(now) >= self.cap
+    /// The process-wide limit reached, if one is (day, study, address).
+    fn shared_limit(&self, session_id: &str, study_id: &str, now: DateTime<Utc>) -> Option<Spent> {
+        let address = self.address_of(session_id);
+        let spent = self.current(now);
+        let over = |cap: u64, used: u64| cap > 0 && used >= cap;
+        let l = self.limits;
+        if over(l.per_day, spent.total) {
+            return Some(Spent::Server { cap: l.per_day });
+        }
+        if over(
+            l.per_study_per_day,
+            spent.by_study.get(study_id).copied().unwrap_or(0),
+        ) {
+            return Some(Spent::Study {
+                cap: l.per_study_per_day,
+            });
+        }
+        let by_address = address.and_then(|a| spent.by_address.get(&a).copied());
+        if over(l.per_address_per_hour, by_address.unwrap_or(0)) {
+            return Some(Spent::Address {
+                cap: l.per_address_per_hour,
+            });
+        }
+        None
     }
 }
 
-/// The limit that keeps the model from the next decision, if one does. `per_turn` is false for
-/// screening (one call, not a loop).
+/// The limit that keeps the model from the next decision of a session, if one does (and then
+/// it is logged and counted). `per_turn` is false for screening and the final extraction (one
+/// call, not a loop).
 pub fn check(
     events: &[SessionEvent],
-    model: &ModelConfig,
-    daily: &DailyCap,
+    study: &interview_session::study::PinnedStudy,
+    budgets: &Budgets,
+    session_id: &str,
     now: DateTime<Utc>,
     per_turn: bool,
 ) -> Option<Spent> {
-    if daily.exhausted(now) {
-        return Some(Spent::Server { cap: daily.cap });
+    let spent = limit(
+        events,
+        &study.model_config,
+        budgets,
+        session_id,
+        &study.study_id,
+        now,
+        per_turn,
+    )?;
+    metrics::counter!("interview_model_budget_reached_total", "limit" => spent.name()).increment(1);
+    tracing::warn!(
+        session_id,
+        study_id = %study.study_id,
+        limit = spent.name(),
+        "model budget reached; the rules interviewer decides: {}",
+        spent.reason()
+    );
+    Some(spent)
+}
+
+fn limit(
+    events: &[SessionEvent],
+    model: &ModelConfig,
+    budgets: &Budgets,
+    session_id: &str,
+    study_id: &str,
+    now: DateTime<Utc>,
+    per_turn: bool,
+) -> Option<Spent> {
+    if let Some(spent) = budgets.shared_limit(session_id, study_id, now) {
+        return Some(spent);
     }
-    if let Some(budget) = model.max_tokens_per_session {
+    let budget = model
+        .max_tokens_per_session
+        .or((budgets.limits.per_session > 0).then_some(budgets.limits.per_session));
+    if let Some(budget) = budget {
         if session_tokens(events) >= budget {
             return Some(Spent::Session { budget });
         }
@@ -132,15 +270,55 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    fn budgets() -> Budgets {
+        Budgets::new(Limits {
+            per_day: 100,
+            per_study_per_day: 60,
+            per_session: 0,
+            per_address_per_hour: 30,
+        })
+    }
+
     #[test]
-    fn the_daily_cap_resets_each_utc_day() {
-        let cap = DailyCap::new(100);
-        let day = Utc.with_ymd_and_hms(2026, 12, 1, 23, 0, 0).unwrap();
-        cap.spend(60, day);
-        assert!(!cap.exhausted(day));
-        cap.spend(40, day);
-        assert!(cap.exhausted(day));
-        assert!(!cap.exhausted(day + chrono::Duration::hours(2)));
-        assert!(!DailyCap::new(0).exhausted(day), "0 is no cap");
+    fn each_shared_limit_holds_and_rolls_over() {
+        let at = Utc.with_ymd_and_hms(2026, 12, 1, 10, 10, 0).unwrap();
+        let b = budgets();
+        b.note_address("s1", "203.0.113.7");
+        b.spend("s1", "study-a", 29, at);
+        assert_eq!(b.shared_limit("s1", "study-a", at), None);
+        b.spend("s1", "study-a", 1, at);
+        // One address's hour is spent; another session from elsewhere goes on.
+        assert_eq!(
+            b.shared_limit("s1", "study-a", at),
+            Some(Spent::Address { cap: 30 })
+        );
+        assert_eq!(b.shared_limit("s2", "study-a", at), None);
+        assert_eq!(
+            b.shared_limit("s1", "study-a", at + chrono::Duration::hours(1)),
+            None
+        );
+        b.spend("s2", "study-a", 30, at);
+        assert_eq!(
+            b.shared_limit("s2", "study-a", at),
+            Some(Spent::Study { cap: 60 })
+        );
+        assert_eq!(
+            b.shared_limit("s2", "study-b", at),
+            None,
+            "another study goes on"
+        );
+        b.spend("s3", "study-b", 40, at);
+        assert_eq!(
+            b.shared_limit("s3", "study-c", at),
+            Some(Spent::Server { cap: 100 })
+        );
+        // A new UTC day starts from zero.
+        let tomorrow = at + chrono::Duration::hours(14);
+        assert_eq!(b.shared_limit("s3", "study-a", tomorrow), None);
+        assert_eq!(
+            Budgets::default().shared_limit("s", "x", at),
+            None,
+            "0 is no cap"
+        );
     }
 }

@@ -126,8 +126,8 @@ impl Harness {
             // Consent, screening and safety stops are the runtime's own: the model is asked
             // only during the interview proper.
             (Some(gateway), Some(AgentMode::Llm)) if session.interviewing() => {
-                let model = &session.study().expect("interviewing").model_config;
-                match budget::check(events, model, &self.daily, now, true) {
+                let study = session.study().expect("interviewing");
+                match budget::check(events, study, &self.budgets, session_id, now, true) {
                     // An input not extracted yet has its extraction asked for at once
                     // with the next step, so the participant waits on one round trip.
                     None => {

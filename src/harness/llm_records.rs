@@ -45,7 +45,7 @@ impl Harness {
         );
         let prompt_chars = transcript.len();
         let outcome = match (
-            super::budget::check(&loaded.events, &study.model_config, &self.daily, now, false),
+            super::budget::check(&loaded.events, study, &self.budgets, session_id, now, false),
             prompt_records::final_extraction_request(session, transcript),
         ) {
             (Some(spent), _) => Err(failed("model_budget_spent", spent.reason())),
@@ -56,6 +56,7 @@ impl Harness {
                     Ok(turn) => {
                         let call = self.charge(
                             &turn,
+                            session_id,
                             study,
                             prompt_records::final_version_id(),
                             prompt_chars,
@@ -74,6 +75,7 @@ impl Harness {
                     Err((error, turn)) => {
                         self.charge(
                             &turn,
+                            session_id,
                             study,
                             prompt_records::final_version_id(),
                             prompt_chars,
@@ -144,9 +146,14 @@ impl Harness {
                 None,
             );
         }
-        if let Some(spent) =
-            super::budget::check(events, &study.model_config, &self.daily, step.now, false)
-        {
+        if let Some(spent) = super::budget::check(
+            events,
+            study,
+            &self.budgets,
+            step.session_id,
+            step.now,
+            false,
+        ) {
             let rationale = format!(
                 "{}: by the study's rules, {rules_rationale}",
                 spent.reason()
@@ -186,6 +193,7 @@ impl Harness {
         };
         let call = self.charge(
             &turn,
+            step.session_id,
             study,
             prompt_records::screening_version_id(),
             0,
@@ -225,6 +233,7 @@ impl Harness {
         let result = gateway.stream(request, timeout, |_, _| {}).await;
         let (turn, failure, provenance) = self.settle(
             result,
+            step.session_id,
             study,
             prompt::prompt_version_id(),
             prompt_chars,

@@ -165,6 +165,7 @@ impl Harness {
     pub(super) fn charge(
         &self,
         turn: &ModelTurn,
+        session_id: &str,
         study: &interview_session::study::PinnedStudy,
         prompt_version_id: &str,
         prompt_chars: usize,
@@ -179,8 +180,12 @@ impl Harness {
             latency_ms: turn.latency_ms,
             token_usage: usage_of(turn, prompt_chars),
         };
-        self.daily
-            .spend(u64::from(provenance.token_usage.total_tokens), now);
+        self.budgets.spend(
+            session_id,
+            &study.study_id,
+            u64::from(provenance.token_usage.total_tokens),
+            now,
+        );
         let usage = &provenance.token_usage;
         metrics::counter!("interview_model_tokens_total", "direction" => "prompt")
             .increment(u64::from(usage.prompt_tokens));
@@ -196,6 +201,7 @@ impl Harness {
     pub(super) fn settle(
         &self,
         result: Result<ModelTurn, (crate::llm::ModelError, ModelTurn)>,
+        session_id: &str,
         study: &interview_session::study::PinnedStudy,
         prompt_version_id: &str,
         prompt_chars: usize,
@@ -209,7 +215,14 @@ impl Harness {
             .as_ref()
             .map_or("ok".to_string(), |(code, _)| code.clone());
         metrics::counter!("interview_model_calls_total", "outcome" => outcome).increment(1);
-        let provenance = self.charge(&turn, study, prompt_version_id, prompt_chars, now);
+        let provenance = self.charge(
+            &turn,
+            session_id,
+            study,
+            prompt_version_id,
+            prompt_chars,
+            now,
+        );
         (turn, failure, provenance)
     }
 
@@ -290,6 +303,7 @@ impl Harness {
             .await;
         let (turn, failure, provenance) = self.settle(
             result,
+            step.session_id,
             study,
             prompt::prompt_version_id(),
             prompt_chars,

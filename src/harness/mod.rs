@@ -82,8 +82,8 @@ pub struct Harness {
     hub: Arc<StreamHub>,
     /// The model endpoint, when one is configured; studies in `llm` mode use it.
     gateway: Option<Arc<ModelGateway>>,
-    /// This process's model spend today, against `MODEL_TOKENS_PER_DAY`.
-    daily: budget::DailyCap,
+    /// This process's model spend against the operator's limits (`MODEL_TOKENS_PER_*`).
+    budgets: budget::Budgets,
     /// This process, as named in its claims and heartbeats.
     process_id: Uuid,
     running: schedule::Running,
@@ -120,17 +120,23 @@ impl Harness {
             store,
             hub,
             gateway,
-            daily: budget::DailyCap::default(),
+            budgets: budget::Budgets::default(),
             process_id: Uuid::new_v4(),
             running: schedule::Running::default(),
             kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
         }
     }
 
-    /// Caps this process's model spend per UTC day (0 = no cap).
-    pub fn with_daily_model_cap(mut self, tokens: u64) -> Self {
-        self.daily = budget::DailyCap::new(tokens);
+    /// Limits this process's model spend (each 0 = none).
+    pub fn with_model_limits(mut self, limits: budget::Limits) -> Self {
+        self.budgets = budget::Budgets::new(limits);
         self
+    }
+
+    /// Remembers the client address a session's latest input came from: the model calls that
+    /// input causes are charged to it.
+    pub fn note_address(&self, session_id: &str, address: &str) {
+        self.budgets.note_address(session_id, address);
     }
 }
 

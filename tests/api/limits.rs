@@ -1,4 +1,5 @@
 //! Overload protection: creates rate-limited per address and per study (429 + Retry-After), a
+//! session's inputs rate-limited (each may cost model calls), a
 //! study's session cap, the open-stream cap, the in-flight cap, and an announced oversize body
 //! refused before it is read. Each refusal is quick and writes nothing.
 
@@ -195,7 +196,35 @@ fn tokio_stream_from(
         .boxed()
 }
 
+/// A session's inputs (messages, widget answers) per minute: past the limit, 429 with
+/// `Retry-After`, and nothing written.
+async fn a_session_s_inputs_are_rate_limited(store: Store) {
+    let app = TestApp::spawn_with(store, |s| s.inputs_per_session_per_minute = 3).await;
+    let (session, token) = app.create_session("demo").await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": true}))
+        .await;
+    app.run(&session).await;
+    for text in ["We keep a list.", "On Sundays."] {
+        app.post_message(&session, &token, text).await;
+        app.run(&session).await;
+    }
+    let before = app.total_events().await;
+    let res = app
+        .post_message(&session, &token, "And my partner helps.")
+        .await;
+    let body = assert_error(res, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert!(
+        body["error"]["details"]["retry_after_secs"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    assert_eq!(app.total_events().await, before, "nothing written");
+}
+
 both_stores!(
+    a_session_s_inputs_are_rate_limited,
     creates_are_rate_limited_per_address_and_per_study,
     a_study_can_cap_its_sessions,
     open_streams_are_capped,

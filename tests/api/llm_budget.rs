@@ -1,6 +1,8 @@
 //! What the model may spend: calls per turn, tokens per session (the study's
-//! `model.max_tokens_per_session`), tokens per day per process (`MODEL_TOKENS_PER_DAY`). Past a
-//! limit the rules interviewer decides and its rationale names the limit. On both stores.
+//! `model.max_tokens_per_session`, else `MODEL_TOKENS_PER_SESSION`), tokens per day per process
+//! (`MODEL_TOKENS_PER_DAY`), per study (`MODEL_TOKENS_PER_STUDY_PER_DAY`) and per hour per client
+//! address (`MODEL_TOKENS_PER_ADDRESS_PER_HOUR`) — every one on by default. Past a limit the
+//! rules interviewer decides and its rationale names the limit. On both stores.
 
 use serde_json::json;
 
@@ -113,7 +115,85 @@ async fn the_server_s_daily_cap_holds_across_sessions(store: Store) {
     assert_eq!(s["status"], "waiting_for_user");
 }
 
+/// Without a budget of its own, a study's sessions get the operator's default one.
+async fn a_session_without_a_study_budget_gets_the_default(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_tokens_per_session = 200, |_| {}).await;
+    let (session, token, _) = llm.consented(vec![ask()]).await;
+    llm.say(
+        &session,
+        &token,
+        "Not sure.",
+        vec![probe("What do you mean by not sure?")],
+    )
+    .await;
+    let before = llm.model.calls();
+    let s = llm
+        .say(&session, &token, "I just buy things.", vec![])
+        .await;
+    assert_eq!(llm.model.calls(), before, "no call past the default budget");
+    assert!(
+        last_decision(&s)["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The session's model budget (200 tokens) is spent"),
+        "{s}"
+    );
+}
+
+/// One client address spends its hourly share, not everyone's: its next session gets the rules
+/// interviewer, and says why.
+async fn one_address_spends_its_share_not_everyone_s(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_tokens_per_address_per_hour = 150, |_| {}).await;
+    let (_, _, s) = llm.consented(vec![ask()]).await;
+    assert_eq!(
+        last_decision(&s)["model"],
+        crate::scripted_model::ANSWERING_MODEL
+    );
+    let before = llm.model.calls();
+    let (_, _, s) = llm.consented(vec![]).await;
+    assert_eq!(llm.model.calls(), before, "the address's hour is spent");
+    let d = last_decision(&s);
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The hourly model cap for one network address (150 tokens) is spent"),
+        "{d}"
+    );
+    assert_eq!(s["status"], "waiting_for_user");
+}
+
+/// A study's daily share on this server.
+async fn a_study_spends_its_daily_share(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_tokens_per_study_per_day = 150, |_| {}).await;
+    llm.consented(vec![ask()]).await;
+    let before = llm.model.calls();
+    let (_, _, s) = llm.consented(vec![]).await;
+    assert_eq!(llm.model.calls(), before);
+    assert!(
+        last_decision(&s)["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with("The study's daily model cap on this server (150 tokens) is spent"),
+        "{s}"
+    );
+}
+
+/// Every limit is on unless the operator says otherwise.
+#[test]
+fn spend_is_bounded_by_default() {
+    let d = interview_runtime::Settings::default();
+    assert!(d.model_tokens_per_day > 0);
+    assert!(d.model_tokens_per_study_per_day > 0);
+    assert!(d.model_tokens_per_session > 0);
+    assert!(d.model_tokens_per_address_per_hour > 0);
+    assert!(d.inputs_per_session_per_minute > 0);
+}
+
 crate::both_stores!(
+    a_session_without_a_study_budget_gets_the_default,
+    one_address_spends_its_share_not_everyone_s,
+    a_study_spends_its_daily_share,
     a_model_that_never_lets_go_is_stopped_within_the_turn,
     the_study_s_token_budget_holds_for_the_session,
     the_server_s_daily_cap_holds_across_sessions,

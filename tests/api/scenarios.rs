@@ -924,7 +924,8 @@ const WAIT_LONG: Duration = Duration::from_secs(10);
 /// three racing submits and a racing message. One submit wins, the rest get 409; no session
 /// ever holds two pending widgets (the stored streams are re-checked against the rules).
 async fn concurrent_load_never_shows_two_pending_widgets(store: Store) {
-    let app = TestApp::spawn(store).await;
+    // Racing duplicate submits on purpose: the per-session input rate is not what is tested.
+    let app = TestApp::spawn_with(store, |s| s.inputs_per_session_per_minute = 0).await;
     every_type_study(&app).await;
     let app = &app;
     let drive = |n: usize| async move {

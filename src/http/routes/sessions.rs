@@ -181,6 +181,20 @@ pub(crate) async fn execute_participant(
     command: SessionCommand,
 ) -> Result<String, ApiError> {
     let id = session_id.to_string();
+    // A session's inputs are rate limited (each may cost model calls), and the calls they
+    // cause are charged to the address they came from (issue 30, `harness::budget`).
+    if let Err(retry_after) = state.inputs_by_session.check(&id) {
+        return Err(ApiError::TooManyRequests {
+            message: format!(
+                "that was a lot of messages in a short time; please try again in {retry_after} s"
+            ),
+            retry_after,
+        });
+    }
+    if let Some(peer) = req.peer_addr() {
+        let address = crate::http::door::client_key(peer.ip()).to_string();
+        state.harness.note_address(&id, &address);
+    }
     let actor = Actor::Participant;
     let committed = state
         .store
