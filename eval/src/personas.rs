@@ -198,6 +198,28 @@ pub fn all() -> Vec<Persona> {
             at_summary: CONFIRM_ZH,
             ..base("does-not-know-zh", Study::DemoZh, zh)
         },
+        // Said otherwise than any list in the code has it.
+        Persona {
+            asks_back: Some("Sorry, what do you mean exactly?"),
+            declines: Some((1, "Honestly, I'd rather not talk about that.", Kind::Refusal, "refused")),
+            follow_ups: &[("I really don't know.", Kind::NonAnswer)],
+            ..base(
+                "paraphrases",
+                Study::Demo,
+                &[
+                    "On Sunday I cook a big batch of soup, portion it and wrap it up, and I write the shopping list from that.",
+                    PAIN_EN,
+                    TOOL_EN,
+                ],
+            )
+        },
+        Persona {
+            asks_back: Some("啥意思？"),
+            declines: Some((0, "我也说不清楚。", Kind::NonAnswer, "unknown")),
+            follow_ups: &[("我真的不知道。", Kind::NonAnswer)],
+            at_summary: CONFIRM_ZH,
+            ..base("paraphrases-zh", Study::DemoZh, zh)
+        },
         Persona {
             stops: Some((1, "我说完了，不想继续了。")),
             at_summary: CONFIRM_ZH,

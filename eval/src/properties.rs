@@ -74,6 +74,10 @@ pub fn check(r: &Record) -> Vec<(&'static str, Verdict)> {
         ("12 no broken-off utterance", no_fragment(r)),
         ("13 the input's class on its decision", class_recorded(r)),
         ("14 declined and unknown told apart", declined_recorded(r)),
+        (
+            "15 a field rests on answers to its objective",
+            evidence_on_topic(r),
+        ),
     ]
 }
 
@@ -255,7 +259,11 @@ fn summary_clean(r: &Record) -> Verdict {
     for s in &r.sent {
         if matches!(
             s.kind,
-            Kind::NonAnswer | Kind::QuestionBack | Kind::EndWish | Kind::Confirmation
+            Kind::NonAnswer
+                | Kind::QuestionBack
+                | Kind::EndWish
+                | Kind::Confirmation
+                | Kind::Refusal
         ) && plain(summary).contains(&plain(&s.text))
         {
             return Fail(format!("the summary repeats {:?}", s.text));
@@ -525,7 +533,7 @@ fn class_recorded(r: &Record) -> Verdict {
             continue;
         };
         let Some(decision) = decisions(r).into_iter().find(|d| d["turn_id"] == turn) else {
-            continue;
+            return Fail(format!("no decision follows {:?}", s.text));
         };
         applicable = true;
         if decision["input_class"] != expected {
@@ -562,4 +570,61 @@ fn declined_recorded(r: &Record) -> Verdict {
         }
     }
     Pass
+}
+
+/// 15. Every answered field's evidence includes an answer to its own objective's questions (or
+///     a reply to the summary): a value does not rest only on what was said about something
+///     else.
+fn evidence_on_topic(r: &Record) -> Verdict {
+    if r.result.is_null() {
+        return NotApplicable;
+    }
+    let objective_of_field = |id: &str| {
+        r.definition["output_schema"]["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f["id"] == id)
+            .and_then(|f| f["objective_id"].as_str())
+            .map(String::from)
+    };
+    // Each participant turn's objective, as the persona meant it.
+    let mut turn_objective: Vec<(String, Option<String>)> = Vec::new();
+    for (n, s) in occurrences(r) {
+        if matches!(s.kind, Kind::Correction | Kind::Confirmation) {
+            continue;
+        }
+        if let Some(turn) = turns_saying(r, &s.text).get(n) {
+            turn_objective.push((turn.to_string(), s.objective_id.clone()));
+        }
+    }
+    let mut applicable = false;
+    for (id, f) in fields(r) {
+        let evidence: Vec<String> = f["evidence_turn_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t.as_str().map(String::from))
+            .collect();
+        let known: Vec<&Option<String>> = evidence
+            .iter()
+            .filter_map(|t| turn_objective.iter().find(|(x, _)| x == t).map(|(_, o)| o))
+            .collect();
+        if known.is_empty() || known.len() < evidence.len() {
+            continue; // widget answers and summary replies
+        }
+        applicable = true;
+        let own = objective_of_field(&id);
+        if !known.iter().any(|o| **o == own) {
+            return Fail(format!(
+                "{id} rests on answers about {known:?}: {}",
+                f["value"]
+            ));
+        }
+    }
+    if applicable {
+        Pass
+    } else {
+        NotApplicable
+    }
 }

@@ -6,8 +6,8 @@
 use crate::input_class::classify;
 use crate::text::{is_cjk, normalize};
 
-/// Openings that carry nothing, stripped from the start of a clause (longest first is not
-/// needed: they are stripped repeatedly).
+/// Openings that carry nothing — discourse markers, not hedges ("I think", "probably", "我想"
+/// say how sure the participant is, and stay) — stripped from the start of a clause, repeatedly.
 const OPENINGS_EN: &[&str] = &[
     "well",
     "honestly",
@@ -16,17 +16,12 @@ const OPENINGS_EN: &[&str] = &[
     "um",
     "uh",
     "hmm",
-    "i think",
-    "i guess",
-    "i suppose",
     "you know",
     "actually",
     "basically",
     "i mean",
     "it is mostly that",
     "it's mostly that",
-    "mostly",
-    "probably",
     "if i had to choose",
     "the thing is",
     "oh",
@@ -34,21 +29,25 @@ const OPENINGS_EN: &[&str] = &[
     "and then",
     "then",
     "and",
-    "but",
 ];
-const OPENINGS_ZH: &[&str] = &[
-    "嗯",
-    "啊",
-    "呃",
-    "然后",
-    "其实",
-    "说实话",
-    "老实说",
-    "我觉得",
-    "我想",
-    "应该是",
-    "大概",
-    "就是",
+const OPENINGS_ZH: &[&str] = &["嗯", "啊", "呃", "然后", "其实", "说实话", "老实说", "就是"];
+
+/// What opens a clause that qualifies the one before it ("…every Sunday, but not for
+/// groceries"): kept with it, or the summary would say the opposite.
+const CONTRASTS: &[&str] = &[
+    "but ",
+    "not ",
+    "except ",
+    "only ",
+    "though",
+    "although ",
+    "unless ",
+    "不过",
+    "但是",
+    "但",
+    "可是",
+    "只是",
+    "除了",
 ];
 
 /// How much of an objective's answers a summary line keeps: about a sentence.
@@ -96,8 +95,8 @@ fn strip_openings(clause: &str) -> &str {
 /// The clauses of one sentence, in order, each stripped of filler openings, without the ones
 /// that carry nothing (non-answers, fillers, "you know").
 fn clauses(sentence: &str) -> Vec<String> {
-    sentence
-        .split([',', '，', '、'])
+    split_commas(sentence)
+        .into_iter()
         .flat_map(split_long)
         .map(strip_openings)
         .filter(|c| {
@@ -108,6 +107,23 @@ fn clauses(sentence: &str) -> Vec<String> {
         })
         .map(|c| c.trim().to_string())
         .collect()
+}
+
+/// A sentence cut at its commas, except between digits ("2,500").
+fn split_commas(sentence: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = sentence.char_indices().collect();
+    for (i, (at, c)) in chars.iter().enumerate() {
+        let digit = |j: Option<&(usize, char)>| j.is_some_and(|(_, d)| d.is_ascii_digit());
+        let between_digits = i > 0 && digit(chars.get(i - 1)) && digit(chars.get(i + 1));
+        if matches!(c, ',' | '，' | '、') && !between_digits {
+            out.push(&sentence[start..*at]);
+            start = at + c.len_utf8();
+        }
+    }
+    out.push(&sentence[start..]);
+    out
 }
 
 /// A clause of more than twelve words split where a conjunction joins two of them ("… near
@@ -134,13 +150,29 @@ fn split_long(clause: &str) -> Vec<&str> {
     out
 }
 
-/// The sentences of some answers, in order ("A. B; C" is three).
+/// The sentences of some answers, in order ("A. B; C" is three). A full stop ends a sentence
+/// only before a space or the end, so "2.5 hours" and "e.g." stay whole.
 fn sentences<'a>(answers: &[&'a str]) -> Vec<&'a str> {
-    answers
-        .iter()
-        .flat_map(|a| a.split(['.', '?', '!', ';', '。', '？', '！', '；']))
-        .filter(|s| !s.trim().is_empty())
-        .collect()
+    let mut out = Vec::new();
+    for a in answers {
+        let mut start = 0;
+        let chars: Vec<(usize, char)> = a.char_indices().collect();
+        for (i, (at, c)) in chars.iter().enumerate() {
+            let next = chars.get(i + 1).map(|(_, n)| *n);
+            let ends = match c {
+                '?' | '!' | ';' | '。' | '？' | '！' | '；' => true,
+                '.' => next.is_none_or(char::is_whitespace),
+                _ => false,
+            };
+            if ends {
+                out.push(&a[start..*at]);
+                start = at + c.len_utf8();
+            }
+        }
+        out.push(&a[start..]);
+    }
+    out.retain(|s| !s.trim().is_empty());
+    out
 }
 
 /// A clause's worth for a summary: the words it shares with `topic` (what the field is about),
@@ -174,13 +206,23 @@ pub fn condense(answers: &[&str], topic: &str, zh: bool) -> String {
     let mut best: Vec<(usize, String)> = Vec::new();
     for (at, sentence) in sentences(answers).into_iter().enumerate() {
         let clauses = clauses(sentence);
-        let Some(top) = clauses
+        let Some((i, top)) = clauses
             .iter()
             .enumerate()
             .max_by_key(|(i, c)| (score(c, &topic), std::cmp::Reverse(*i)))
-            .map(|(_, c)| c.clone())
+            .map(|(i, c)| (i, c.clone()))
         else {
             continue;
+        };
+        // A clause that qualifies the chosen one goes with it.
+        let qualifier = clauses.get(i + 1).filter(|next| {
+            let lower = next.to_lowercase();
+            CONTRASTS.iter().any(|c| lower.starts_with(c))
+        });
+        let top = match qualifier {
+            Some(q) if zh => format!("{top}，{q}"),
+            Some(q) => format!("{top}, {q}"),
+            None => top,
         };
         best.retain(|(_, c)| normalize(c) != normalize(&top));
         best.push((at, top));
@@ -234,81 +276,90 @@ pub fn condense(answers: &[&str], topic: &str, zh: bool) -> String {
 }
 
 /// The participant's first person turned to the second ("I write my list" → "you write your
-/// list"; "我" → "你"), the first letter lower-cased (the line's label comes first).
+/// list", "I was" → "you were", "we" → "you"; "我" → "你"), except inside quotation marks (what
+/// someone else said stays theirs) and in words like "自我".
 fn spoken_back(text: &str, zh: bool) -> String {
     if zh {
-        return text.replace('我', "你");
-    }
-    let turned: Vec<String> = text
-        .split(' ')
-        .map(|w| {
-            let core = w.trim_end_matches([',', '.', '!', '?', ';', ':']);
-            let tail = &w[core.len()..];
-            let swapped = match core {
-                "I" | "me" | "Me" => Some("you"),
-                "my" | "My" => Some("your"),
-                "mine" | "Mine" => Some("yours"),
-                "myself" | "Myself" => Some("yourself"),
-                "I'm" | "I’m" => Some("you're"),
-                "I've" | "I’ve" => Some("you've"),
-                "I'd" | "I’d" => Some("you'd"),
-                "I'll" | "I’ll" => Some("you'll"),
-                _ => None,
-            };
-            swapped.map_or_else(|| w.to_string(), |s| format!("{s}{tail}"))
-        })
-        .collect();
-    let said = turned.join(" ");
-    let mut chars = said.chars();
-    match chars.next() {
-        // Lower-case the first letter unless it starts a name ("Sunday", "Tesco") — only
-        // common sentence openings are lowered.
-        Some(c) if c.is_uppercase() && starts_with_common_word(&said) => {
-            c.to_lowercase().chain(chars).collect()
+        let mut out = String::with_capacity(text.len());
+        let mut quoted = false;
+        let mut previous = ' ';
+        for c in text.chars() {
+            match c {
+                '“' | '「' | '『' => quoted = true,
+                '”' | '」' | '』' => quoted = false,
+                '"' => quoted = !quoted,
+                _ => {}
+            }
+            out.push(if c == '我' && !quoted && previous != '自' {
+                '你'
+            } else {
+                c
+            });
+            previous = c;
         }
-        _ => said,
+        return out;
     }
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    let mut word = String::new();
+    let mut previous = String::new();
+    let flush = |word: &mut String, previous: &mut String, out: &mut String, quoted: bool| {
+        if word.is_empty() {
+            return;
+        }
+        let turned = if quoted {
+            word.clone()
+        } else {
+            turn_word(word, previous)
+        };
+        out.push_str(&turned);
+        *previous = word.clone();
+        word.clear();
+    };
+    for c in text.chars() {
+        let quote = matches!(c, '"' | '“' | '”' | '「' | '」' | '『' | '』');
+        if c.is_alphanumeric() || c == '\'' || c == '’' {
+            word.push(c);
+            continue;
+        }
+        flush(&mut word, &mut previous, &mut out, quoted);
+        if quote {
+            quoted = matches!(c, '"') && !quoted || matches!(c, '“' | '「' | '『');
+            if matches!(c, '”' | '」' | '』') {
+                quoted = false;
+            }
+        }
+        out.push(c);
+    }
+    flush(&mut word, &mut previous, &mut out, quoted);
+    out
 }
 
-fn starts_with_common_word(text: &str) -> bool {
-    let first = text
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .next()
-        .unwrap_or_default()
-        .to_lowercase();
-    [
-        "the",
-        "a",
-        "an",
-        "it",
-        "we",
-        "they",
-        "vegetables",
-        "food",
-        "most",
-        "every",
-        "usually",
-        "often",
-        "mostly",
-        "knowing",
-        "help",
-        "there",
-        "that",
-        "this",
-        "our",
-        "some",
-        "sometimes",
-        "always",
-        "never",
-        "when",
-        "if",
-        "what",
-        "waste",
-        "lists",
-        "list",
-    ]
-    .contains(&first.as_str())
-        || first.ends_with("ing")
+/// One word of the participant's, turned to the second person; `previous` is the word before.
+fn turn_word(word: &str, previous: &str) -> String {
+    let after_i = matches!(previous, "I");
+    let turned = match word {
+        "I" | "me" => "you",
+        "Me" => "You",
+        "my" => "your",
+        "My" => "Your",
+        "mine" => "yours",
+        "myself" => "yourself",
+        "we" | "us" => "you",
+        "We" => "You",
+        "our" => "your",
+        "Our" => "Your",
+        "ours" => "yours",
+        "ourselves" => "yourselves",
+        "I'm" | "I’m" | "we're" | "we’re" => "you're",
+        "I've" | "I’ve" | "we've" | "we’ve" => "you've",
+        "I'd" | "I’d" | "we'd" | "we’d" => "you'd",
+        "I'll" | "I’ll" | "we'll" | "we’ll" => "you'll",
+        "am" if after_i => "are",
+        "was" if after_i => "were",
+        other => other,
+    };
+    turned.to_string()
 }
 
 #[cfg(test)]
@@ -318,7 +369,7 @@ mod tests {
     #[test]
     fn fillers_and_non_answers_go_the_informative_clause_stays() {
         let short = condense(&["A list.", "Nothing more.", "A list."], "plans", false);
-        assert_eq!(short, "a list");
+        assert_eq!(short, "A list");
         assert_eq!(
             condense(
                 &[
@@ -339,6 +390,36 @@ mod tests {
             ),
             "you never plan anything, you always write a detailed plan every Sunday"
         );
+    }
+
+    #[test]
+    fn meaning_survives_the_condensing() {
+        let topic = "How the participant plans purchases";
+        let said = |t: &str| condense(&[t], topic, false);
+        assert!(
+            said("I use an app on my phone every Sunday, but not for groceries.")
+                .contains("but not for groceries"),
+            "a qualifier stays with its clause"
+        );
+        assert!(said("I spend about 2.5 hours a week on it.").contains("2.5 hours"));
+        assert!(said("We spend 2,500 a year on food.").contains("2,500"));
+        assert_eq!(
+            said("My son always asks \"can I have crisps\" at the till."),
+            "Your son always asks \"can I have crisps\" at the till"
+        );
+        assert_eq!(
+            said("I was overwhelmed by it"),
+            "you were overwhelmed by it"
+        );
+        assert_eq!(
+            said("I think we plan on Sundays"),
+            "you think you plan on Sundays"
+        );
+        assert_eq!(
+            condense(&["我想每周只去一次超市。"], "怎么计划", true),
+            "你想每周只去一次超市"
+        );
+        assert_eq!(condense(&["我在想自我提升。"], "x", true), "你在想自我提升");
     }
 
     #[test]

@@ -56,9 +56,14 @@ const NON_ANSWERS: &[&str] = &[
     "not sure",
     "i'm not sure",
     "n/a",
-    "no comment",
     "same as before",
-    "as i said",
+    "no clue",
+    "not a clue",
+    "don't remember",
+    "can't remember",
+    "i can't say",
+    "hard to say",
+    "no opinion",
     "没有了",
     "没了",
     "没什么",
@@ -68,6 +73,11 @@ const NON_ANSWERS: &[&str] = &[
     "不太清楚",
     "不确定",
     "说不上来",
+    "说不清楚",
+    "不记得",
+    "不记得了",
+    "忘了",
+    "没想过",
     "就这些",
     "就这些了",
     "就这样",
@@ -101,8 +111,21 @@ const FILLERS: &[&str] = &[
     "抱歉",
 ];
 
-/// Whole messages that decline to answer.
+/// Whole messages that decline to answer (compared without pronouns and intensifiers, see
+/// [`core`]: "I'd rather not talk about that" is "rather not talk").
 const REFUSALS: &[&str] = &[
+    "rather not talk",
+    "rather not go into",
+    "prefer not to talk",
+    "don't want to talk",
+    "don't want to say",
+    "not comfortable answering",
+    "not comfortable saying",
+    "none of your business",
+    "no comment",
+    "不想谈",
+    "不想聊这个",
+    "不想说了",
     "i'd rather not say",
     "i would rather not say",
     "i'd rather not",
@@ -151,6 +174,21 @@ const END_WISHES: &[&str] = &[
     "不聊了",
 ];
 
+/// What makes "wrap up" a request.
+const REQUEST_FRAMES: &[&str] = &[
+    "can we",
+    "could we",
+    "shall we",
+    "lets",
+    "let us",
+    "please",
+    "we should",
+    "want to",
+    "like to",
+    "id like to",
+    "i want to",
+];
+
 /// What may follow an end wish in its clause.
 const END_FILLERS: &[&str] = &[
     "now",
@@ -182,6 +220,9 @@ const QUESTIONS_BACK: &[&str] = &[
     "could you rephrase",
     "can you rephrase",
     "i don't understand the question",
+    "i don't understand",
+    "what do you mean exactly",
+    "啥意思",
     "what is meant",
     "do you mean",
     "什么意思",
@@ -192,6 +233,36 @@ const QUESTIONS_BACK: &[&str] = &[
     "不明白你的意思",
     "能解释",
 ];
+
+/// Words that carry no meaning of their own in a short reply: pronouns, intensifiers, politeness
+/// ("I really don't know" is "don't know"; "我也说不清楚" is "说不清楚").
+const LIGHT_WORDS: &[&str] = &[
+    "i", "id", "im", "ive", "really", "honestly", "actually", "just", "sorry", "um", "uh", "well",
+    "so", "that", "this", "about", "it", "quite", "very", "me", "to", "be", "honest", "anymore",
+    "at", "all", "though", "then",
+];
+const LIGHT_CJK: &[&str] = &[
+    "我也", "我", "真的", "其实", "这个", "那个", "啊", "吧", "呢", "哦", "嗯", "也",
+];
+
+/// A reply without its light words, for comparing short replies with the lists above.
+fn core(text: &str) -> String {
+    let n = normalize(text);
+    let mut words: Vec<String> = n
+        .split(' ')
+        .filter(|w| !w.is_empty() && !LIGHT_WORDS.contains(w))
+        .map(String::from)
+        .collect();
+    for w in words.iter_mut().filter(|w| w.chars().any(is_cjk)) {
+        for light in LIGHT_CJK {
+            if w.len() > light.len() {
+                *w = w.replace(light, "");
+            }
+        }
+    }
+    words.retain(|w| !w.is_empty());
+    words.join(" ")
+}
 
 /// A short message: at most 12 words, or 24 CJK characters.
 fn is_short(normalized: &str) -> bool {
@@ -213,6 +284,17 @@ fn ends_with_wish(clause: &str) -> bool {
         // Latin phrases start at a word.
         if wish.is_ascii() && at > 0 && !clause[..at].ends_with(' ') {
             return false;
+        }
+        // "wrap it up" is something people do to leftovers: it asks for the end only as a
+        // request ("can we wrap up", "let's wrap this up") or on its own ("Wrap it up now").
+        if wish.starts_with("wrap") {
+            let head = &clause[..at];
+            let framed = REQUEST_FRAMES
+                .iter()
+                .any(|f| format!(" {head}").contains(&format!(" {f} ")));
+            if !framed && head.split_whitespace().count() > 1 {
+                return false;
+            }
         }
         let mut rest = clause[at + wish.len()..].trim().to_string();
         // Strip trailing fillers, longest first, until nothing or something else is left.
@@ -255,7 +337,11 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
     // The whole message is one of `list`, or each of its clauses is one of `list` or a filler,
     // one at least from `list`.
     let whole = |list: &[&str]| {
-        let is = |t: &str, in_list: &[&str]| in_list.iter().any(|p| normalize(p) == t);
+        let is = |t: &str, in_list: &[&str]| {
+            in_list
+                .iter()
+                .any(|p| normalize(p) == t || (!core(t).is_empty() && core(p) == core(t)))
+        };
         if is(&n, list) {
             return true;
         }
@@ -336,6 +422,27 @@ mod tests {
             ("That's all I have", InputClass::NonAnswer),
             ("就这些了", InputClass::NonAnswer),
             ("dunno", InputClass::NonAnswer),
+            ("I really don't know.", InputClass::NonAnswer),
+            ("Honestly I have no idea", InputClass::NonAnswer),
+            ("No clue.", InputClass::NonAnswer),
+            ("我不知道。", InputClass::NonAnswer),
+            ("我也说不清楚", InputClass::NonAnswer),
+            ("I'd rather not talk about that.", InputClass::Refusal),
+            ("我不想回答这个。", InputClass::Refusal),
+            ("不想说了", InputClass::Refusal),
+            ("No comment.", InputClass::Refusal),
+            ("啥意思？", InputClass::QuestionBack),
+            (
+                "On Sunday I cook a big batch, portion it and wrap it up.",
+                InputClass::Answer,
+            ),
+            ("Let's wrap this up.", InputClass::EndIntent),
+            ("Wrap it up now", InputClass::EndIntent),
+            ("I don't know, maybe twice a week", InputClass::Answer),
+            (
+                "Pass the salt is what I say most at dinner",
+                InputClass::Answer,
+            ),
             ("No idea, really.", InputClass::NonAnswer),
             ("That's all, nothing more to add.", InputClass::NonAnswer),
             ("嗯，不知道。", InputClass::NonAnswer),

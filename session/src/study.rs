@@ -285,7 +285,6 @@ impl Default for AgentConfig {
             end_phrases: [
                 "结束",
                 "我说完了",
-                "不想说了",
                 "stop",
                 "end",
                 "i'm done",

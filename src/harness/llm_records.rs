@@ -315,7 +315,7 @@ pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool
 }
 
 /// What a model extracted, without what no answer supports (issue 29): a field whose cited
-/// turns are all replies that answer nothing — "Nothing more.", a question back, a refusal, an
+/// turns all answered another objective's questions, or are all replies that answer nothing — "Nothing more.", a question back, a refusal, an
 /// end wish, a "Yes, that's right." to the summary — or whose value is such a reply itself, is
 /// left out. A model may judge a message an answer the rules would not; it may not turn a
 /// non-answer into data.
@@ -355,6 +355,21 @@ fn answers_only(
             not_answers.push((line.id, &line.text));
         }
     }
+    // Which objective each answer answered (summary replies answer none).
+    let answered_for: std::collections::HashMap<uuid::Uuid, String> =
+        super::conversation::Conversation::from_events(events)
+            .answers
+            .into_iter()
+            .filter_map(|a| Some((a.turn_id, a.objective_id?)))
+            .collect();
+    let objective_of = |field_id: &str| {
+        study
+            .output_schema
+            .fields
+            .iter()
+            .find(|f| f.id == field_id)
+            .map(|f| f.objective_id.clone())
+    };
     let normalized = |t: &str| interview_session::text::normalize(t);
     fields
         .into_iter()
@@ -366,8 +381,18 @@ fn answers_only(
             f
         })
         .filter(|f| {
+            // Declined or unknown only on the participant's word: every cited turn a refusal
+            // or a non-answer, and never over a value they did give.
             if !f.status.is_answered() {
-                return true;
+                let on_their_word = !f.evidence_turn_ids.is_empty()
+                    && f.evidence_turn_ids
+                        .iter()
+                        .all(|t| not_answers.iter().any(|(id, _)| id == t));
+                let answered_before = session
+                    .fields()
+                    .get(&f.field_id)
+                    .is_some_and(|known| known.status.is_answered() && !known.value.is_null());
+                return on_their_word && !answered_before;
             }
             let cited_only_non_answers = !f.evidence_turn_ids.is_empty()
                 && f.evidence_turn_ids
@@ -379,7 +404,15 @@ fn answers_only(
                     .any(|(_, text)| normalized(text) == normalized(v))
                     || !classify(v, ends).is_answer()
             });
-            !cited_only_non_answers && !value_is_non_answer
+            // A value resting only on answers to other objectives' questions is not this
+            // field's ("Lists." said about a tool is no planning method).
+            let elsewhere = !f.evidence_turn_ids.is_empty()
+                && f.evidence_turn_ids.iter().all(|t| {
+                    answered_for
+                        .get(t)
+                        .is_some_and(|o| Some(o) != objective_of(&f.field_id).as_ref())
+                });
+            !cited_only_non_answers && !value_is_non_answer && !elsewhere
         })
         .collect()
 }

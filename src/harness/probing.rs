@@ -51,8 +51,16 @@ const EMOTION_EN: &[&str] = &[
     "sick of",
     "worst",
     "nightmare",
+    "overwhelmed",
+    "overwhelming",
+    "anxious",
+    "upset",
+    "crying",
 ];
 const EMOTION_ZH: &[&str] = &[
+    "难过",
+    "压力很大",
+    "压力太大",
     "讨厌",
     "气死",
     "生气",
@@ -69,9 +77,10 @@ const EMOTION_ZH: &[&str] = &[
     "糟糕",
     "头疼",
 ];
+/// Negations as `text::normalize` leaves them (apostrophes gone: "doesn't" is "doesnt").
 const NEGATIONS_EN: &[&str] = &[
-    "not", "never", "don't", "dont", "doesn't", "didn't", "no", "isn't", "aren't", "won't",
-    "hardly",
+    "not", "never", "dont", "doesnt", "didnt", "no", "isnt", "arent", "wont", "cant", "cannot",
+    "hardly", "wasnt", "werent",
 ];
 const NEGATIONS_ZH: &[&str] = &["从不", "从来不", "没有", "不", "没"];
 const HEDGES: &[&str] = &[
@@ -141,17 +150,35 @@ fn normalized_words(t: &str) -> Vec<String> {
         .collect()
 }
 
-fn strong_emotion(answer: &str) -> Option<String> {
+/// A word of strong feeling in the answer — not one the question itself used ("What is the most
+/// frustrating part?" → "the most frustrating part is…"), not a negated one ("I don't hate
+/// it"), not a wish ("I'd love an app").
+fn strong_emotion(answer: &str, question: &str) -> Option<String> {
     let n = text::normalize(answer);
-    let padded = format!(" {n} ");
+    let q = text::normalize(question);
+    let words: Vec<&str> = n.split(' ').collect();
+    let felt = |w: &str| {
+        let at = words
+            .iter()
+            .position(|x| *x == w || (w.len() > 5 && x.contains(w)));
+        let Some(at) = at else {
+            return w.contains(' ') && n.contains(w) && !q.contains(w);
+        };
+        let before = &words[at.saturating_sub(2)..at];
+        let negated = before.iter().any(|b| NEGATIONS_EN.contains(b));
+        let wished = before
+            .iter()
+            .any(|b| matches!(*b, "id" | "would" | "wouldnt" | "might"));
+        !negated && !wished && !q.split(' ').any(|x| x == words[at])
+    };
     EMOTION_EN
         .iter()
-        .find(|w| padded.contains(&format!(" {w} ")) || (w.len() > 5 && n.contains(*w)))
+        .find(|w| felt(w))
         .map(|w| w.to_string())
         .or_else(|| {
             EMOTION_ZH
                 .iter()
-                .find(|w| answer.contains(*w))
+                .find(|w| answer.contains(*w) && !question.contains(*w))
                 .map(|w| w.to_string())
         })
         .or_else(|| answer.contains("!!").then(|| "!!".into()))
@@ -185,10 +212,15 @@ fn negated(clause: &str) -> Vec<String> {
     out
 }
 
-/// Whether two words are the same word ("plan", "planning"): equal, or one starts with the
-/// other and both have four letters at least.
+/// Whether two words are the same word ("plan", "plans", "planning"; not "week" and
+/// "weekends"): equal, or the longer is the shorter (four letters at least) and an ending.
 fn same_word(a: &str, b: &str) -> bool {
-    a == b || (a.len() >= 4 && b.len() >= 4 && (a.starts_with(b) || b.starts_with(a)))
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    a == b
+        || (short.len() >= 4
+            && long.strip_prefix(short).is_some_and(|suffix| {
+                matches!(suffix, "s" | "es" | "ed" | "d" | "ing" | "ning" | "ned")
+            }))
 }
 
 /// Two halves that contradict each other: a clause that negates what another one says
@@ -200,6 +232,13 @@ fn contradiction(answer: &str, earlier: &[&str]) -> Option<(String, String)> {
     for (i, clause) in mine.iter().enumerate() {
         for other in before.iter().chain(mine[..i].iter()) {
             for (neg, pos) in [(clause, other), (other, clause)] {
+                // A qualification ("not at weekends though", "unless…") is no contradiction.
+                let qualifies = normalized_words(neg)
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "though" | "except" | "unless" | "without"));
+                if qualifies {
+                    continue;
+                }
                 let positive = normalized_words(pos);
                 let pos_negated = negated(pos);
                 let hit = negated(neg).into_iter().any(|w| {
@@ -214,7 +253,11 @@ fn contradiction(answer: &str, earlier: &[&str]) -> Option<(String, String)> {
         }
         // Chinese: a negation directly before a phrase said elsewhere (two characters at
         // least).
-        for neg in NEGATIONS_ZH {
+        // A condition ("没有清单我就会忘": without a list I forget) is no contradiction.
+        let conditional = ["就", "的话", "如果", "除非"]
+            .iter()
+            .any(|c| clause.contains(c));
+        for neg in NEGATIONS_ZH.iter().filter(|_| !conditional) {
             for (at, _) in clause.match_indices(neg) {
                 let after: String = clause[at + neg.len()..].chars().take(4).collect();
                 for len in (2..=after.chars().count()).rev() {
@@ -347,12 +390,36 @@ fn addressed(description: &str, zh: bool) -> String {
                 continue;
             }
             out.push("you".into());
+            // Adverbs before the verb stay ("usually decides" → "usually decide").
+            while let Some(adverb) = words.peek().filter(|w| {
+                matches!(
+                    w.to_lowercase().as_str(),
+                    "usually"
+                        | "always"
+                        | "often"
+                        | "sometimes"
+                        | "never"
+                        | "actually"
+                        | "really"
+                        | "mostly"
+                        | "also"
+                        | "still"
+                )
+            }) {
+                out.push(adverb.to_string());
+                words.next();
+            }
             // The verb that follows agrees with "you": decides → decide, is → are, has → have.
             if let Some(verb) = words.peek().map(|v| v.to_string()) {
                 let agreed = match verb.as_str() {
                     "is" => Some("are".to_string()),
+                    "was" => Some("were".to_string()),
                     "has" => Some("have".to_string()),
                     "does" => Some("do".to_string()),
+                    "goes" => Some("go".to_string()),
+                    v if v.ends_with("xes") || v.ends_with("zes") || v.ends_with("oes") => {
+                        Some(v[..v.len() - 2].to_string())
+                    }
                     v if v.ends_with("ies") => Some(format!("{}y", &v[..v.len() - 3])),
                     v if v.ends_with("es")
                         && (v.ends_with("ches") || v.ends_with("shes") || v.ends_with("sses")) =>
@@ -391,6 +458,15 @@ fn addressed(description: &str, zh: bool) -> String {
 pub fn rephrase(description: &str, title: &str, nth: usize, locale: &str) -> String {
     let zh = locale.to_lowercase().starts_with("zh");
     let about = addressed(description, zh);
+    // A question about what would be gets no "the last time" (nothing happened yet).
+    let hypothetical = about.contains("would") || about.contains("could") || about.contains("会");
+    if nth == 0 && !about.is_empty() && hypothetical {
+        return if zh {
+            format!("抱歉，我换个说法：我想了解的是{about}。用你自己的话说就好。")
+        } else {
+            format!("Sorry, let me put that another way: I'd like to hear {about}. In your own words is fine.")
+        };
+    }
     match (zh, nth, about.is_empty()) {
         (true, 0, false) => format!("抱歉，我换个说法：我想了解的是{about}。可以从最近的一次说起。"),
         (true, 0, true) => format!("抱歉，我换个说法：关于「{title}」，你自己的经历是怎样的？可以从最近的一次说起。"),
@@ -495,10 +571,24 @@ pub fn choose(
     asked: &[String],
     locale: &str,
 ) -> Option<Probe> {
+    choose_after("", answer, earlier, missing, hints, asked, locale)
+}
+
+/// [`choose`], knowing the question the answer answers (its words of feeling are the
+/// question's, not the participant's).
+pub fn choose_after(
+    question: &str,
+    answer: &str,
+    earlier: &[&str],
+    missing: Option<(&str, &str)>,
+    hints: &[String],
+    asked: &[String],
+    locale: &str,
+) -> Option<Probe> {
     use ProbeTrigger::*;
     let zh = locale.to_lowercase().starts_with("zh");
     let mut own: Vec<String> = Vec::new();
-    let (trigger, because) = if let Some(w) = strong_emotion(answer) {
+    let (trigger, because) = if let Some(w) = strong_emotion(answer, question) {
         let distressed = DISTRESS.iter().any(|d| answer.to_lowercase().contains(d));
         if distressed {
             let skip = if zh {
@@ -641,6 +731,10 @@ mod tests {
             "what your household eats"
         );
         assert_eq!(
+            addressed("How the participant usually decides what to buy and where the participant goes shopping", false),
+            "how you usually decide what to buy and where you go shopping"
+        );
+        assert_eq!(
             rephrase("参与者每周怎么决定买什么、谁一起参与。", "计划习惯", 0, "zh-CN"),
             "抱歉，我换个说法：我想了解的是你每周怎么决定买什么、谁一起参与。可以从最近的一次说起。"
         );
@@ -687,6 +781,51 @@ mod tests {
         let hints = vec!["tools or lists used, for example".to_string()];
         let p = choose("it depends", &[], None, &hints, &[], "en").unwrap();
         assert!(!p.question.contains(" or "), "{}", p.question);
+        // Qualifications and conditions are no contradiction; negations are read as written.
+        assert_eq!(
+            trigger("I shop every week. Not at weekends though.", &[]),
+            None
+        );
+        assert_eq!(trigger("我在手机上列清单，没有清单我就会忘。", &[]), None);
+        assert_eq!(
+            trigger(
+                "My partner plans the meals on Sunday. Actually my partner doesn't plan anything, I do.",
+                &[]
+            ),
+            Some(ProbeTrigger::Contradiction)
+        );
+        // A feeling the question named, a negated one or a wish is no strong emotion.
+        assert_eq!(
+            choose_after(
+                "What is the most frustrating part of planning?",
+                "The most frustrating part is that vegetables go off before we use them",
+                &[],
+                None,
+                &[],
+                &[],
+                "en"
+            )
+            .map(|p| p.trigger),
+            None
+        );
+        assert_ne!(
+            trigger("I don't hate it, we shop on Sundays with a list", &[]),
+            Some(ProbeTrigger::StrongEmotion)
+        );
+        assert_ne!(
+            trigger("I'd love an app that tracks the fridge every day", &[]),
+            Some(ProbeTrigger::StrongEmotion)
+        );
+        let p = choose(
+            "I was overwhelmed and anxious last month, I ended up crying in the shop.",
+            &[],
+            None,
+            &[],
+            &[],
+            "en",
+        )
+        .unwrap();
+        assert!(p.question.contains("we'll move on"), "{}", p.question);
         // Consistent answers are no contradiction.
         assert_eq!(
             trigger("I plan every Sunday and I never forget the list", &[]),

@@ -204,7 +204,12 @@ fn continue_objective(
             let earlier: Vec<&str> = earlier.iter().map(|a| a.content.as_str()).collect();
             let asked = c.probes_asked.get(&o.id).cloned().unwrap_or_default();
             let missing = missing_field(s, o, &answers);
-            if let Some(probe) = probing::choose(
+            let question = std::iter::once(o.opening_question.clone())
+                .chain(asked.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            if let Some(probe) = probing::choose_after(
+                &question,
                 &last.content,
                 &earlier,
                 missing.as_ref().map(|(id, d)| (id.as_str(), d.as_str())),

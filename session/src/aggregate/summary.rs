@@ -34,9 +34,9 @@ impl Session {
                 let Some(shown) = self.shown_value(o, f, &v.value, zh) else {
                     continue;
                 };
-                let same = |p: &String| {
-                    crate::text::normalize(p).contains(&crate::text::normalize(&shown))
-                };
+                // The same answer filling two fields is said once (whole values compared: "No"
+                // is not inside "notebook").
+                let same = |p: &String| crate::text::normalize(p) == crate::text::normalize(&shown);
                 if !shown.is_empty() && !parts.iter().any(same) && !lines.iter().any(same) {
                     parts.push(shown);
                 }
@@ -95,9 +95,18 @@ impl Session {
         };
         let locale = if zh { "zh" } else { "en" };
         // A widget's answer follows its question, unless the field names it.
+        let from_widget = f.field_type != FieldType::String || self.widget_answered(f);
         let asked = |answer: String| match widget {
-            Some(w) if f.participant_label.is_none() && f.field_type != FieldType::String => {
-                format!("{} {answer}", w.prompt.trim())
+            Some(w) if f.participant_label.is_none() && from_widget => {
+                let prompt = w.prompt.trim();
+                let joint = if prompt.ends_with(|c: char| {
+                    c.is_ascii_punctuation() || c.is_alphanumeric() && c.is_ascii()
+                }) {
+                    " "
+                } else {
+                    ""
+                };
+                format!("{prompt}{joint}{answer}")
             }
             _ => answer,
         };
@@ -112,7 +121,7 @@ impl Session {
             Value::String(s) if f.field_type == FieldType::String && !self.widget_answered(f) => {
                 condense::condense(&[s.as_str()], &f.description, zh)
             }
-            Value::String(s) => s.trim().to_string(),
+            Value::String(s) => asked(s.trim().to_string()),
             Value::Array(items) => {
                 let listed: Vec<String> = items
                     .iter()
