@@ -73,7 +73,10 @@ pub fn check(r: &Record) -> Vec<(&'static str, Verdict)> {
         ("11 end wishes honoured", end_wish_honoured(r)),
         ("12 no broken-off utterance", no_fragment(r)),
         ("13 the input's class on its decision", class_recorded(r)),
-        ("14 declined and unknown told apart", declined_recorded(r)),
+        (
+            "14 declined, unknown, skipped told apart",
+            declined_recorded(r),
+        ),
         (
             "15 a field rests on answers to its objective",
             evidence_on_topic(r),
@@ -135,7 +138,7 @@ fn no_non_answer_in_a_field(r: &Record) -> Verdict {
     }
     for (id, f) in fields(r) {
         // A declined or unknown field cites the reply that said so, and holds no value.
-        if f["status"] == "refused" || f["status"] == "unknown" {
+        if f["status"] == "refused" || f["status"] == "unknown" || f["status"] == "skipped" {
             if !f["value"].is_null() {
                 return Fail(format!(
                     "{id} is {} with a value: {}",
@@ -551,8 +554,37 @@ fn class_recorded(r: &Record) -> Verdict {
 }
 
 /// 14. An objective the participant declined or could not answer has its text fields recorded
-///     as `refused` / `unknown` (no value), not left empty and not filled with the reply.
+///     as `refused` / `unknown` (no value), not left empty and not filled with the reply; a
+///     skipped widget's typed fields as `skipped`.
 fn declined_recorded(r: &Record) -> Verdict {
+    // A skipped widget's typed fields say so.
+    let skipped: Vec<&str> = r
+        .widgets
+        .iter()
+        .filter(|w| w.skipped)
+        .filter_map(|w| w.objective_id.as_deref())
+        .collect();
+    if !skipped.is_empty() && !r.result.is_null() {
+        for f in r.definition["output_schema"]["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let on_skipped = f["objective_id"]
+                .as_str()
+                .is_some_and(|o| skipped.contains(&o));
+            if on_skipped && f["type"] != "string" {
+                let id = f["id"].as_str().unwrap_or_default();
+                let got = &r.result["fields"][id];
+                if got["status"] != "skipped" {
+                    return Fail(format!("{id} should be skipped: {got}"));
+                }
+            }
+        }
+        if r.persona.declines.is_none() {
+            return Pass;
+        }
+    }
     let Some((objective, _, _, expected)) = r.persona.declines else {
         return NotApplicable;
     };

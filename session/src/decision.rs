@@ -145,10 +145,13 @@ impl TokenUsage {
 pub enum FieldStatus {
     #[default]
     Answered,
-    /// The participant declined ("I'd rather not say", a skipped widget); the value is null.
+    /// The participant declined ("I'd rather not say"); the value is null.
     Refused,
     /// The participant said they do not know ("I don't know", "不知道"); the value is null.
     Unknown,
+    /// The participant skipped the widget that asks for it (none of its options may have fit);
+    /// the value is null.
+    Skipped,
 }
 
 impl FieldStatus {

@@ -14,8 +14,8 @@
 //! 4. **missing field** — a required text field of the objective the answers so far would not
 //!    bring to the study's confidence threshold.
 //!
-//! The words: the study's `probe_hints` first, turned into a question ("ask for the last
-//! concrete example" → "Could you tell me more about the last concrete example?"), then generic
+//! The words: the study's `probe_hints` that fit the trigger first, turned into a question ("ask
+//! for the last concrete example" → "Could you share the last concrete example?"), then generic
 //! probes for the trigger; never the same question twice on an objective.
 
 use interview_session::decision::ProbeTrigger;
@@ -324,15 +324,39 @@ fn vague(answer: &str) -> Option<String> {
 fn hint_question(hint: &str, zh: bool) -> String {
     let hint = hint.trim().trim_end_matches(['.', '?', '。', '？']);
     if zh {
-        return format!("能再多说说{hint}吗？");
+        // The researcher's own verb ("追问…", "了解…") is theirs, not a question's.
+        let rest = ["追问", "问问", "了解一下", "了解", "询问", "问"]
+            .iter()
+            .find_map(|p| hint.strip_prefix(p))
+            .unwrap_or(hint);
+        return format!("能再多说说{rest}吗？");
     }
     let lower = hint.to_lowercase();
-    let rest = ["ask for ", "ask about ", "ask ", "probe ", "find out "]
+    // "ask for an example" asks the participant to share one; "ask about X" to say more.
+    let share = ["ask for ", "probe for ", "look for "]
         .iter()
-        .find_map(|p| lower.starts_with(p).then(|| &hint[p.len()..]))
-        .unwrap_or(hint);
-    let rest = rest
-        .split(' ')
+        .find_map(|p| lower.starts_with(p).then(|| &hint[p.len()..]));
+    if let Some(rest) = share {
+        return format!("Could you share {}?", as_said_to_them(rest));
+    }
+    let rest = [
+        "ask about ",
+        "probe about ",
+        "probe into ",
+        "explore ",
+        "ask ",
+        "probe ",
+        "find out ",
+    ]
+    .iter()
+    .find_map(|p| lower.starts_with(p).then(|| &hint[p.len()..]))
+    .unwrap_or(hint);
+    format!("Could you tell me more about {}?", as_said_to_them(rest))
+}
+
+/// A hint's words about the participant turned to them ("they" → "you").
+fn as_said_to_them(rest: &str) -> String {
+    rest.split(' ')
         .map(|w| match w {
             "they" => "you",
             "their" => "your",
@@ -341,8 +365,7 @@ fn hint_question(hint: &str, zh: bool) -> String {
             other => other,
         })
         .collect::<Vec<_>>()
-        .join(" ");
-    format!("Could you tell me more about {rest}?")
+        .join(" ")
 }
 
 fn generic(trigger: ProbeTrigger, zh: bool) -> &'static [&'static str] {
@@ -840,9 +863,14 @@ mod tests {
             "who else is involved in deciding".to_string(),
         ];
         let first = choose("it depends", &[], None, &hints, &[], "en").unwrap();
+        assert_eq!(first.question, "Could you share the last concrete example?");
         assert_eq!(
-            first.question,
-            "Could you tell me more about the last concrete example?"
+            hint_question("Probe for a recent example", false),
+            "Could you share a recent example?"
+        );
+        assert_eq!(
+            hint_question("追问最近一次的经历", true),
+            "能再多说说最近一次的经历吗？"
         );
         let second = choose(
             "it depends",

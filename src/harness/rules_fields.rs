@@ -8,7 +8,7 @@
 //!   confidence that grows with the amount said (0.3 + 0.05 per word, CJK text counted two
 //!   characters a word, at most 0.9) — honest, since no model judged them.
 //! - An objective that got no answer at all, only refusals or "I don't know", has its empty fields
-//!   recorded as `refused` / `unknown`; a skipped widget's as `refused`.
+//!   recorded as `refused` / `unknown`; a skipped widget's as `skipped`.
 //! - A reply to the summary that adds or corrects goes into the text field it is most about.
 
 use interview_session::decision::{AgentAction, ExtractedField, FieldStatus, Proposal};
@@ -254,8 +254,8 @@ pub(super) fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<Ex
 /// Fields the participant declined or could not answer (issue 29), told apart from fields never
 /// asked about: when an objective got no answer at all — only refusals ("I'd rather not say"),
 /// or only "I don't know" — its fields left empty are `refused` (a refusal first) or `unknown`,
-/// with those replies as evidence; a skipped widget's fields left empty are `refused`. The value
-/// is null, the confidence 1 (the participant said so).
+/// with those replies as evidence; a skipped widget's typed fields left empty are `skipped`. The
+/// value is null, the confidence 1 (the participant said so).
 pub fn declined_fields(
     study: &interview_session::study::PinnedStudy,
     o: &Objective,
@@ -296,7 +296,7 @@ pub fn declined_fields(
             let text = matches!(f.field_type, FieldType::String | FieldType::StringList);
             let (status, evidence): (FieldStatus, Vec<&Answer>) = match (declined, skipped) {
                 (Some((status, replies)), _) => (status, replies.to_vec()),
-                (None, Some(skip)) if !text => (FieldStatus::Refused, vec![*skip]),
+                (None, Some(skip)) if !text => (FieldStatus::Skipped, vec![*skip]),
                 _ => return None,
             };
             Some(ExtractedField {

@@ -98,7 +98,7 @@ pub fn csv_row(row: &ResultRow, field_ids: &[String]) -> String {
             plain(&f["confidence"]),
             evidence,
             plain(&f["quote"]),
-            // `answered`, `refused` or `unknown`; empty when the field has nothing at all.
+            // `answered`, `refused`, `unknown` or `skipped`; empty when the field has nothing.
             match (&f["status"], f.is_null()) {
                 (_, true) => String::new(),
                 (Value::String(status), _) => status.clone(),
