@@ -265,6 +265,15 @@ fn researcher_tokens(settings: &Settings, db: &Db) -> Result<HashSet<String>, St
         tokens.push(Secret(read_or_create_token_file(&path)?));
         tracing::info!(path = %path.display(), "researcher token file (RESEARCHER_TOKENS is unset)");
     }
+    // A guessable researcher token opens every study's data: say so (issue 30). Not refused,
+    // so existing deployments keep starting.
+    let short = tokens.iter().filter(|t| t.0.chars().count() < 32).count();
+    if short > 0 {
+        tracing::warn!(
+            short,
+            "researcher tokens shorter than 32 characters are easier to guess; use random ones of 32 or more (unset RESEARCHER_TOKENS on SQLite to get one generated)"
+        );
+    }
     Ok(tokens.iter().map(|t| sha256_hex(t.0.as_bytes())).collect())
 }
 

@@ -333,10 +333,11 @@ async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm(
 async fn a_clean_stop_on_postgres_warns_of_nothing() {
     let url = crate::helpers::fresh_postgres_database().await;
     let port = free_port();
+    // A token long enough not to be warned about.
     let child = Command::new(env!("CARGO_BIN_EXE_interview-runtime"))
         .env("BIND", format!("127.0.0.1:{port}"))
         .env("DATABASE_URL", &url)
-        .env("RESEARCHER_TOKENS", "r")
+        .env("RESEARCHER_TOKENS", "r".repeat(40))
         .env_remove("CONFIG_FILE")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,6 +7,23 @@ use crate::both_stores;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
 use interview_runtime::command::store::Actor;
 
+/// Behind https (the public URL says so) the participant's cookie is sent over https only.
+async fn the_participant_cookie_is_secure_behind_https(store: Store) {
+    let app = TestApp::spawn_with(store, |s| {
+        s.public_base_url = Some("https://interviews.example.org".into())
+    })
+    .await;
+    let res = app
+        .post("/api/public/studies/demo/sessions", None, &json!({}))
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+}
+
 async fn creating_a_session_answers_the_contract(store: Store) {
     let app = TestApp::spawn(store).await;
     let (_, slug, published) = app.publish_study(&study_definition()).await;
@@ -29,6 +46,7 @@ async fn creating_a_session_answers_the_contract(store: Store) {
         cookie.starts_with("participant_token=") && cookie.contains("HttpOnly"),
         "{cookie}"
     );
+    assert!(!cookie.contains("Secure"), "plain http: {cookie}");
     let body = json_of(res).await;
     assert_eq!(body["status"], "created");
     assert!(uuid::Uuid::parse_str(body["session_id"].as_str().unwrap()).is_ok());
@@ -705,6 +723,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
 }
 
 both_stores!(
+    the_participant_cookie_is_secure_behind_https,
     a_session_without_views_is_caught_up,
     a_command_refused_on_kept_state_is_judged_again_on_the_log,
     racing_writers_lose_cleanly_and_views_agree,

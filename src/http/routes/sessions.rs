@@ -305,10 +305,19 @@ pub async fn create(
     crate::telemetry::note_session(session_id);
     // The interviewer starts at once: consent, then the interview.
     state.harness.trigger(&session_id.to_string());
+    // Sent only over https when the server is reached by https (its public URL says so, or the
+    // request came in over TLS), so the token never travels in clear (issue 30).
+    let https = state
+        .settings
+        .public_base_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"))
+        || req.connection_info().scheme() == "https";
     let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
         .path(format!("/api/sessions/{session_id}"))
         .http_only(true)
         .same_site(SameSite::Lax)
+        .secure(https)
         .finish();
     Ok(HttpResponse::Created()
         .cookie(cookie)
