@@ -90,7 +90,8 @@ impl Harness {
             // What a widget answered is not the model's to read again: it fills its fields as
             // the rules extraction does, over whatever the model made of them.
             Ok((fields, call)) => {
-                let mut fields = answers_only(fields, session, &listing, &loaded.events);
+                let mut fields =
+                    answers_only(fields, session, conversation, &listing, &loaded.events);
                 let widgets = super::rules::all_widget_fields(session, conversation);
                 fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
                 fields.extend(widgets);
@@ -259,7 +260,8 @@ impl Harness {
         };
         match parsed {
             Ok(mut proposal) => {
-                proposal.fields = answers_only(proposal.fields, session, &listing, events);
+                proposal.fields =
+                    answers_only(proposal.fields, session, conversation, &listing, events);
                 proposal.input_class = super::rules::input_class(session, conversation);
                 Some(proposal)
             }
@@ -322,6 +324,7 @@ pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool
 fn answers_only(
     fields: Vec<ExtractedField>,
     session: &Session,
+    conversation: &Conversation,
     listing: &Listing,
     events: &[SessionEvent],
 ) -> Vec<ExtractedField> {
@@ -355,13 +358,13 @@ fn answers_only(
             not_answers.push((line.id, &line.text));
         }
     }
-    // Which objective each answer answered (summary replies answer none).
-    let answered_for: std::collections::HashMap<uuid::Uuid, String> =
-        super::conversation::Conversation::from_events(events)
-            .answers
-            .into_iter()
-            .filter_map(|a| Some((a.turn_id, a.objective_id?)))
-            .collect();
+    // Which objective each answer answered (summary replies answer none): the conversation the
+    // caller already folded, not a second fold of the log.
+    let answered_for: std::collections::HashMap<uuid::Uuid, &str> = conversation
+        .answers
+        .iter()
+        .filter_map(|a| Some((a.turn_id, a.objective_id.as_deref()?)))
+        .collect();
     let objective_of = |field_id: &str| {
         study
             .output_schema
@@ -410,7 +413,7 @@ fn answers_only(
                 && f.evidence_turn_ids.iter().all(|t| {
                     answered_for
                         .get(t)
-                        .is_some_and(|o| Some(o) != objective_of(&f.field_id).as_ref())
+                        .is_some_and(|o| Some(*o) != objective_of(&f.field_id).as_deref())
                 });
             !cited_only_non_answers && !value_is_non_answer && !elsewhere
         })
