@@ -16,6 +16,8 @@ const T = zh
       reconnecting: "连接中断，正在重新连接…", failed: "出了点问题，请稍后再试。",
       invalid: "这个回答不太符合要求，请检查后再提交。", gone: "这次访谈已经结束。",
       missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
+      full: "这项研究的名额已满，谢谢你的关注。", paused: "这项研究暂时不接受新的参与者。",
+      taken: "你已经有一次正在进行的访谈，请在开始它的地方继续。", badLink: "这个链接不完整或已失效，请回到邀请你的页面重新打开。",
       chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
       rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
       confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？", finish: "完成",
@@ -37,7 +39,11 @@ const T = zh
       reconnecting: "Connection lost — reconnecting…", failed: "Something went wrong. Please try again in a moment.",
       invalid: "That answer doesn't fit — please check it and try again.", gone: "This interview has already ended.",
       missing: "We can't find this interview. Please open the link in the browser you started it in.",
-      notFound: "We can't find this study.", chooseBetween: (a, b) => `Choose ${a} to ${b}`,
+      notFound: "We can't find this study.", full: "This study has all the participants it needs — thank you for your interest.",
+      paused: "This study isn't taking new participants right now.",
+      taken: "You already have an interview in progress for this study — please continue it where you started it.",
+      badLink: "This link is incomplete or no longer valid. Please go back to where you were invited and open it again.",
+      chooseBetween: (a, b) => `Choose ${a} to ${b}`,
       messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
       newInterview: "Start a new interview",
       confirmYes: "Yes, that's right", confirmAdd: "Add something", addPlaceholder: "What would you add or correct?",
@@ -168,7 +174,12 @@ async function api(method, path, body) {
   throw error;
 }
 
+// The study's own refusals (a full study, a reference already taking part, a link whose
+// signature does not hold) say so; anything else is "try again".
+const refusals = { study_full: "full", study_paused: "paused", active_session_exists: "taken", forbidden: "badLink" };
+
 function friendly(error) {
+  if (refusals[error.code]) return T[refusals[error.code]];
   if (error.status === 410) return T.gone;
   if (error.code === "interaction_pending") return T.answerAbove;
   if (error.status === 422) return T.invalid;
@@ -804,10 +815,19 @@ async function endInterview() {
 async function begin() {
   $("start").disabled = true;
   try {
+    // A panel's link names its participant (`?ref=`) and may sign the reference (`&sig=`,
+    // docs/study-definition.md): both go with the create.
+    const params = new URLSearchParams(location.search);
+    const request = {};
+    if (params.get("ref")) request.participant_ref = params.get("ref");
+    if (params.get("sig")) request.participant_ref_signature = params.get("sig");
     const res = await fetch(`/api/public/studies/${encodeURIComponent(boot.slug)}/sessions`, {
-      method: "POST", headers: { "content-type": "application/json" }, body: "{}",
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request),
     });
-    if (!res.ok) throw Object.assign(new Error(String(res.status)), { status: res.status });
+    if (!res.ok) {
+      const code = await res.json().then((b) => b.error.code, () => "");
+      throw Object.assign(new Error(code || String(res.status)), { status: res.status, code });
+    }
     const body = await res.json();
     session = { id: body.session_id, token: body.participant_token };
     save();
@@ -816,7 +836,7 @@ async function begin() {
     connect();
   } catch (error) {
     $("start").disabled = false;
-    notice(error.status === 404 ? T.notFound : T.failed);
+    notice(error.status === 404 ? T.notFound : friendly(error));
   }
 }
 

@@ -356,33 +356,53 @@ pub async fn sessions_awaiting_interviewer(
     })
 }
 
-/// How many sessions (previews aside) a study has.
-pub async fn count_study_sessions(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
+/// `state` holds the view's JSON (`jsonb` on PostgreSQL, text on SQLite): "the participant
+/// consented", as each store spells it.
+fn consented(db: &Db) -> &'static str {
+    match db {
+        Db::Postgres(_) => "state->'consent' = 'true'::jsonb",
+        Db::Sqlite(_) => "json_extract(state, '$.consent') = 1",
+    }
+}
+
+/// How many of a study's places are taken: sessions (previews aside) whose participant
+/// consented and that were not abandoned — completed interviews and those under way. A session
+/// never consented holds no place; one abandoned after consent (withdrawn, timed out, refused
+/// a place) gives its place back (`docs/study-definition.md`, `limits.max_sessions`).
+pub async fn count_places_taken(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
+    let sql = format!(
+        "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND preview = FALSE \
+         AND last_seq > 0 AND status <> 'abandoned' AND {}",
+        consented(db)
+    );
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND preview = FALSE AND last_seq > 0",
-        )
-        .bind(study_id)
-        .fetch_one(pool)
-        .await
+        sqlx::query_scalar(&sql)
+            .bind(study_id)
+            .fetch_one(pool)
+            .await
     })
 }
 
-/// An open (not completed or abandoned) session of `study_id` for `participant_ref`, if any.
-pub async fn open_session_for_participant(
+/// Whether `participant_ref` holds an open session of `study_id`: one its participant consented
+/// to and that has not ended. An unconsented session holds nothing, so a stranger who creates
+/// sessions with someone else's reference locks nobody out.
+pub async fn participant_holds_session(
     db: &Db,
     study_id: &str,
     participant_ref: &str,
-) -> Result<Option<String>, sqlx::Error> {
+) -> Result<bool, sqlx::Error> {
+    let sql = format!(
+        "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND participant_ref = $2 \
+         AND status NOT IN ('completed', 'abandoned') AND last_seq > 0 AND {}",
+        consented(db)
+    );
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state WHERE study_id = $1 AND participant_ref = $2 \
-             AND status NOT IN ('completed', 'abandoned') AND last_seq > 0 LIMIT 1",
-        )
-        .bind(study_id)
-        .bind(participant_ref)
-        .fetch_optional(pool)
-        .await
+        let open: i64 = sqlx::query_scalar(&sql)
+            .bind(study_id)
+            .bind(participant_ref)
+            .fetch_one(pool)
+            .await?;
+        Ok(open > 0)
     })
 }
 

@@ -38,6 +38,12 @@ pub enum ConcludeReason {
     /// The participant withdrew (`POST …/withdraw`) while the interview ran; their data is
     /// erased next. Only the withdrawal ends a session with it: no interviewer may.
     Withdrawn,
+    /// The participant consented when every place of the study was taken
+    /// (`limits.max_sessions`, counted in consented sessions).
+    StudyFull,
+    /// The participant consented while their `participant_ref` held another open, consented
+    /// session of the study (`one_active_session_per_participant`).
+    DuplicateParticipant,
 }
 
 impl ConcludeReason {
@@ -45,7 +51,12 @@ impl ConcludeReason {
     pub fn abandons(self) -> bool {
         matches!(
             self,
-            Self::ScreeningFailed | Self::SafetyTriggered | Self::ConsentDeclined | Self::Withdrawn
+            Self::ScreeningFailed
+                | Self::SafetyTriggered
+                | Self::ConsentDeclined
+                | Self::Withdrawn
+                | Self::StudyFull
+                | Self::DuplicateParticipant
         )
     }
 }

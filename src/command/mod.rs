@@ -5,5 +5,7 @@
 
 pub mod erasure;
 pub mod event_store;
+pub mod participant_links;
+pub mod places;
 pub mod store;
 pub mod studies;

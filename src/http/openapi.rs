@@ -5,15 +5,15 @@ use actix_web::{get, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::routes::{erasure, health, research, sessions, stream, studies};
+use crate::http::routes::{erasure, health, join, research, sessions, stream, studies};
 
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Interview Runtime API", description = "Event-sourced AI interview runtime"),
     paths(
         health::healthz, health::readyz,
-        studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume,
-        sessions::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::live::agui::run,
+        studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume, studies::rotate_link_secret, studies::remove_link_secret,
+        join::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::live::agui::run,
         crate::http::routes::page::study_page, crate::http::routes::page::session_page, crate::http::routes::page::asset, crate::http::routes::page::favicon, crate::meters::scrape,
         stream::stream,
         research::study_sessions, research::transcript, research::session_state, research::decisions,

@@ -138,61 +138,7 @@ async fn an_ended_session_sends_a_panel_participant_back_with_the_outcome(store:
     assert_eq!(frames.last().unwrap().data["redirect_url"], expected);
 }
 
-async fn one_open_session_per_participant_ref(store: Store) {
-    let app = TestApp::spawn(store).await;
-    let app = &app;
-    let create = |r: &'static str| async move {
-        app.post(
-            "/api/public/studies/demo/sessions",
-            None,
-            &json!({"participant_ref": r}),
-        )
-        .await
-    };
-    let first = crate::helpers::json_of(create("panel-7").await).await;
-    let body = assert_error(
-        create("panel-7").await,
-        StatusCode::CONFLICT,
-        "active_session_exists",
-    )
-    .await;
-    assert_eq!(body["error"]["details"]["session_id"], first["session_id"]);
-    // Racing creates for a new reference: exactly one wins.
-    let racing = futures_util::future::join_all((0..10).map(|_| create("panel-8"))).await;
-    let created = racing
-        .iter()
-        .filter(|r| r.status() == StatusCode::CREATED)
-        .count();
-    assert_eq!(created, 1);
-    // Once the first session has ended, the reference may start again.
-    let id = first["session_id"].as_str().unwrap();
-    let token = first["participant_token"].as_str().unwrap();
-    app.run(id).await;
-    let ended = app
-        .post(&format!("/api/sessions/{id}/end"), Some(token), &json!({}))
-        .await;
-    assert_eq!(ended.status(), StatusCode::OK);
-    assert_eq!(create("panel-7").await.status(), StatusCode::CREATED);
-    // A study may allow several at once.
-    let mut study: Value =
-        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
-    study["public_slug"] = json!("parallel");
-    study["one_active_session_per_participant"] = json!(false);
-    app.publish_study(&study).await;
-    for _ in 0..2 {
-        let res = app
-            .post(
-                "/api/public/studies/parallel/sessions",
-                None,
-                &json!({"participant_ref": "panel-9"}),
-            )
-            .await;
-        assert_eq!(res.status(), StatusCode::CREATED);
-    }
-}
-
 both_stores!(
-    one_open_session_per_participant_ref,
     an_ended_session_sends_a_panel_participant_back_with_the_outcome,
     failing_screening_ends_the_session_kindly,
     passing_screening_opens_the_interview,

@@ -1,6 +1,5 @@
 //! Overload protection: creates rate-limited per address and per study (429 + Retry-After), a
-//! session's inputs rate-limited (each may cost model calls), a
-//! study's session cap, the open-stream cap, the in-flight cap, and an announced oversize body
+//! session's inputs rate-limited (each may cost model calls), the open-stream cap, the in-flight cap, and an announced oversize body
 //! refused before it is read. Each refusal is quick and writes nothing.
 
 use std::time::Duration;
@@ -66,27 +65,6 @@ async fn creates_are_rate_limited_per_address_and_per_study(store: Store) {
     )
     .await;
     assert_eq!(create(&app, "other").await.status(), StatusCode::CREATED);
-}
-
-async fn a_study_can_cap_its_sessions(store: Store) {
-    let app = TestApp::spawn(store).await;
-    let mut study: Value =
-        serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
-    study["public_slug"] = json!("capped");
-    study["limits"]["max_sessions"] = json!(2);
-    app.publish_study(&study).await;
-    let racing = futures_util::future::join_all((0..5).map(|_| create(&app, "capped"))).await;
-    let created = racing
-        .iter()
-        .filter(|r| r.status() == StatusCode::CREATED)
-        .count();
-    assert_eq!(created, 2);
-    assert_error(
-        create(&app, "capped").await,
-        StatusCode::CONFLICT,
-        "study_full",
-    )
-    .await;
 }
 
 async fn open_streams_are_capped(store: Store) {
@@ -226,7 +204,6 @@ async fn a_session_s_inputs_are_rate_limited(store: Store) {
 both_stores!(
     a_session_s_inputs_are_rate_limited,
     creates_are_rate_limited_per_address_and_per_study,
-    a_study_can_cap_its_sessions,
     open_streams_are_capped,
     requests_in_flight_are_capped_and_big_bodies_refused_unread,
 );

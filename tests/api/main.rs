@@ -18,6 +18,7 @@ mod operations;
 mod overview;
 mod participant;
 mod pg_restart;
+mod places;
 mod process;
 mod research;
 mod research_data;

@@ -184,8 +184,9 @@ impl Session {
             // The study's safety patterns decide: a model's own safety stop must be confirmed by
             // them, else it is refused (recorded) and the interview goes on.
             SafetyTriggered => self.safety_triggered,
-            // Only the sweeper and a withdrawal end a session so, never an interviewer.
-            Timeout | Withdrawn => false,
+            // Only the sweeper, a withdrawal and the study's places (checked at consent) end a
+            // session so, never an interviewer.
+            Timeout | Withdrawn | StudyFull | DuplicateParticipant => false,
             MaxTurnsReached | MaxDurationReached | ParticipantRequestedEnd | ParticipantFatigue => {
                 self.stop_reason(at) == Some(reason)
                     || (reason == ParticipantRequestedEnd && self.end_requested)

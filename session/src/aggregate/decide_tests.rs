@@ -685,6 +685,9 @@ async fn a_conclusion_must_be_true() {
         R::MaxTurnsReached,
         R::ParticipantFatigue,
         R::Timeout,
+        // A study's places are checked at consent, by the runtime: no interviewer ends on them.
+        R::StudyFull,
+        R::DuplicateParticipant,
     ] {
         let refused = when(given.clone(), decide(3, A::Conclude { reason }, None))
             .await

@@ -3,6 +3,7 @@
 
 pub mod erasure;
 pub mod health;
+pub mod join;
 pub mod page;
 pub mod research;
 pub mod sessions;
@@ -23,7 +24,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(studies::publish)
         .service(studies::pause)
         .service(studies::resume)
-        .service(sessions::create)
+        .service(studies::rotate_link_secret)
+        .service(studies::remove_link_secret)
+        .service(join::create)
         .service(sessions::get)
         .service(sessions::post_message)
         .service(sessions::submit_interaction)

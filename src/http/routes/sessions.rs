@@ -1,7 +1,6 @@
 //! Participant routes: create a session from a public link, post messages, answer widgets, read
 //! the session. Researchers may read any session, with more detail.
 
-use actix_web::cookie::{Cookie, SameSite};
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use interview_projections::{read, DecisionRow, SessionStateView, WidgetHistory};
@@ -13,33 +12,12 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::command::store::Actor;
-use crate::command::studies::{self, StudyStatus};
-use crate::http::auth::{authenticate, Caller, PARTICIPANT_COOKIE};
+use crate::http::auth::{authenticate, Caller};
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::http::routes::studies::ConfigVersionsSchema;
 use crate::state::AppState;
 use crate::telemetry::request_id;
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateSessionRequest {
-    /// An opaque reference of the participant's own (a panel id, say); at most 200 characters.
-    #[serde(default)]
-    participant_ref: Option<String>,
-    /// Researchers only: a preview session, kept out of results.
-    #[serde(default)]
-    preview: bool,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CreateSessionResponse {
-    session_id: Uuid,
-    status: String,
-    /// Bearer token for this session only. Also set as an HttpOnly cookie.
-    participant_token: String,
-    config_versions: ConfigVersionsSchema,
-}
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -196,9 +174,17 @@ pub(crate) async fn execute_participant(
         state.harness.note_address(&id, &address);
     }
     let actor = Actor::Participant;
-    let committed = state
-        .store
-        .execute_committed(&id, command, actor, &request_id(req))
+    // A consent takes one of the study's places (`join`): checked, under the study's lock,
+    // before it is committed.
+    let consenting = super::join::accepts_consent(&command);
+    let committed =
+        super::join::execute_with_places(state, req, session_id, consenting, || async {
+            let request = request_id(req);
+            Ok(state
+                .store
+                .execute_committed(&id, command, actor, &request)
+                .await?)
+        })
         .await?;
     // The state the command just committed; the database only when it is no longer kept.
     let status = match state.store.kept_status(&id) {
@@ -216,172 +202,6 @@ pub(crate) async fn execute_participant(
         state.harness.trigger(&id);
     }
     Ok(status)
-}
-
-/// Start a session from a study's public link (no login).
-#[utoipa::path(post, path = "/api/public/studies/{public_slug}/sessions", tag = "participant",
-    params(("public_slug" = String, Path)),
-    request_body(content = CreateSessionRequest, description = "optional"),
-    responses((status = 201, body = CreateSessionResponse), (status = 400), (status = 404, description = "unknown or unpublished study"),
-              (status = 409, description = "study_paused, study_full, or active_session_exists (details.session_id) for a participant_ref with an open session"),
-              (status = 413), (status = 422), (status = 429, description = "rate_limited, with Retry-After"), (status = 503)))]
-#[post("/api/public/studies/{public_slug}/sessions")]
-pub async fn create(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Payload,
-) -> Result<HttpResponse, ApiError> {
-    let request: CreateSessionRequest =
-        json_body(body, 16 * 1024, true, ShapeErrors::BadRequest).await?;
-    if let Some(r) = &request.participant_ref {
-        if r.chars().count() > 200 {
-            return Err(ApiError::invalid(
-                "invalid_participant_ref",
-                "participant_ref",
-                "at most 200 characters",
-            ));
-        }
-    }
-    if request.preview && authenticate(&state, &req).await? != Caller::Researcher {
-        return Err(ApiError::Forbidden(
-            "preview sessions need a researcher token",
-        ));
-    }
-    // Overload protection before any work: per client address, then per study link.
-    let address = req
-        .peer_addr()
-        .map(|a| crate::http::door::client_key(a.ip()).to_string())
-        .unwrap_or_default();
-    for (limiter, key, who) in [
-        (&state.create_by_address, address.as_str(), "your network"),
-        (&state.create_by_study, path.as_str(), "this study"),
-    ] {
-        if let Err(retry_after) = limiter.check(key) {
-            return Err(ApiError::TooManyRequests {
-                message: format!(
-                    "too many new interviews from {who} just now; please try again in {retry_after} s"
-                ),
-                retry_after,
-            });
-        }
-    }
-    let study = studies::by_slug(&state.db, &path).await?;
-    let pinned = match study {
-        Some(s) if s.status == StudyStatus::Paused => {
-            return Err(ApiError::Conflict {
-                code: "study_paused",
-                message: "this study is not taking new participants right now".into(),
-                details: Some(json!({ "status": "paused" })),
-            })
-        }
-        Some(s) => s
-            .published
-            .ok_or_else(|| ApiError::not_found("study_not_found", "no such study"))?,
-        None => return Err(ApiError::not_found("study_not_found", "no such study")),
-    };
-    // A study's cap on sessions, and one open session per participant reference (the study's `one_active_session_per_participant`):
-    // each check goes with the create that follows it, so racing creates cannot both pass —
-    // in this process first (so one connection at most waits on the database's lock), then
-    // across processes sharing the database.
-    let guarded = pinned.study_config.limits.max_sessions.is_some()
-        || (request.participant_ref.is_some()
-            && pinned.study_config.one_active_session_per_participant);
-    let _serialized = match guarded {
-        true => Some(state.participant_create_lock.lock().await),
-        false => None,
-    };
-    let study_lock = match guarded {
-        true => Some(
-            interview_projections::locks::lock_study_creates(&state.db, &pinned.study_id).await?,
-        ),
-        false => None,
-    };
-    let created = check_and_create(&state, &req, pinned, request).await;
-    if let Some(lock) = study_lock {
-        lock.release().await;
-    }
-    let (session_id, token, config_versions) = created?;
-    crate::telemetry::note_session(session_id);
-    // The interviewer starts at once: consent, then the interview.
-    state.harness.trigger(&session_id.to_string());
-    // Sent only over https when the server is reached by https (its public URL says so, or the
-    // request came in over TLS), so the token never travels in clear (issue 30).
-    let https = state
-        .settings
-        .public_base_url
-        .as_deref()
-        .is_some_and(|u| u.starts_with("https://"))
-        || req.connection_info().scheme() == "https";
-    let cookie = Cookie::build(PARTICIPANT_COOKIE, token.clone())
-        .path(format!("/api/sessions/{session_id}"))
-        .http_only(true)
-        .same_site(SameSite::Lax)
-        .secure(https)
-        .finish();
-    Ok(HttpResponse::Created()
-        .cookie(cookie)
-        .json(CreateSessionResponse {
-            session_id,
-            status: "created".into(),
-            participant_token: token,
-            config_versions,
-        }))
-}
-
-/// The study's rules on new sessions, then the create; the caller holds the locks.
-async fn check_and_create(
-    state: &AppState,
-    req: &HttpRequest,
-    pinned: interview_session::study::PinnedStudy,
-    request: CreateSessionRequest,
-) -> Result<(Uuid, String, ConfigVersionsSchema), ApiError> {
-    if let Some(max) = pinned.study_config.limits.max_sessions {
-        if read::count_study_sessions(&state.db, &pinned.study_id).await? >= i64::from(max) {
-            return Err(ApiError::Conflict {
-                code: "study_full",
-                message: "this study has all the participants it needs, thank you".into(),
-                details: Some(json!({ "max_sessions": max })),
-            });
-        }
-    }
-    let one_per_ref = request
-        .participant_ref
-        .as_ref()
-        .filter(|_| pinned.study_config.one_active_session_per_participant);
-    if let Some(r) = one_per_ref {
-        if let Some(open) =
-            read::open_session_for_participant(&state.db, &pinned.study_id, r).await?
-        {
-            return Err(ApiError::Conflict {
-                code: "active_session_exists",
-                message: "you already have an interview in progress for this study".into(),
-                details: Some(json!({ "session_id": open })),
-            });
-        }
-    }
-    let session_id = Uuid::new_v4();
-    let (token, token_sha256) = crate::http::auth::new_participant_token(session_id);
-    let config_versions = (&pinned.config_versions).into();
-    let command = SessionCommand::Create {
-        session_id,
-        study: Box::new(pinned),
-        participant_ref: request.participant_ref,
-        participant_token_sha256: token_sha256,
-        preview: request.preview,
-        chain_secret: Some(chain_secret()),
-        at: Utc::now(),
-    };
-    state
-        .store
-        .execute(
-            &session_id.to_string(),
-            command,
-            Actor::Participant,
-            &request_id(req),
-        )
-        .await?;
-    Ok((session_id, token, config_versions))
 }
 
 /// Post a participant message.
@@ -631,11 +451,4 @@ fn researcher_fields(view: &SessionStateView, from_log: FromLog) -> Map<String, 
         Value::Object(map) => map,
         _ => unreachable!("a json! object literal"),
     }
-}
-
-/// 256 random bits, in hex: a new session's `chain_secret` (`interview_session::SessionCreated`).
-fn chain_secret() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the operating system gives random bytes");
-    interview_session::hash::to_hex(&bytes)
 }

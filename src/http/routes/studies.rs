@@ -1,12 +1,13 @@
 //! Researcher routes for studies: drafts, publishing, pause/resume, listing.
 
-use actix_web::{get, post, put, web, HttpRequest, HttpResponse};
+use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use interview_session::study::{ConfigVersions, StudyDefinition};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use crate::command::participant_links;
 use crate::command::studies::{self, StudyRecord, StudyStatus};
 use crate::http::auth::require_researcher;
 use crate::http::body::{json_body, ShapeErrors};
@@ -243,4 +244,61 @@ pub async fn overview(
         .collect();
     overview.arrange(&objectives, &fields);
     Ok(HttpResponse::Ok().json(overview))
+}
+
+/// A study's new participant-link secret, shown once, with a worked example of a signed link.
+#[derive(Serialize, ToSchema)]
+pub struct LinkSecretResponse {
+    study_id: String,
+    /// The key panels sign participant references with (hex HMAC-SHA256); shown only now.
+    secret: String,
+    /// A worked example: this reference, its signature, the page link that carries both.
+    example: Value,
+}
+
+/// Start signing the study's participant links (or replace the secret: links signed with the
+/// old one stop working). From then on a create with a `participant_ref` needs its signature.
+#[utoipa::path(post, path = "/api/studies/{study_id}/participant-link-secret", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 200, body = LinkSecretResponse), (status = 401), (status = 403), (status = 404)))]
+#[post("/api/studies/{study_id}/participant-link-secret")]
+pub async fn rotate_link_secret(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let study = studies::get(&state.db, &path).await?;
+    let secret = participant_links::rotate(&state.db, &study.study_id).await?;
+    let example_ref = "panel-12345";
+    let signature = participant_links::signature(&secret, example_ref);
+    let link = study
+        .public_slug
+        .as_ref()
+        .map(|slug| format!("/interview/{slug}?ref={example_ref}&sig={signature}"));
+    Ok(HttpResponse::Ok().json(LinkSecretResponse {
+        study_id: study.study_id,
+        secret,
+        example: serde_json::json!({
+            "participant_ref": example_ref,
+            "participant_ref_signature": signature,
+            "link": link,
+        }),
+    }))
+}
+
+/// Stop signing the study's participant links: references are taken unsigned again.
+#[utoipa::path(delete, path = "/api/studies/{study_id}/participant-link-secret", tag = "studies", security(("bearer" = [])),
+    params(("study_id" = String, Path)),
+    responses((status = 204), (status = 401), (status = 403), (status = 404)))]
+#[delete("/api/studies/{study_id}/participant-link-secret")]
+pub async fn remove_link_secret(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    require_researcher(&state, &req).await?;
+    let study = studies::get(&state.db, &path).await?;
+    participant_links::remove(&state.db, &study.study_id).await?;
+    Ok(HttpResponse::NoContent().finish())
 }

@@ -1,0 +1,8 @@
+-- A study's participant-link secret (src/command/participant_links.rs): the key panels sign
+-- participant references with. Configuration, not history: kept out of the event log.
+CREATE TABLE participant_link_secrets
+(
+    study_id   TEXT PRIMARY KEY,
+    secret     TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
