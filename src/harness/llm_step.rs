@@ -145,16 +145,8 @@ fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
     // A widget the model writes is read whole: its question, its choices, its scale's labels,
     // and its research intent (which travels to the client with it).
     if let Some(spec) = &p.interaction {
-        use interview_session::interaction::InteractionKind as K;
-        texts.push(&spec.prompt);
+        texts.extend(crate::llm::leaks::widget_texts(spec));
         texts.push(&spec.research_intent);
-        match &spec.kind {
-            K::SingleChoice { options }
-            | K::MultipleChoice { options, .. }
-            | K::Ranking { options } => texts.extend(options.iter().map(|c| c.label.as_str())),
-            K::Likert { labels, .. } => texts.extend(labels.iter().map(String::as_str)),
-            _ => {}
-        }
     }
     texts.into_iter().find_map(|t| visible.refuses(t))
 }

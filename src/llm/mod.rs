@@ -2,6 +2,7 @@
 //! tool call, streamed; the aggregate still judges it.
 
 pub mod gateway;
+pub mod leaks;
 pub mod partial;
 pub mod prompt;
 pub mod prompt_records;

@@ -10,6 +10,8 @@
 
 use interview_session::study::PinnedStudy;
 
+use super::leaks::Leaks;
+
 /// Terms that never reach a participant (ASCII ones are matched case-insensitively, as whole
 /// words where they start or end with a letter).
 const TERMS: &[&str] = &[
@@ -81,6 +83,10 @@ pub struct Refused(pub String);
 #[derive(Debug, Clone, Default)]
 pub struct Visible {
     terms: Vec<String>,
+    /// `terms` from here on are the internal text's codes, refused without being named.
+    codes_from: usize,
+    /// The study's internal text, links and markup (`super::leaks`).
+    leaks: Leaks,
 }
 
 fn is_word(b: u8) -> bool {
@@ -211,7 +217,14 @@ impl Visible {
             ids.filter(|id| id.contains('_') && !used(id))
                 .map(str::to_ascii_lowercase),
         );
-        Self { terms }
+        let leaks = Leaks::for_study(study, |t| fold(t).map(|(f, _)| f).unwrap_or_default());
+        let codes_from = terms.len();
+        terms.extend(leaks.codes.iter().cloned());
+        Self {
+            terms,
+            codes_from,
+            leaks,
+        }
     }
 
     /// How many bytes of `text` may be shown now — all of it once `complete`, else all but an
@@ -231,9 +244,16 @@ impl Visible {
                 _ => {}
             }
         }
-        for term in &self.terms {
-            safe = safe.min(find_term(bytes, term, complete)?);
+        for (i, term) in self.terms.iter().enumerate() {
+            let found = find_term(bytes, term, complete);
+            // The refusal is logged: an internal code is not repeated there either.
+            let found = match found {
+                Err(_) if i >= self.codes_from => Err(Refused("the study's internal text".into())),
+                other => other,
+            };
+            safe = safe.min(found?);
         }
+        safe = safe.min(self.leaks.check(&folded, complete)?);
         let mut safe = map[safe];
         while !text.is_char_boundary(safe) {
             safe -= 1;
@@ -248,151 +268,5 @@ impl Visible {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn demo() -> PinnedStudy {
-        crate::demo::definition()
-            .versioned_documents()
-            .pin("s", "demo")
-    }
-
-    fn visible() -> Visible {
-        let mut study = demo();
-        study.study_config.objectives[0].id = "planning_habits".into();
-        Visible::for_study(&study)
-    }
-
-    /// Feeds `text` a few characters at a time, as a stream would: what was shown before the
-    /// check refused (or everything), and the refusal.
-    fn stream(v: &Visible, text: &str) -> (String, Option<Refused>) {
-        let mut shown = 0;
-        let chars: Vec<(usize, char)> = text.char_indices().collect();
-        for (n, (i, c)) in chars.iter().enumerate() {
-            let end = i + c.len_utf8();
-            let complete = n + 1 == chars.len();
-            match v.check(&text[..end], complete) {
-                Ok(safe) => {
-                    assert!(safe >= shown, "the shown text never shrinks");
-                    shown = safe;
-                }
-                Err(r) => return (text[..shown].to_string(), Some(r)),
-            }
-        }
-        (text[..shown].to_string(), None)
-    }
-
-    #[test]
-    fn plain_questions_pass_whole() {
-        let v = visible();
-        for text in [
-            "How do you usually plan your groceries? Any tools or apps you use?",
-            "What would an AI assistant need to do for you?",
-            "你平时怎么计划每周买菜？",
-            "Could you describe it as an aid to memory?",
-        ] {
-            assert_eq!(stream(&v, text), (text.to_string(), None), "{text}");
-        }
-    }
-
-    #[test]
-    fn internal_talk_is_refused_before_it_shows() {
-        let v = visible();
-        for (text, term) in [
-            (
-                "As an AI agent I will now call the ask_question tool: {}",
-                "as an ai",
-            ),
-            ("Thanks! I will call ask_question now.", "ask_question"),
-            ("Great. {\"objective_id\": \"x\"}", "{"),
-            ("<think>the user is vague</think>So?", "<think"),
-            ("Let me ask about planning_habits next.", "planning_habits"),
-            ("作为人工智能，我想问你", "作为人工智能"),
-            ("My rationale: they were vague.", "rationale"),
-        ] {
-            let (shown, refused) = stream(&v, text);
-            let expected = if term.contains('_') {
-                "an identifier"
-            } else {
-                term
-            };
-            assert_eq!(refused, Some(Refused(expected.into())), "{text}");
-            // The term never showed (what did show is replaced with the utterance).
-            assert!(
-                !shown.to_ascii_lowercase().contains(term),
-                "{text}: {shown}"
-            );
-            assert!(text.starts_with(&shown));
-        }
-    }
-
-    #[test]
-    fn the_hold_back_is_only_what_a_term_could_start() {
-        let v = visible();
-        assert_eq!(
-            v.check("Tell me more. Which harn", false),
-            Ok("Tell me more. Which ".len())
-        );
-        assert_eq!(
-            v.check("Thanks! Could you tell me", false),
-            Ok("Thanks! Could you tell me".len())
-        );
-        assert_eq!(
-            v.check("Which tools", false),
-            Ok("Which tools".len()),
-            "another word"
-        );
-        // An identifier is held from its `_` on; a phrase from its last word.
-        assert_eq!(v.check("About planning", false), Ok("About planning".len()));
-        assert_eq!(
-            v.check("About planning_", false),
-            Ok("About planning".len())
-        );
-        assert_eq!(v.check("Well, as an", false), Ok("Well, as an".len()));
-        assert_eq!(v.check("Well, as an a", false), Ok("Well, as an ".len()));
-    }
-
-    /// What an attacker's review found: hidden characters, spacing, plurals, identifiers, and
-    /// a term starting with a multi-byte character (which once panicked the check).
-    #[test]
-    fn disguised_terms_are_refused_and_nothing_panics() {
-        let v = visible();
-        for text in [
-            "我作为AIGC从业者想问你",
-            "那么我是AIa",
-            "我是 AI，想问你",
-            "Which ｔｏｏｌ do you use?",
-            "Which ag\u{200B}ent helped?",
-            "As an  AI, I wonder",
-            "As an\u{00A0}AI, I wonder",
-            "Which agents helped?",
-            "Next: conclude(reason=all_must_objectives_covered)",
-            "A <tool_call> follows",
-        ] {
-            let (_, refused) = stream(&v, text);
-            // 作为AIGC is a word of its own: fine. The rest are refused.
-            if text.starts_with("我作为AIGC") || text == "那么我是AIa" {
-                assert_eq!(refused, None, "{text}");
-            } else {
-                assert!(refused.is_some(), "{text}");
-            }
-        }
-        // Chinese fullwidth punctuation is normal text.
-        assert_eq!(v.refuses("你平时怎么计划？有什么工具吗！"), None);
-        // A study text with such a term does not panic either.
-        let mut study = demo();
-        study.study_config.description = "作为AIGC从业者的访谈".into();
-        let _ = Visible::for_study(&study);
-    }
-
-    #[test]
-    fn a_study_about_the_topic_may_say_its_words() {
-        let mut study = demo();
-        study.study_config.description = "How people use each AI agent they try.".into();
-        let v = Visible::for_study(&study);
-        assert_eq!(v.refuses("Which AI agent did you try first?"), None);
-        assert!(visible()
-            .refuses("Which AI agent did you try first?")
-            .is_some());
-    }
-}
+#[path = "visible_tests.rs"]
+mod tests;
