@@ -7,6 +7,7 @@
 //! (`startup`, `state`, `demo`), metrics (`meters`) and logs and traces (`telemetry`).
 #![forbid(unsafe_code)]
 
+pub mod bounded;
 pub mod command;
 pub mod demo;
 pub mod harness;

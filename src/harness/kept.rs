@@ -15,8 +15,12 @@ use super::conversation::Conversation;
 use super::{Harness, HarnessError, Loaded};
 use crate::command::store::Actor;
 
-/// How many sessions' events the harness keeps between loads.
+/// How many sessions' events the harness keeps between loads…
 pub(super) const KEPT_SESSIONS: usize = 512;
+/// …and how many bytes of them at most (estimated as their JSON, twice over: the events and the
+/// state folded from them), so a few very long interviews cannot hold more memory than many
+/// short ones (`crate::bounded`).
+pub(super) const KEPT_BYTES: usize = 256 << 20;
 
 pub(super) struct Kept {
     session: Session,
@@ -27,6 +31,8 @@ pub(super) struct Kept {
     /// nothing.
     level_for: Option<Uuid>,
     committed: Vec<(u64, SessionEvent)>,
+    /// The estimated size of `events` and `session` together.
+    bytes: usize,
 }
 
 impl Harness {
@@ -47,12 +53,14 @@ impl Harness {
             mut last_seq,
             level_for,
             committed,
+            mut bytes,
         } = kept.unwrap_or_else(|| Kept {
             session: Session::default(),
             events: Arc::default(),
             last_seq: 0,
             level_for: None,
             committed: Vec::new(),
+            bytes: 0,
         });
         let newer = if level_for == Some(run) {
             committed
@@ -61,8 +69,9 @@ impl Harness {
         };
         // Unshared by now, unless the post-session extraction still holds a copy (then the list
         // is copied once): the previous load's copy was dropped with its step.
-        if let Some(seq) = fold_in(&mut session, &mut events, newer) {
+        if let Some((seq, added)) = fold_in(&mut session, &mut events, newer) {
             last_seq = seq;
+            bytes += added;
         }
         let conversation = Conversation::from_events(&events);
         self.kept
@@ -76,7 +85,9 @@ impl Harness {
                     last_seq,
                     level_for: None,
                     committed: Vec::new(),
+                    bytes,
                 },
+                bytes,
             );
         Ok(Loaded {
             session,
@@ -171,17 +182,20 @@ impl Harness {
 }
 
 /// Folds `newer` (the events right after `events`, in order) into `session` and appends them;
-/// the last one's sequence number, if there were any.
+/// the last one's sequence number, if there were any, and about how many bytes they add.
 fn fold_in(
     session: &mut Session,
     events: &mut Arc<Vec<SessionEvent>>,
     newer: Vec<(u64, SessionEvent)>,
-) -> Option<u64> {
+) -> Option<(u64, usize)> {
     let last = newer.last().map(|(seq, _)| *seq)?;
     let list = Arc::make_mut(events);
+    let mut bytes = 0;
     for (_, event) in newer {
+        // Their JSON's length, twice: once in the list, once folded into the state.
+        bytes += 2 * serde_json::to_vec(&event).map_or(0, |json| json.len());
         session.apply(event.clone());
         list.push(event);
     }
-    Some(last)
+    Some((last, bytes))
 }

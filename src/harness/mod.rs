@@ -33,7 +33,6 @@ mod records;
 mod unclaimed;
 mod verdicts;
 
-use hashlink::LruCache;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
@@ -47,7 +46,7 @@ use crate::command::store::SessionStore;
 use crate::live::stream_hub::StreamHub;
 use crate::llm::ModelGateway;
 use conversation::Conversation;
-use kept::{Kept, KEPT_SESSIONS};
+use kept::{Kept, KEPT_BYTES, KEPT_SESSIONS};
 use unclaimed::Unclaimed;
 
 /// Decisions one run may take before it yields (a guard against a policy that never waits).
@@ -90,7 +89,7 @@ pub struct Harness {
     /// Recently loaded sessions: a run's next load reads only the events after them (its own
     /// commands, or anything another process appended). Least recently used first out; a miss
     /// reads the whole stream.
-    kept: Mutex<LruCache<String, Kept>>,
+    kept: Mutex<crate::bounded::BoundedLru<Kept>>,
 }
 
 /// A session as the harness sees it: state, conversation, and the events behind them.
@@ -123,7 +122,7 @@ impl Harness {
             budgets: budget::Budgets::default(),
             process_id: Uuid::new_v4(),
             running: schedule::Running::default(),
-            kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
+            kept: Mutex::new(crate::bounded::BoundedLru::new(KEPT_SESSIONS, KEPT_BYTES)),
         }
     }
 

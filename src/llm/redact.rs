@@ -13,11 +13,19 @@ fn token_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_.+/=~".contains(c)
 }
 
-/// A run of token characters that looks like a credential: long, letters and digits together.
+/// A run of token characters that looks like a credential: long, with letters and digits
+/// together, or letters of both cases mixed inside one word (a letters-only key), or longer
+/// than any word (32 characters and more). An error code such as `context_length_exceeded`
+/// stays.
 fn token_shaped(run: &str) -> bool {
-    run.len() >= 20
-        && run.chars().any(|c| c.is_ascii_digit())
-        && run.chars().any(|c| c.is_ascii_alphabetic())
+    let has = |f: fn(&char) -> bool| run.chars().any(|c| f(&c));
+    let one_word = !run.contains(['_', '.', '-', '/']);
+    let mixed_case =
+        run.chars().skip(1).any(|c| c.is_ascii_uppercase()) && has(char::is_ascii_lowercase);
+    run.len() >= 32
+        || run.len() >= 20
+            && ((has(char::is_ascii_digit) && has(char::is_ascii_alphabetic))
+                || (one_word && mixed_case))
 }
 
 /// `text` made safe to keep (see the module doc). `key` is the configured API key, if any.
@@ -73,6 +81,16 @@ mod tests {
         assert!(kept.contains("invalid_api_key"), "{kept}");
         assert!(kept.contains("401"), "{kept}");
 
+        // Letters only, mixed case: still a key; an error code is not.
+        let kept = redact(
+            "token QWErtyUIOpasDFGhjkLZXcvbnm rejected: context_length_exceeded",
+            None,
+        );
+        assert_eq!(kept, "token [redacted] rejected: context_length_exceeded");
+        assert_eq!(
+            redact("key qwertyuiopasdfghjklzxcvbnmqwertyu", None),
+            "key [redacted]"
+        );
         // An unconfigured key still looks like a key.
         let kept = redact("bad key sk-live-0123456789abcdefABCDEF", None);
         assert_eq!(kept, "bad key [redacted]");

@@ -1232,6 +1232,38 @@ async fn ending_with_a_widget_open_records_it_as_skipped() {
     assert_eq!(status_after(&events), Some(S::Active));
 }
 
+/// A model may write a widget only where the study has none: for an objective with its own,
+/// the study's is shown whatever the model offers.
+#[tokio::test]
+async fn the_study_s_own_widget_is_shown_in_place_of_a_model_s() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(
+        10,
+        "I grind beans every morning and use a moka pot",
+    ));
+    given.push(claim(3));
+    let mut offered = proposal(
+        A::RenderInteraction {
+            objective_id: Some("o1".into()),
+        },
+        None,
+    );
+    offered.interaction = Some(
+        serde_json::from_value(json!({"type": "yes_no", "prompt": "Shall we skip the rest?", "research_intent": "model's own"}))
+            .unwrap(),
+    );
+    let events = when(given, decide_with(3, offered)).await.unwrap();
+    let shown = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::InteractionRendered { interaction } => Some(interaction.prompt.clone()),
+            _ => None,
+        })
+        .expect("a widget is shown");
+    assert_eq!(shown, "How much do you like it?");
+}
+
 #[tokio::test]
 async fn ending_again_at_the_summary_completes_it_unconfirmed() {
     let mut given = consented();

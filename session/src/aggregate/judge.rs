@@ -390,8 +390,11 @@ impl Session {
                 },
             },
             (Some(id), _) => {
+                // The study's own widget for the objective is the researcher's instrument: a
+                // model may write a widget only where the study has none, never one in its
+                // place (which would leave the study's unasked: it is shown once).
                 let configured = self.find_objective(id).and_then(|o| o.interaction.clone());
-                offered.or(configured).ok_or_else(|| {
+                configured.or(offered).ok_or_else(|| {
                     invalid(
                         "interaction",
                         "no widget was given or configured for this objective",
