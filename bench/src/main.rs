@@ -20,6 +20,7 @@ mod scale;
 #[path = "../../tests/api/scripted_model.rs"]
 mod scripted_model;
 mod turns;
+mod wallet;
 #[path = "../../tests/api/widget_values.rs"]
 mod widget_values;
 
@@ -74,6 +75,10 @@ struct Args {
     /// Only the study overview on a study of 10,000 sessions, per store.
     #[arg(long)]
     overview_only: bool,
+    /// Only the wallet run (issue 30): one address, 4 loops, 15 s, the default budgets, a model
+    /// that loops on `extract_fields`; the model calls it gets, per store.
+    #[arg(long)]
+    wallet_only: bool,
     /// `sqlite`, `postgres` or `both`.
     #[arg(long, default_value = "both")]
     store: String,
@@ -229,6 +234,10 @@ fn ms(d: Duration) -> String {
 }
 
 async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
+    if args.wallet_only {
+        wallet::run(label, database_url).await;
+        return;
+    }
     let server = start_server(database_url);
     let base = server.base.clone();
     let http = reqwest::Client::builder()
@@ -475,6 +484,7 @@ fn main() {
             && !args.growth_only
             && !args.agui_only
             && !args.overview_only
+            && !args.wallet_only
         {
             scale::idle_streams(&args.server_binary).await;
         }

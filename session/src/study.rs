@@ -322,6 +322,14 @@ pub struct ModelConfig {
     /// only when set, so configs published before it existed keep their version id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_per_million_tokens: Option<ModelPrice>,
+    /// US dollars the model may spend on one session, at `price_per_million_tokens` (which it
+    /// needs); past it the rules interviewer decides. Serialized only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_usd_per_session: Option<f64>,
+    /// US dollars the model may spend on this study per UTC day on one server process, at
+    /// `price_per_million_tokens`. Serialized only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_usd_per_day: Option<f64>,
 }
 
 /// US dollars per million tokens, prompt and completion apart. (Dollars per million tokens are
@@ -333,6 +341,15 @@ pub struct ModelPrice {
     pub completion: f64,
 }
 
+impl ModelPrice {
+    /// What these tokens cost, in whole micro-dollars (rounded up: a budget is never overrun
+    /// by rounding).
+    pub fn micro_usd(&self, prompt_tokens: u64, completion_tokens: u64) -> u64 {
+        (self.prompt * prompt_tokens as f64 + self.completion * completion_tokens as f64).ceil()
+            as u64
+    }
+}
+
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
@@ -342,6 +359,8 @@ impl Default for ModelConfig {
             timeout_seconds: 30,
             max_tokens_per_session: None,
             price_per_million_tokens: None,
+            max_usd_per_session: None,
+            max_usd_per_day: None,
         }
     }
 }
@@ -507,6 +526,23 @@ impl StudyDefinition {
                         "US dollars per million tokens, between 0 and 10000",
                     ));
                 }
+            }
+        }
+        for (field, usd) in [
+            ("model.max_usd_per_session", m.max_usd_per_session),
+            ("model.max_usd_per_day", m.max_usd_per_day),
+        ] {
+            match usd {
+                Some(_) if m.price_per_million_tokens.is_none() => {
+                    return Err(invalid(field, "needs model.price_per_million_tokens"))
+                }
+                Some(usd) if !(0.000_001..=1_000_000.0).contains(&usd) => {
+                    return Err(invalid(
+                        field,
+                        "US dollars, more than 0 and at most 1000000",
+                    ))
+                }
+                _ => {}
             }
         }
         if let Some(url) = &self.completion_redirect_url {
@@ -870,6 +906,20 @@ mod tests {
                     })
                 },
                 "model.price_per_million_tokens.completion",
+            ),
+            (
+                |d| d.model.max_usd_per_session = Some(1.0),
+                "model.max_usd_per_session",
+            ),
+            (
+                |d| {
+                    d.model.price_per_million_tokens = Some(ModelPrice {
+                        prompt: 1.0,
+                        completion: 1.0,
+                    });
+                    d.model.max_usd_per_day = Some(0.0);
+                },
+                "model.max_usd_per_day",
             ),
             (|d| d.estimated_minutes = Some(0), "estimated_minutes"),
             (

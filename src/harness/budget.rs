@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, NaiveDate, Utc};
 use hashlink::LruCache;
 use interview_session::events::{EventBody, SessionEvent};
-use interview_session::study::ModelConfig;
+use interview_session::study::{ModelConfig, ModelPrice};
 
 /// Model calls between a participant's input and the next wait for the participant.
 pub const MAX_MODEL_CALLS_PER_TURN: usize = 3;
@@ -24,10 +24,30 @@ pub const MAX_MODEL_CALLS_PER_TURN: usize = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spent {
     Turn,
-    Session { budget: u64 },
-    Server { cap: u64 },
-    Study { cap: u64 },
-    Address { cap: u64 },
+    Session {
+        budget: u64,
+    },
+    Server {
+        cap: u64,
+    },
+    Study {
+        cap: u64,
+    },
+    Address {
+        cap: u64,
+    },
+    /// The study's `model.max_usd_per_session`, in micro-dollars.
+    SessionMoney {
+        cap_micro_usd: u64,
+    },
+    /// The study's `model.max_usd_per_day`, in micro-dollars.
+    StudyMoney {
+        cap_micro_usd: u64,
+    },
+}
+
+fn usd(micro: u64) -> String {
+    format!("${}", micro as f64 / 1e6)
 }
 
 impl Spent {
@@ -49,6 +69,14 @@ impl Spent {
             Spent::Address { cap } => format!(
                 "The hourly model cap for one network address ({cap} tokens) is spent"
             ),
+            Spent::SessionMoney { cap_micro_usd } => format!(
+                "The session's model budget ({}) is spent",
+                usd(cap_micro_usd)
+            ),
+            Spent::StudyMoney { cap_micro_usd } => format!(
+                "The study's daily model budget on this server ({}) is spent",
+                usd(cap_micro_usd)
+            ),
         }
     }
 
@@ -60,6 +88,8 @@ impl Spent {
             Spent::Server { .. } => "server_day",
             Spent::Study { .. } => "study_day",
             Spent::Address { .. } => "address_hour",
+            Spent::SessionMoney { .. } => "session_usd",
+            Spent::StudyMoney { .. } => "study_day_usd",
         }
     }
 }
@@ -92,6 +122,17 @@ pub fn session_tokens(events: &[SessionEvent]) -> u64 {
         .sum()
 }
 
+/// What the session's model calls have cost so far at `price`, in micro-dollars.
+pub fn session_micro_usd(events: &[SessionEvent], price: &ModelPrice) -> u64 {
+    let (prompt, completion) = events
+        .iter()
+        .filter_map(|e| e.body.model_use())
+        .fold((0, 0), |(p, c), used| {
+            (p + used.prompt_tokens, c + used.completion_tokens)
+        });
+    price.micro_usd(prompt, completion)
+}
+
 /// The operator's limits (0 = none).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -115,6 +156,8 @@ struct Spend {
     day: Option<NaiveDate>,
     total: u64,
     by_study: HashMap<String, u64>,
+    /// Micro-dollars per study, for studies that give a price.
+    by_study_micro_usd: HashMap<String, u64>,
     /// The hour (since the epoch) and the tokens per address in it.
     hour: i64,
     by_address: HashMap<String, u64>,
@@ -146,6 +189,14 @@ impl Budgets {
             .insert(session_id.to_string(), address.to_string());
     }
 
+    /// Forgets the client address of a session (its data was erased).
+    pub fn forget_address(&self, session_id: &str) {
+        self.addresses
+            .lock()
+            .expect("the address map is never poisoned")
+            .remove(session_id);
+    }
+
     fn address_of(&self, session_id: &str) -> Option<String> {
         self.addresses
             .lock()
@@ -164,6 +215,7 @@ impl Budgets {
             spent.day = Some(now.date_naive());
             spent.total = 0;
             spent.by_study.clear();
+            spent.by_study_micro_usd.clear();
         }
         let hour = now.timestamp() / 3600;
         if spent.hour != hour {
@@ -173,12 +225,26 @@ impl Budgets {
         spent
     }
 
-    /// Charges a call's tokens to this process, the study and the session's address.
-    pub fn spend(&self, session_id: &str, study_id: &str, tokens: u64, now: DateTime<Utc>) {
+    /// Charges a call's tokens to this process, the study and the session's address, and its
+    /// cost to the study when the study gives a price.
+    pub fn spend(
+        &self,
+        session_id: &str,
+        study_id: &str,
+        tokens: u64,
+        micro_usd: Option<u64>,
+        now: DateTime<Utc>,
+    ) {
         let address = self.address_of(session_id);
         let mut spent = self.current(now);
         spent.total += tokens;
         *spent.by_study.entry(study_id.to_string()).or_default() += tokens;
+        if let Some(micro_usd) = micro_usd {
+            *spent
+                .by_study_micro_usd
+                .entry(study_id.to_string())
+                .or_default() += micro_usd;
+        }
         if let Some(address) = address {
             *spent.by_address.entry(address).or_default() += tokens;
         }
@@ -254,6 +320,9 @@ fn limit(
     if let Some(spent) = budgets.shared_limit(session_id, study_id, now) {
         return Some(spent);
     }
+    if let Some(spent) = money_limit(events, model, budgets, study_id, now) {
+        return Some(spent);
+    }
     let budget = model
         .max_tokens_per_session
         .or((budgets.limits.per_session > 0).then_some(budgets.limits.per_session));
@@ -263,6 +332,30 @@ fn limit(
         }
     }
     (per_turn && calls_this_turn(events) >= MAX_MODEL_CALLS_PER_TURN).then_some(Spent::Turn)
+}
+
+/// The study's budgets in money, where it gives a price.
+fn money_limit(
+    events: &[SessionEvent],
+    model: &ModelConfig,
+    budgets: &Budgets,
+    study_id: &str,
+    now: DateTime<Utc>,
+) -> Option<Spent> {
+    let price = model.price_per_million_tokens?;
+    let micro = |usd: f64| (usd * 1e6).round() as u64;
+    if let Some(cap_micro_usd) = model.max_usd_per_session.map(micro) {
+        if session_micro_usd(events, &price) >= cap_micro_usd {
+            return Some(Spent::SessionMoney { cap_micro_usd });
+        }
+    }
+    if let Some(cap_micro_usd) = model.max_usd_per_day.map(micro) {
+        let spent = budgets.current(now);
+        if spent.by_study_micro_usd.get(study_id).copied().unwrap_or(0) >= cap_micro_usd {
+            return Some(Spent::StudyMoney { cap_micro_usd });
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -284,20 +377,24 @@ mod tests {
         let at = Utc.with_ymd_and_hms(2026, 12, 1, 10, 10, 0).unwrap();
         let b = budgets();
         b.note_address("s1", "203.0.113.7");
-        b.spend("s1", "study-a", 29, at);
+        b.spend("s1", "study-a", 29, None, at);
         assert_eq!(b.shared_limit("s1", "study-a", at), None);
-        b.spend("s1", "study-a", 1, at);
+        b.spend("s1", "study-a", 1, None, at);
         // One address's hour is spent; another session from elsewhere goes on.
         assert_eq!(
             b.shared_limit("s1", "study-a", at),
             Some(Spent::Address { cap: 30 })
         );
         assert_eq!(b.shared_limit("s2", "study-a", at), None);
+        // Erased, a session's address is forgotten: its calls are charged to no address.
+        b.forget_address("s1");
+        assert_eq!(b.address_of("s1"), None);
+        b.note_address("s1", "203.0.113.7");
         assert_eq!(
             b.shared_limit("s1", "study-a", at + chrono::Duration::hours(1)),
             None
         );
-        b.spend("s2", "study-a", 30, at);
+        b.spend("s2", "study-a", 30, None, at);
         assert_eq!(
             b.shared_limit("s2", "study-a", at),
             Some(Spent::Study { cap: 60 })
@@ -307,7 +404,7 @@ mod tests {
             None,
             "another study goes on"
         );
-        b.spend("s3", "study-b", 40, at);
+        b.spend("s3", "study-b", 40, None, at);
         assert_eq!(
             b.shared_limit("s3", "study-c", at),
             Some(Spent::Server { cap: 100 })
@@ -319,6 +416,42 @@ mod tests {
             Budgets::default().shared_limit("s", "x", at),
             None,
             "0 is no cap"
+        );
+    }
+
+    #[test]
+    fn a_study_with_a_price_spends_within_its_money() {
+        let at = Utc.with_ymd_and_hms(2026, 12, 1, 10, 10, 0).unwrap();
+        let model = ModelConfig {
+            price_per_million_tokens: Some(ModelPrice {
+                prompt: 10.0,
+                completion: 30.0,
+            }),
+            max_usd_per_day: Some(0.01),
+            ..ModelConfig::default()
+        };
+        let b = Budgets::default();
+        // 120 prompt and 30 completion tokens: 2,100 micro-dollars a call.
+        for _ in 0..4 {
+            b.spend("s1", "study-a", 150, Some(2_100), at);
+        }
+        assert_eq!(money_limit(&[], &model, &b, "study-a", at), None);
+        b.spend("s1", "study-a", 150, Some(2_100), at);
+        assert_eq!(
+            money_limit(&[], &model, &b, "study-a", at),
+            Some(Spent::StudyMoney {
+                cap_micro_usd: 10_000
+            })
+        );
+        assert_eq!(money_limit(&[], &model, &b, "study-b", at), None);
+        let tomorrow = at + chrono::Duration::hours(14);
+        assert_eq!(money_limit(&[], &model, &b, "study-a", tomorrow), None);
+        assert_eq!(
+            Spent::StudyMoney {
+                cap_micro_usd: 10_000
+            }
+            .reason(),
+            "The study's daily model budget on this server ($0.01) is spent"
         );
     }
 }

@@ -172,13 +172,20 @@ impl Harness {
             latency_ms: turn.latency_ms,
             token_usage: usage_of(turn, prompt_chars),
         };
+        let usage = &provenance.token_usage;
+        let cost = study.model_config.price_per_million_tokens.map(|price| {
+            price.micro_usd(
+                u64::from(usage.prompt_tokens),
+                u64::from(usage.completion_tokens),
+            )
+        });
         self.budgets.spend(
             session_id,
             &study.study_id,
-            u64::from(provenance.token_usage.total_tokens),
+            u64::from(usage.total_tokens),
+            cost,
             now,
         );
-        let usage = &provenance.token_usage;
         metrics::counter!("interview_model_tokens_total", "direction" => "prompt")
             .increment(u64::from(usage.prompt_tokens));
         metrics::counter!("interview_model_tokens_total", "direction" => "completion")

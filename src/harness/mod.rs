@@ -106,6 +106,8 @@ impl Harness {
             .lock()
             .expect("the harness cache is never poisoned")
             .remove(session_id);
+        // The network address its inputs came from is personal data too.
+        self.budgets.forget_address(session_id);
     }
 
     pub fn new(

@@ -55,17 +55,14 @@ async fn a_model_that_never_lets_go_is_stopped_within_the_turn(store: Store) {
     );
 }
 
-/// The study's per-session budget: once spent, every decision is the rules interviewer's.
-async fn the_study_s_token_budget_holds_for_the_session(store: Store) {
-    let llm = Llm::start_custom(
-        store,
-        |_| {},
-        |study| {
-            study["model"]["max_tokens_per_session"] = json!(200);
-        },
-    )
-    .await;
-    // Each call reports 150 tokens: the second call is still within 200, the third is not.
+/// Two calls fit the study's per-session budget (`edit_study`), the third does not: the rules
+/// interviewer decides, its rationale opening with `spent`.
+async fn two_calls_then_the_rules(
+    store: Store,
+    edit_study: impl FnOnce(&mut serde_json::Value),
+    spent: &str,
+) {
+    let llm = Llm::start_custom(store, |_| {}, edit_study).await;
     let (session, token, _) = llm.consented(vec![ask()]).await;
     let s = llm
         .say(
@@ -83,14 +80,37 @@ async fn the_study_s_token_budget_holds_for_the_session(store: Store) {
     assert_eq!(llm.model.calls(), before, "no call past the budget");
     let d = last_decision(&s);
     assert_eq!(d["model"], "rules");
-    assert!(
-        d["rationale"]
-            .as_str()
-            .unwrap()
-            .starts_with("The session's model budget (200 tokens) is spent"),
-        "{d}"
-    );
+    assert!(d["rationale"].as_str().unwrap().starts_with(spent), "{d}");
     assert_eq!(s["status"], "waiting_for_user");
+}
+
+/// The study's per-session budget: once spent, every decision is the rules interviewer's. Each
+/// call reports 150 tokens: the second call is still within 200, the third is not.
+async fn the_study_s_token_budget_holds_for_the_session(store: Store) {
+    let budget = |study: &mut serde_json::Value| {
+        study["model"]["max_tokens_per_session"] = json!(200);
+    };
+    two_calls_then_the_rules(
+        store,
+        budget,
+        "The session's model budget (200 tokens) is spent",
+    )
+    .await;
+}
+
+/// A study that gives a price may budget a session in money: each call here costs $0.0021
+/// (120 prompt tokens at $10 and 30 completion tokens at $30 per million), so $0.004 allows two.
+async fn the_study_s_money_budget_holds_for_the_session(store: Store) {
+    let budget = |study: &mut serde_json::Value| {
+        study["model"]["price_per_million_tokens"] = json!({"prompt": 10.0, "completion": 30.0});
+        study["model"]["max_usd_per_session"] = json!(0.004);
+    };
+    two_calls_then_the_rules(
+        store,
+        budget,
+        "The session's model budget ($0.004) is spent",
+    )
+    .await;
 }
 
 /// The operator's daily cap, over every session of the process.
@@ -190,11 +210,33 @@ fn spend_is_bounded_by_default() {
     assert!(d.inputs_per_session_per_minute > 0);
 }
 
+/// Each limit reached is counted by name in `/metrics`.
+async fn a_reached_limit_is_counted(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_tokens_per_day = 150, |_| {}).await;
+    let (session, token, _) = llm.consented(vec![ask()]).await;
+    llm.say(&session, &token, "Not sure.", vec![]).await;
+    let text = llm
+        .app
+        .get("/metrics", Some(crate::helpers::RESEARCHER_TOKEN))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let counted = text
+        .lines()
+        .find(|l| l.starts_with("interview_model_budget_reached_total{limit=\"server_day\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<f64>().ok());
+    assert!(counted.is_some_and(|n| n >= 1.0), "{text}");
+}
+
 crate::both_stores!(
     a_session_without_a_study_budget_gets_the_default,
     one_address_spends_its_share_not_everyone_s,
     a_study_spends_its_daily_share,
     a_model_that_never_lets_go_is_stopped_within_the_turn,
     the_study_s_token_budget_holds_for_the_session,
+    the_study_s_money_budget_holds_for_the_session,
+    a_reached_limit_is_counted,
     the_server_s_daily_cap_holds_across_sessions,
 );
