@@ -176,7 +176,7 @@ async function api(method, path, body) {
 
 // The study's own refusals (a full study, a reference already taking part, a link whose
 // signature does not hold) say so; anything else is "try again".
-const refusals = { study_full: "full", study_paused: "paused", active_session_exists: "taken", forbidden: "badLink" };
+const refusals = { study_full: "full", study_paused: "paused", active_session_exists: "taken" };
 
 function friendly(error) {
   if (refusals[error.code]) return T[refusals[error.code]];
@@ -831,12 +831,14 @@ async function begin() {
     const body = await res.json();
     session = { id: body.session_id, token: body.participant_token };
     save();
+    // The signed reference has done its work: it leaves the address bar and the history.
+    if (params.has("ref") || params.has("sig")) history.replaceState(null, "", location.pathname);
     $("intro").hidden = true;
     thinking(true);
     connect();
   } catch (error) {
     $("start").disabled = false;
-    notice(error.status === 404 ? T.notFound : friendly(error));
+    notice(error.status === 404 ? T.notFound : error.status === 403 ? T.badLink : friendly(error));
   }
 }
 

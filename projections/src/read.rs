@@ -369,15 +369,20 @@ fn consented(db: &Db) -> &'static str {
 /// consented and that were not abandoned — completed interviews and those under way. A session
 /// never consented holds no place; one abandoned after consent (withdrawn, timed out, refused
 /// a place) gives its place back (`docs/study-definition.md`, `limits.max_sessions`).
-pub async fn count_places_taken(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
+pub async fn count_places_taken(
+    db: &Db,
+    study_id: &str,
+    except_session: &str,
+) -> Result<i64, sqlx::Error> {
     let sql = format!(
         "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND preview = FALSE \
-         AND last_seq > 0 AND status <> 'abandoned' AND {}",
+         AND last_seq > 0 AND status <> 'abandoned' AND session_id <> $2 AND {}",
         consented(db)
     );
     on_db!(read(db), |pool| {
         sqlx::query_scalar(&sql)
             .bind(study_id)
+            .bind(except_session)
             .fetch_one(pool)
             .await
     })
@@ -390,16 +395,18 @@ pub async fn participant_holds_session(
     db: &Db,
     study_id: &str,
     participant_ref: &str,
+    except_session: &str,
 ) -> Result<bool, sqlx::Error> {
     let sql = format!(
         "SELECT COUNT(*) FROM session_state WHERE study_id = $1 AND participant_ref = $2 \
-         AND status NOT IN ('completed', 'abandoned') AND last_seq > 0 AND {}",
+         AND status NOT IN ('completed', 'abandoned') AND last_seq > 0 AND session_id <> $3 AND {}",
         consented(db)
     );
     on_db!(read(db), |pool| {
         let open: i64 = sqlx::query_scalar(&sql)
             .bind(study_id)
             .bind(participant_ref)
+            .bind(except_session)
             .fetch_one(pool)
             .await?;
         Ok(open > 0)

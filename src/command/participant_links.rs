@@ -1,7 +1,7 @@
 //! Signed participant links (issue 30): a study's link secret, and the signature that proves a
 //! `participant_ref` came from the study's panel rather than from a stranger who guessed it.
 //!
-//! A panel sends its participants to `…/s/{slug}?ref={participant_ref}&sig={signature}`, where
+//! A panel sends its participants to `/interview/{slug}?ref={participant_ref}&sig={signature}`, where
 //! `signature` is the lowercase hex HMAC-SHA256 of the reference's UTF-8 bytes under the study's
 //! link secret — what panel providers call a hashed or signed redirect. Once a study has a
 //! secret (`POST /api/studies/{id}/participant-link-secret`, shown once), a create that names a

@@ -42,21 +42,24 @@ pub fn guarded(config: &StudyConfig, participant_ref: Option<&str>) -> bool {
 }
 
 /// Checks the study's places and the participant's reference; the caller holds the study's
-/// lock and has not yet committed the consent (or create) being checked.
+/// lock and has not yet committed the consent (or create) being checked. The session that is
+/// consenting, if any, is left out of both counts.
 #[tracing::instrument(skip(db, config))]
 pub async fn check(
     db: &Db,
     study_id: &str,
     config: &StudyConfig,
     participant_ref: Option<&str>,
+    consenting: Option<&str>,
 ) -> Result<Option<Refusal>, sqlx::Error> {
+    let except = consenting.unwrap_or_default();
     if let Some(max_sessions) = config.limits.max_sessions {
-        if read::count_places_taken(db, study_id).await? >= i64::from(max_sessions) {
+        if read::count_places_taken(db, study_id, except).await? >= i64::from(max_sessions) {
             return Ok(Some(Refusal::StudyFull { max_sessions }));
         }
     }
     if let Some(r) = participant_ref.filter(|_| config.one_active_session_per_participant) {
-        if read::participant_holds_session(db, study_id, r).await? {
+        if read::participant_holds_session(db, study_id, r, except).await? {
             return Ok(Some(Refusal::ParticipantHasSession));
         }
     }

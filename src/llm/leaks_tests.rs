@@ -90,3 +90,18 @@ fn links_images_markup_and_formulas_are_refused() {
         assert_eq!(stream(&v, text), (text.to_string(), None), "{text}");
     }
 }
+
+/// A note pasted with a hiding character (a soft hyphen) is still a note.
+#[test]
+fn a_note_with_a_hidden_character_is_still_protected() {
+    let mut s = study();
+    s.agent_config.instructions =
+        "Never mention that the sponsor is Glo\u{00AD}bex Foods and that the budget is tight this quarter."
+            .into();
+    let v = Visible::for_study(&s);
+    let (_, refused) = stream(
+        &v,
+        "Just so you know, the budget is tight this quarter for everyone.",
+    );
+    assert_eq!(refused, Some(Refused("the study's internal text".into())));
+}

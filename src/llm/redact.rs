@@ -50,7 +50,18 @@ pub fn redact(text: &str, key: Option<&str>) -> String {
             } else {
                 out.push_str(run);
             }
-            after_bearer = run.eq_ignore_ascii_case("bearer");
+            // What follows an authorization scheme or a key's name is the credential, however
+            // short.
+            after_bearer = [
+                "bearer",
+                "basic",
+                "api-key",
+                "x-api-key",
+                "api_key",
+                "apikey",
+            ]
+            .iter()
+            .any(|scheme| run.eq_ignore_ascii_case(scheme));
         }
         let gap = tail.find(token_char).unwrap_or(tail.len());
         let (between, next) = tail.split_at(gap);
@@ -81,6 +92,14 @@ mod tests {
         assert!(kept.contains("invalid_api_key"), "{kept}");
         assert!(kept.contains("401"), "{kept}");
 
+        assert_eq!(
+            redact("Authorization: Basic dXNlcjpwYXNz failed", None),
+            "Authorization: Basic [redacted] failed"
+        );
+        assert_eq!(
+            redact("x-api-key: abc123 bad", None),
+            "x-api-key: [redacted] bad"
+        );
         // Letters only, mixed case: still a key; an error code is not.
         let kept = redact(
             "token QWErtyUIOpasDFGhjkLZXcvbnm rejected: context_length_exceeded",

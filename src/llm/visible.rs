@@ -198,6 +198,7 @@ impl Visible {
             public.push_str(&format!(" {} {}", o.title, o.opening_question));
         }
         // A term the study itself uses, as a word (or its plural), is the study's vocabulary.
+        let public: String = public.chars().filter(|c| !hiding(*c)).collect();
         let public = fold(&public).map(|(f, _)| f).unwrap_or_default();
         let used = |term: &str| {
             let term = term.to_ascii_lowercase();
@@ -217,7 +218,12 @@ impl Visible {
             ids.filter(|id| id.contains('_') && !used(id))
                 .map(str::to_ascii_lowercase),
         );
-        let leaks = Leaks::for_study(study, |t| fold(t).map(|(f, _)| f).unwrap_or_default());
+        // The study's own text is read with any hiding characters taken out (a note pasted with
+        // a soft hyphen is still a note).
+        let leaks = Leaks::for_study(study, |t| {
+            let plain: String = t.chars().filter(|c| !hiding(*c)).collect();
+            fold(&plain).map(|(f, _)| f).unwrap_or_default()
+        });
         let codes_from = terms.len();
         terms.extend(leaks.codes.iter().cloned());
         Self {

@@ -90,6 +90,8 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "DELETE /api/sessions/{session_id}/participant-data",
         "POST /api/studies/{study_id}/erasures",
         "GET /api/studies/{study_id}/erasures",
+        "POST /api/studies/{study_id}/participant-link-secret",
+        "DELETE /api/studies/{study_id}/participant-link-secret",
     ]
     .into_iter()
     .map(String::from)

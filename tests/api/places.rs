@@ -128,14 +128,12 @@ async fn a_stranger_with_someone_s_reference_locks_nobody_out(store: Store) {
     assert!(!body.to_string().contains(&owner), "{body}");
     let s = app.run(&squatter).await;
     assert_eq!(s["end_reason"], "duplicate_participant", "{s}");
-    let body = assert_error(
-        create(&app, "demo", panel("panel-7")).await,
-        StatusCode::CONFLICT,
-        "active_session_exists",
-    )
-    .await;
-    assert!(!body.to_string().contains(&owner), "{body}");
-    assert!(body["error"]["details"].is_null(), "{body}");
+    // An unsigned reference is checked at consent only: a create never tells a stranger
+    // whether its owner is taking part.
+    assert_eq!(
+        create(&app, "demo", panel("panel-7")).await.status(),
+        StatusCode::CREATED
+    );
     // Racing consents for a new reference: exactly one wins.
     let mut sessions = Vec::new();
     for _ in 0..6 {
@@ -240,10 +238,23 @@ async fn a_study_that_signs_its_links_takes_only_signed_references(store: Store)
     );
     let signed =
         json!({"participant_ref": "panel-1", "participant_ref_signature": sign("panel-1")});
+    let (owner, owner_token) = created(&app, "signed", signed.clone()).await;
+    // Its owner, and only its owner, learns at create that the reference is taking part; the
+    // answer names no session.
     assert_eq!(
-        create(&app, "signed", signed).await.status(),
-        StatusCode::CREATED
+        consent(&app, &app.address, &owner, &owner_token)
+            .await
+            .status(),
+        StatusCode::OK
     );
+    let body = assert_error(
+        create(&app, "signed", signed).await,
+        StatusCode::CONFLICT,
+        "active_session_exists",
+    )
+    .await;
+    assert!(!body.to_string().contains(&owner), "{body}");
+    assert!(body["error"]["details"].is_null(), "{body}");
     let upper = json!({"participant_ref": "panel-3", "participant_ref_signature": sign("panel-3").to_uppercase()});
     assert_eq!(
         create(&app, "signed", upper).await.status(),
@@ -282,7 +293,27 @@ async fn a_study_that_signs_its_links_takes_only_signed_references(store: Store)
     );
 }
 
+/// Two consents of one session at once (two tabs, a retried request) never end it: the
+/// session is not counted against itself.
+async fn a_double_consent_does_not_end_its_own_session(store: Store) {
+    let app = TestApp::spawn(store).await;
+    app.publish_study(&study("one-place", Some(1))).await;
+    let (id, token) = created(&app, "one-place", json!({"participant_ref": "panel-5"})).await;
+    let (a, b) = tokio::join!(
+        consent(&app, &app.address, &id, &token),
+        consent(&app, &app.address, &id, &token)
+    );
+    assert!(
+        a.status() == StatusCode::OK || b.status() == StatusCode::OK,
+        "{a:?} {b:?}"
+    );
+    let s = app.run(&id).await;
+    assert_ne!(s["status"], "abandoned", "{s}");
+    assert!(s["end_reason"].is_null(), "{s}");
+}
+
 both_stores!(
+    a_double_consent_does_not_end_its_own_session,
     unconsented_sessions_hold_no_place,
     a_stranger_with_someone_s_reference_locks_nobody_out,
     a_study_that_signs_its_links_takes_only_signed_references,

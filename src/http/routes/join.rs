@@ -99,15 +99,18 @@ pub async fn create(
         }
     }
     let pinned = open_study(&state, &path).await?;
-    check_signature(&state, &pinned.study_id, &request).await?;
+    let signed = check_signature(&state, &pinned.study_id, &request).await?;
     let config = pinned.study_config.clone();
     let study_id = pinned.study_id.clone();
-    let participant_ref = request.participant_ref.clone();
+    // A reference is checked at create only when signed: otherwise a stranger could ask, of
+    // any panel id, whether its owner is taking part. Unsigned, it is checked at consent.
+    let participant_ref = request.participant_ref.clone().filter(|_| signed);
     let gate = with_places(
         &state,
         &study_id,
         &config,
         participant_ref.as_deref(),
+        None,
         || create_session(&state, &req, pinned, request),
     )
     .await?;
@@ -157,24 +160,25 @@ async fn open_study(state: &AppState, slug: &str) -> Result<PinnedStudy, ApiErro
     }
 }
 
-/// A study that signs its links takes a `participant_ref` only with its signature.
+/// A study that signs its links takes a `participant_ref` only with its signature; whether the
+/// reference was signed (false without a reference, or on a study that does not sign).
 async fn check_signature(
     state: &AppState,
     study_id: &str,
     request: &CreateSessionRequest,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     let Some(participant_ref) = &request.participant_ref else {
-        return Ok(());
+        return Ok(false);
     };
     let Some(secret) = participant_links::secret(&state.db, study_id).await? else {
-        return Ok(());
+        return Ok(false);
     };
     let signed = request
         .participant_ref_signature
         .as_deref()
         .is_some_and(|sig| participant_links::verify(&secret, participant_ref, sig));
     match signed {
-        true => Ok(()),
+        true => Ok(true),
         false => Err(ApiError::Forbidden(
             "this study takes a participant_ref only with the signature its link carries",
         )),
@@ -197,6 +201,7 @@ async fn with_places<T, F, Fut>(
     study_id: &str,
     config: &StudyConfig,
     participant_ref: Option<&str>,
+    consenting: Option<&str>,
     act: F,
 ) -> Result<Gate<T>, ApiError>
 where
@@ -208,13 +213,33 @@ where
     }
     let _serialized = state.participant_create_lock.lock().await;
     let lock = interview_projections::locks::lock_study_creates(&state.db, study_id).await?;
-    let outcome = match places::check(&state.db, study_id, config, participant_ref).await {
+    let outcome = match check_under_lock(state, study_id, config, participant_ref, consenting).await
+    {
         Ok(None) => Ok(Gate::Passed(act().await)),
         Ok(Some(refusal)) => Ok(Gate::Refused(refusal)),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     };
     lock.release().await;
     outcome
+}
+
+/// The check itself, under the study's lock. A consenting session is read again first: a
+/// second consent racing the first (two tabs, a retried request) finds it given and passes on to
+/// the aggregate, which answers it; the session never counts against itself.
+async fn check_under_lock(
+    state: &AppState,
+    study_id: &str,
+    config: &StudyConfig,
+    participant_ref: Option<&str>,
+    consenting: Option<&str>,
+) -> Result<Option<Refusal>, ApiError> {
+    if let Some(id) = consenting {
+        let view = interview_projections::read::session_state(&state.db, id).await?;
+        if view.is_some_and(|v| v.consent.is_some()) {
+            return Ok(None);
+        }
+    }
+    Ok(places::check(&state.db, study_id, config, participant_ref, consenting).await?)
 }
 
 /// The 409 of a refused place. It never names another session: a stranger who knows a
@@ -306,7 +331,16 @@ where
         None => return act().await,
     };
     let participant_ref = view.participant_ref.as_deref();
-    match with_places(state, &view.study_id, &config, participant_ref, act).await? {
+    match with_places(
+        state,
+        &view.study_id,
+        &config,
+        participant_ref,
+        Some(&id),
+        act,
+    )
+    .await?
+    {
         Gate::Passed(done) => done,
         Gate::Refused(refusal) => {
             let abandon = SessionCommand::Abandon {

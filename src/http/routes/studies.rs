@@ -276,15 +276,18 @@ pub async fn rotate_link_secret(
         .public_slug
         .as_ref()
         .map(|slug| format!("/interview/{slug}?ref={example_ref}&sig={signature}"));
-    Ok(HttpResponse::Ok().json(LinkSecretResponse {
-        study_id: study.study_id,
-        secret,
-        example: serde_json::json!({
-            "participant_ref": example_ref,
-            "participant_ref_signature": signature,
-            "link": link,
-        }),
-    }))
+    // Shown once: no cache along the way may keep it.
+    Ok(HttpResponse::Ok()
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .json(LinkSecretResponse {
+            study_id: study.study_id,
+            secret,
+            example: serde_json::json!({
+                "participant_ref": example_ref,
+                "participant_ref_signature": signature,
+                "link": link,
+            }),
+        }))
 }
 
 /// Stop signing the study's participant links: references are taken unsigned again.
