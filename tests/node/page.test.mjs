@@ -597,3 +597,36 @@ test("the completion screen offers withdrawal too", async () => {
   assert.equal(await page.locator("#log li").count(), 0);
   await context.close();
 });
+
+test("a panel's signed link carries its participant, and a bad signature is told kindly", async () => {
+  const { createHmac } = await import("node:crypto");
+  const { readFile } = await import("node:fs/promises");
+  const study = JSON.parse(await readFile(new URL("../../examples/demo-study.json", import.meta.url), "utf8"));
+  study.public_slug = "signed-panel";
+  const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
+  const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
+  await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
+  const { secret } = await (await fetch(`${server.base}/api/studies/${created.study_id}/participant-link-secret`, { method: "POST", headers, body: "{}" })).json();
+  const sig = createHmac("sha256", secret).update("panel 77").digest("hex");
+
+  // A forged signature: nothing starts, and the page says the link is not valid.
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/signed-panel?ref=panel%2077&sig=${"0".repeat(64)}`);
+  await page.locator("#start").click();
+  await page.waitForFunction(() => /link/i.test(document.querySelector("#notice")?.textContent ?? ""));
+  // The real link: the session is the panel participant's, and the link leaves the address bar.
+  await page.goto(`${server.base}/interview/signed-panel?ref=panel%2077&sig=${sig}`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  assert.equal(new URL(page.url()).search, "", "ref and sig are out of the address bar");
+  const id = await page.evaluate(() => {
+    for (let i = 0; i < localStorage.length; i++) {
+      const key = localStorage.key(i);
+      if (key.startsWith("interview:s:")) return key.slice("interview:s:".length);
+    }
+    return null;
+  });
+  const state = await (await fetch(`${server.base}/api/sessions/${id}/state`, { headers })).json();
+  assert.equal(state.participant_ref, "panel 77");
+  await context.close();
+});
