@@ -147,7 +147,7 @@ impl Application {
             researcher_token_digests: tokens,
             data_kek,
             participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
-            participant_create_lock: tokio::sync::Mutex::new(()),
+            study_locks: Default::default(),
             create_by_address: crate::http::limits::RateLimiter::new(
                 settings.create_rate_per_address,
             ),

@@ -24,9 +24,10 @@ pub struct AppState {
     /// Participant token digests already read, by session: a session's token never changes,
     /// so the check on every participant request need not read the database each time.
     pub participant_token_digests: std::sync::Mutex<hashlink::LruCache<uuid::Uuid, String>>,
-    /// Serializes the "one open session per participant_ref" check with the create that
-    /// follows it, in this process.
-    pub participant_create_lock: tokio::sync::Mutex<()>,
+    /// Serializes a study's place checks with the create or consent that follows each, in this
+    /// process: one lock per stripe of studies, so a flood on one study does not queue another's
+    /// (`crate::http::routes::join`).
+    pub study_locks: StudyLocks,
     /// New sessions per client address, and per study.
     pub create_by_address: crate::http::limits::RateLimiter,
     pub create_by_study: crate::http::limits::RateLimiter,
@@ -43,4 +44,23 @@ pub struct AppState {
     /// Set once the process is stopping (SIGTERM/SIGINT): event streams close at once with a
     /// retry hint, so clients reconnect elsewhere, and new requests answer 503.
     pub draining: tokio::sync::watch::Sender<bool>,
+}
+
+/// Striped in-process locks, one stripe per study id's hash.
+pub struct StudyLocks([tokio::sync::Mutex<()>; 64]);
+
+impl Default for StudyLocks {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+    }
+}
+
+impl StudyLocks {
+    /// The lock of `study_id`'s stripe.
+    pub fn of(&self, study_id: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        study_id.hash(&mut hasher);
+        &self.0[(hasher.finish() % 64) as usize]
+    }
 }

@@ -4,5 +4,7 @@ CREATE TABLE participant_link_secrets
 (
     study_id   TEXT PRIMARY KEY,
     secret     TEXT NOT NULL,
+    -- Whether a create must name a signed participant_ref (no anonymous participants).
+    require_reference BOOLEAN NOT NULL DEFAULT FALSE,
     created_at TEXT NOT NULL
 );

@@ -43,29 +43,50 @@ fn new_secret() -> String {
     hex::encode(bytes)
 }
 
-/// The study's link secret, if it signs its links.
+/// How a study signs its links.
+#[derive(Debug, Clone)]
+pub struct Signing {
+    pub secret: String,
+    /// Every create must name a signed `participant_ref`: the study takes no anonymous
+    /// participants, only its panel's.
+    pub require_reference: bool,
+}
+
+/// How the study signs its links, if it does.
 #[tracing::instrument(skip(db))]
-pub async fn secret(db: &Db, study_id: &str) -> Result<Option<String>, sqlx::Error> {
+pub async fn signing(db: &Db, study_id: &str) -> Result<Option<Signing>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar("SELECT secret FROM participant_link_secrets WHERE study_id = $1")
-            .bind(study_id)
-            .fetch_optional(pool)
-            .await
+        let row: Option<(String, bool)> = sqlx::query_as(
+            "SELECT secret, require_reference FROM participant_link_secrets WHERE study_id = $1",
+        )
+        .bind(study_id)
+        .fetch_optional(pool)
+        .await?;
+        Ok(row.map(|(secret, require_reference)| Signing {
+            secret,
+            require_reference,
+        }))
     })
 }
 
 /// Gives the study a new link secret (replacing any earlier one, whose links stop working) and
 /// returns it: the only time it is shown.
 #[tracing::instrument(skip(db))]
-pub async fn rotate(db: &Db, study_id: &str) -> Result<String, sqlx::Error> {
+pub async fn rotate(
+    db: &Db,
+    study_id: &str,
+    require_reference: bool,
+) -> Result<String, sqlx::Error> {
     let secret = new_secret();
     on_db!(write(db), |pool| {
         sqlx::query(
-            "INSERT INTO participant_link_secrets (study_id, secret, created_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (study_id) DO UPDATE SET secret = excluded.secret, created_at = excluded.created_at",
+            "INSERT INTO participant_link_secrets (study_id, secret, require_reference, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (study_id) DO UPDATE SET secret = excluded.secret, \
+             require_reference = excluded.require_reference, created_at = excluded.created_at",
         )
         .bind(study_id)
         .bind(&secret)
+        .bind(require_reference)
         .bind(Utc::now())
         .execute(pool)
         .await?;

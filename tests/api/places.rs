@@ -36,6 +36,16 @@ async fn created(app: &TestApp, slug: &str, body: Value) -> (String, String) {
     )
 }
 
+/// How many sessions the store has.
+async fn sessions(app: &TestApp) -> i64 {
+    interview_projections::on_db!(read(app.db()), |pool| {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM session_state")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    })
+}
+
 /// Accepts the pending consent of a session, through the server at `base`.
 async fn consent(app: &TestApp, base: &str, session: &str, token: &str) -> reqwest::Response {
     let s = app.run(session).await;
@@ -289,6 +299,41 @@ async fn a_study_that_signs_its_links_takes_only_signed_references(store: Store)
     let unsigned = json!({"participant_ref": "panel-4"});
     assert_eq!(
         create(&app, "signed", unsigned).await.status(),
+        StatusCode::CREATED
+    );
+    // A study may take only its panel's signed participants: no anonymous create then.
+    let res = app
+        .post(
+            &path,
+            Some(crate::helpers::RESEARCHER_TOKEN),
+            &json!({"require_reference": true}),
+        )
+        .await;
+    let body = json_of(res).await;
+    assert_eq!(body["require_reference"], true);
+    let secret = body["secret"].as_str().unwrap().to_string();
+    // (Sessions, not events: the interviewers of the sessions above may still be writing.)
+    let before = sessions(&app).await;
+    assert_error(
+        create(&app, "signed", json!({})).await,
+        StatusCode::FORBIDDEN,
+        "forbidden",
+    )
+    .await;
+    assert_eq!(
+        sessions(&app).await,
+        before,
+        "a refused create writes nothing"
+    );
+    let sig = {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(b"panel-6");
+        hex::encode(mac.finalize().into_bytes())
+    };
+    let signed = json!({"participant_ref": "panel-6", "participant_ref_signature": sig});
+    assert_eq!(
+        create(&app, "signed", signed).await.status(),
         StatusCode::CREATED
     );
 }

@@ -160,23 +160,29 @@ async fn open_study(state: &AppState, slug: &str) -> Result<PinnedStudy, ApiErro
     }
 }
 
-/// A study that signs its links takes a `participant_ref` only with its signature; whether the
-/// reference was signed (false without a reference, or on a study that does not sign).
+/// A study that signs its links takes a `participant_ref` only with its signature (and, if it
+/// asks, takes no create without one); whether the reference was signed (false without a
+/// reference, or on a study that does not sign).
 async fn check_signature(
     state: &AppState,
     study_id: &str,
     request: &CreateSessionRequest,
 ) -> Result<bool, ApiError> {
-    let Some(participant_ref) = &request.participant_ref else {
+    let Some(signing) = participant_links::signing(&state.db, study_id).await? else {
         return Ok(false);
     };
-    let Some(secret) = participant_links::secret(&state.db, study_id).await? else {
-        return Ok(false);
+    let Some(participant_ref) = &request.participant_ref else {
+        return match signing.require_reference {
+            true => Err(ApiError::Forbidden(
+                "this study takes participants only through its panel's signed links",
+            )),
+            false => Ok(false),
+        };
     };
     let signed = request
         .participant_ref_signature
         .as_deref()
-        .is_some_and(|sig| participant_links::verify(&secret, participant_ref, sig));
+        .is_some_and(|sig| participant_links::verify(&signing.secret, participant_ref, sig));
     match signed {
         true => Ok(true),
         false => Err(ApiError::Forbidden(
@@ -211,7 +217,15 @@ where
     if !places::guarded(config, participant_ref) {
         return Ok(Gate::Passed(act().await));
     }
-    let _serialized = state.participant_create_lock.lock().await;
+    // Not forever: a holder stuck on the database must not hold every other request here.
+    let _serialized = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        state.study_locks.of(study_id).lock(),
+    )
+    .await
+    .map_err(|_| ApiError::Overloaded {
+        what: "study_places",
+    })?;
     let lock = interview_projections::locks::lock_study_creates(&state.db, study_id).await?;
     let outcome = match check_under_lock(state, study_id, config, participant_ref, consenting).await
     {

@@ -250,26 +250,41 @@ pub async fn overview(
 #[derive(Serialize, ToSchema)]
 pub struct LinkSecretResponse {
     study_id: String,
+    /// Whether every create must name a signed reference.
+    require_reference: bool,
     /// The key panels sign participant references with (hex HMAC-SHA256); shown only now.
     secret: String,
     /// A worked example: this reference, its signature, the page link that carries both.
     example: Value,
 }
 
+/// How a study signs its participant links.
+#[derive(serde::Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSecretRequest {
+    /// Take no participant without a signed `participant_ref` (default false: anonymous
+    /// participants are still welcome).
+    #[serde(default)]
+    require_reference: bool,
+}
+
 /// Start signing the study's participant links (or replace the secret: links signed with the
 /// old one stop working). From then on a create with a `participant_ref` needs its signature.
 #[utoipa::path(post, path = "/api/studies/{study_id}/participant-link-secret", tag = "studies", security(("bearer" = [])),
-    params(("study_id" = String, Path)),
-    responses((status = 200, body = LinkSecretResponse), (status = 401), (status = 403), (status = 404)))]
+    params(("study_id" = String, Path)), request_body(content = LinkSecretRequest, description = "optional"),
+    responses((status = 200, body = LinkSecretResponse), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[post("/api/studies/{study_id}/participant-link-secret")]
 pub async fn rotate_link_secret(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<String>,
+    body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     require_researcher(&state, &req).await?;
+    let request: LinkSecretRequest = json_body(body, 1024, true, ShapeErrors::BadRequest).await?;
     let study = studies::get(&state.db, &path).await?;
-    let secret = participant_links::rotate(&state.db, &study.study_id).await?;
+    let secret =
+        participant_links::rotate(&state.db, &study.study_id, request.require_reference).await?;
     let example_ref = "panel-12345";
     let signature = participant_links::signature(&secret, example_ref);
     let link = study
@@ -281,6 +296,7 @@ pub async fn rotate_link_secret(
         .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
         .json(LinkSecretResponse {
             study_id: study.study_id,
+            require_reference: request.require_reference,
             secret,
             example: serde_json::json!({
                 "participant_ref": example_ref,
