@@ -52,9 +52,23 @@ pub struct StreamFolder {
     end_reason: Option<interview_session::ConcludeReason>,
     /// The study's locale, for the runtime's own words.
     locale: String,
+    /// When the participant's latest input came, and whether the runtime has apologized for a
+    /// wait since: an apology is for a wait the participant felt, once a turn.
+    input_at: Option<chrono::DateTime<chrono::Utc>>,
+    apologized: bool,
 }
 
+/// A model failure the participant waited this long on (from their input) earns an apology;
+/// one that failed at once is worked around without a word.
+const FELT_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
 impl StreamFolder {
+    /// The participant spoke or answered: a new turn, with no apology yet.
+    fn input(&mut self, event: &SessionEvent) {
+        self.input_at = Some(event.at);
+        self.apologized = false;
+    }
+
     /// `session.status` as of now; an ended session also says where a panel participant goes.
     fn status_event(&self) -> StreamEvent {
         let mut data = json!({ "status": self.status, "phase": self.phase });
@@ -96,10 +110,13 @@ impl StreamFolder {
             )),
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
-            } => Some(StreamEvent::new(
-                "message.completed",
-                json!({ "turn_id": turn_id, "message_id": turn_id, "role": "user", "content": content }),
-            )),
+            } => {
+                self.input(event);
+                Some(StreamEvent::new(
+                    "message.completed",
+                    json!({ "turn_id": turn_id, "message_id": turn_id, "role": "user", "content": content }),
+                ))
+            }
             EventBody::AgentMessageCompleted {
                 message_id,
                 content,
@@ -126,6 +143,7 @@ impl StreamFolder {
                 value,
                 ..
             } => {
+                self.input(event);
                 let mut data = json!({
                     "interaction_id": interaction_id,
                     "status": match status { SubmitStatus::Submitted => "submitted", SubmitStatus::Skipped => "skipped" },
@@ -165,10 +183,17 @@ impl StreamFolder {
             | EventBody::ExtractionStarted { .. } => None,
             // The participant waited on a failed model call: a plain apology, never the cause
             // (the interview goes on with the fallback's next step).
-            EventBody::ErrorRecorded { source, .. } if source == "model" => Some(StreamEvent::new(
-                "error",
-                json!({ "message": interview_session::phrases::delayed(&self.locale) }),
-            )),
+            EventBody::ErrorRecorded { source, .. } if source == "model" => {
+                let felt = self
+                    .input_at
+                    .is_some_and(|input| event.at - input >= FELT_WAIT);
+                (felt && !std::mem::replace(&mut self.apologized, true)).then(|| {
+                    StreamEvent::new(
+                        "error",
+                        json!({ "message": interview_session::phrases::delayed(&self.locale) }),
+                    )
+                })
+            }
             EventBody::ErrorRecorded { .. } | EventBody::EndRequested {} => None,
             // The page says the answers are gone (a reload then shows an empty conversation).
             EventBody::ParticipantDataErased(_) => {
@@ -226,5 +251,43 @@ mod tests {
                 takes_over: None,
             }))
             .is_none());
+    }
+
+    /// An apology is for a wait the participant felt (2 s or more since their input), once a
+    /// turn: a model that failed at once is worked around without a word.
+    #[test]
+    fn an_apology_only_for_a_felt_wait_and_once_a_turn() {
+        let at = Utc::now();
+        let sealed = |body: EventBody, secs: i64| {
+            SessionEvent::seal(body, at + chrono::TimeDelta::seconds(secs), GENESIS_HASH)
+        };
+        let said = |secs| {
+            sealed(
+                EventBody::ParticipantMessageCreated {
+                    turn_id: Uuid::nil(),
+                    client_message_id: None,
+                    content: "hi".into(),
+                },
+                secs,
+            )
+        };
+        let failed = |secs| {
+            sealed(
+                EventBody::ErrorRecorded {
+                    source: "model".into(),
+                    code: "model_stalled".into(),
+                    message: "x".into(),
+                },
+                secs,
+            )
+        };
+        let mut folder = StreamFolder::default();
+        folder.next(&said(0));
+        assert!(folder.next(&failed(0)).is_none(), "at once: no apology");
+        let apology = folder.next(&failed(3)).expect("a felt wait");
+        assert_eq!(apology.event_type, "error");
+        assert!(folder.next(&failed(9)).is_none(), "once a turn");
+        folder.next(&said(10));
+        assert!(folder.next(&failed(13)).is_some(), "a new turn may");
     }
 }

@@ -15,6 +15,7 @@ pub mod decision;
 pub mod erasure;
 pub mod error;
 pub mod events;
+pub mod field_values;
 pub mod hash;
 pub mod input_class;
 pub mod interaction;

@@ -86,20 +86,29 @@ impl Harness {
                 }
             }
         };
+        // What a widget answered is not the model's to read again: it fills its fields as the
+        // rules extraction does, over whatever the model made of them. Fields that do not fit
+        // the schema (an unknown id, a value of the wrong type) go to the rules copier at once,
+        // recorded — never to a retry that would pay for the same answer again.
+        let schema = &study.output_schema;
+        let outcome = outcome.and_then(|(fields, call)| {
+            // What the model sent, before any guard drops a part of it: a field that does not
+            // fit is a model failure, not something to pass over in silence.
+            interview_session::field_values::check_fields(schema, &fields)
+                .map_err(|e| failed("model_bad_arguments", e))?;
+            let mut fields = answers_only(fields, session, conversation, &listing, &loaded.events);
+            let widgets = super::rules::all_widget_fields(session, conversation);
+            fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
+            fields.extend(widgets);
+            // What the participant declined or did not know, where the model put nothing.
+            let declined = super::rules::all_declined_fields(session, conversation, &fields);
+            fields.extend(declined);
+            interview_session::field_values::check_fields(schema, &fields)
+                .map(|()| (fields, call))
+                .map_err(|e| failed("model_bad_arguments", e))
+        });
         match outcome {
-            // What a widget answered is not the model's to read again: it fills its fields as
-            // the rules extraction does, over whatever the model made of them.
-            Ok((fields, call)) => {
-                let mut fields =
-                    answers_only(fields, session, conversation, &listing, &loaded.events);
-                let widgets = super::rules::all_widget_fields(session, conversation);
-                fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
-                fields.extend(widgets);
-                // What the participant declined or did not know, where the model put nothing.
-                let declined = super::rules::all_declined_fields(session, conversation, &fields);
-                fields.extend(declined);
-                (fields, Some(call))
-            }
+            Ok((fields, call)) => (fields, Some(call)),
             Err((code, message)) => {
                 let message = crate::llm::redact::redact(&message, None);
                 let command = interview_session::SessionCommand::RecordError {
@@ -260,6 +269,22 @@ impl Harness {
         };
         match parsed {
             Ok(mut proposal) => {
+                cite_latest(&mut proposal.fields, session);
+                let study = session.study().expect("a running session has its study");
+                if let Err(e) = interview_session::field_values::check_fields(
+                    &study.output_schema,
+                    &proposal.fields,
+                ) {
+                    self.record_error(
+                        step.session_id,
+                        step.run_id,
+                        "extraction",
+                        "model_bad_arguments",
+                        &e,
+                    )
+                    .await;
+                    return None;
+                }
                 proposal.fields =
                     answers_only(proposal.fields, session, conversation, &listing, events);
                 proposal.input_class = super::rules::input_class(session, conversation);
@@ -270,6 +295,17 @@ impl Harness {
                     .await;
                 None
             }
+        }
+    }
+}
+
+/// An extraction during the interview is of the participant's latest input: a value the model
+/// gave without citing a turn rests on that one (the guards want evidence for every value).
+pub(super) fn cite_latest(fields: &mut [ExtractedField], session: &Session) {
+    let latest = session.last_turn_id();
+    for f in fields {
+        if f.evidence_turn_ids.is_empty() && !f.value.is_null() {
+            f.evidence_turn_ids.extend(latest);
         }
     }
 }

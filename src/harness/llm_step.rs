@@ -316,6 +316,10 @@ impl Harness {
                 input_summary.clone(),
                 &|t| listing.resolve(t),
             )
+            .map(|mut p| {
+                super::llm_records::cite_latest(&mut p.fields, session);
+                p
+            })
             .map_err(|e| ("model_bad_arguments".to_string(), e)),
             (Some(f), _) => Err(f.clone()),
             (None, None) => Err(("model_no_tool".into(), "the model called no tool".into())),

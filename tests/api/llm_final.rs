@@ -200,7 +200,60 @@ async fn a_failed_final_call_falls_back_to_the_copier_and_is_recorded(store: Sto
         .contains("list on the fridge"));
 }
 
+/// A final extraction that does not fit the schema — an unknown field id, a model echoing a
+/// schema as a text value — goes to the rules copier at once, recorded: no retry pays for it
+/// again, and no such value reaches the results.
+async fn a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once(store: Store) {
+    let llm = start(store).await;
+    for fields in [
+        json!([{"field_id": "no_such_field", "value": "a list", "confidence": 0.9, "evidence_turn_ids": ["t2"], "quote": "a list"}]),
+        json!([{"field_id": "planning_method", "value": {"confidence": {"type": "number"}}, "confidence": 0.9, "evidence_turn_ids": ["t2"], "quote": "a list"}]),
+    ] {
+        let session = completed(&llm).await;
+        llm.model.push_extraction(Reply::Realistic(
+            "extract_fields",
+            json!({"fields": fields, "rationale": "final"}),
+        ));
+        let calls = llm.model.calls();
+        let done =
+            interview_runtime::jobs::extraction::run_once(&llm.app.state, chrono::Utc::now())
+                .await
+                .unwrap();
+        assert_eq!(done, 1, "completed in one go, not left for a retry");
+        assert_eq!(llm.model.calls(), calls + 1, "one call");
+        let s = researcher_view(&llm, &session).await;
+        let failure = s["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["source"] == "final_extraction")
+            .cloned()
+            .unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(failure["code"], "model_bad_arguments", "{failure}");
+        let method = &s["extracted_fields"]["planning_method"]["value"];
+        assert!(
+            method.as_str().unwrap().contains("list on the fridge"),
+            "{method}"
+        );
+        let results = llm
+            .app
+            .get(
+                &format!(
+                    "/api/studies/{}/results.csv",
+                    s["study_id"].as_str().unwrap()
+                ),
+                Some(RESEARCHER_TOKEN),
+            )
+            .await
+            .text()
+            .await
+            .unwrap();
+        assert!(!results.contains("\"type\""), "{results}");
+    }
+}
+
 crate::both_stores!(
+    a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once,
     the_final_extraction_is_the_model_s_over_the_whole_transcript,
     a_failed_final_call_falls_back_to_the_copier_and_is_recorded,
 );

@@ -226,10 +226,11 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
     assert!(!deltas(&frames).concat().contains("think"));
 }
 
-/// A stall mid-message: the participant is told in plain words, and the broken-off words are
-/// replaced by a whole question; nothing truncated stays in the transcript.
+/// A stall mid-message: the participant, who waited (2 s of silence here), is told in plain
+/// words, and the broken-off words are replaced by a whole question; nothing truncated stays in
+/// the transcript.
 async fn a_stall_mid_message_is_repaired_and_explained(store: Store) {
-    let llm = Llm::start(store).await;
+    let llm = Llm::start_custom(store, |s| s.model_idle_timeout_secs = 2, |_| {}).await;
     let (session, token, mut sse) = opened(&llm).await;
     let message = "What is the most frustrating part of planning your groceries?";
     let args = ask(message);

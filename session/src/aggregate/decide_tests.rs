@@ -673,6 +673,38 @@ async fn questioning_stops_at_the_duration_limit() {
     assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
 }
 
+/// An extracted value fits its field (text, not an echoed schema), cites the turns it rests on,
+/// and a declined field holds none: else the extraction is refused.
+#[tokio::test]
+async fn an_extracted_value_must_fit_its_field() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(10, "I use a moka pot"));
+    given.push(claim(3));
+    let schema_echo = json!({"confidence": {"type": "number"}});
+    for (value, evidence, status) in [
+        (schema_echo.clone(), true, FieldStatus::Answered),
+        (json!(schema_echo.to_string()), true, FieldStatus::Answered),
+        (json!(42), true, FieldStatus::Answered),
+        (json!("moka pot"), false, FieldStatus::Answered),
+        (json!("moka pot"), true, FieldStatus::Refused),
+    ] {
+        let mut p = extraction(0.9);
+        p.fields[0].value = value.clone();
+        p.fields[0].status = status;
+        if !evidence {
+            p.fields[0].evidence_turn_ids.clear();
+        }
+        let refused = when(given.clone(), decide_with(3, p)).await.unwrap_err();
+        assert!(
+            matches!(refused, SessionError::InvalidValue { ref field, .. } if field == "fields"),
+            "{value}: {refused:?}"
+        );
+    }
+    // The same value, as text with its evidence, is taken.
+    assert!(when(given, decide_with(3, extraction(0.9))).await.is_ok());
+}
+
 #[tokio::test]
 async fn a_conclusion_must_be_true() {
     let mut given = consented();

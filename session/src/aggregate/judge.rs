@@ -325,18 +325,8 @@ impl Session {
                 }
             }
             AgentAction::ExtractFields => {
-                let schema = &study.output_schema.fields;
-                for f in &p.fields {
-                    if !schema.iter().any(|s| s.id == f.field_id) {
-                        return Err(invalid(
-                            "fields",
-                            format!("no output field {:?}", f.field_id),
-                        ));
-                    }
-                    if !(0.0..=1.0).contains(&f.confidence) {
-                        return Err(invalid("fields", "confidence must be between 0 and 1"));
-                    }
-                }
+                crate::field_values::check_fields(&study.output_schema, &p.fields)
+                    .map_err(|message| invalid("fields", message))?;
                 Carried::Extract {
                     fields: if rewritten {
                         Vec::new()

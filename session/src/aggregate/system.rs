@@ -62,23 +62,13 @@ impl Session {
                 })
             }
         }
-        let known = |id: &str| {
-            self.study
-                .as_deref()
-                .is_some_and(|s| s.output_schema.fields.iter().any(|f| f.id == id))
-        };
-        if let Some(bad) = fields
-            .iter()
-            .find(|f| !known(&f.field_id) || !(0.0..=1.0).contains(&f.confidence))
-        {
-            return Err(SessionError::InvalidValue {
+        let study = self.study.as_deref().ok_or(SessionError::NotCreated)?;
+        crate::field_values::check_fields(&study.output_schema, &fields).map_err(|message| {
+            SessionError::InvalidValue {
                 field: "fields".into(),
-                message: format!(
-                    "{:?} is not an output field with a confidence in [0, 1]",
-                    bad.field_id
-                ),
-            });
-        }
+                message,
+            }
+        })?;
         let body = EventBody::ExtractionCompleted {
             extraction_id,
             fields,
