@@ -43,7 +43,6 @@ impl Harness {
             crate::llm::quoted::known_block(session, &loaded.events),
             listing.render_all()
         );
-        let prompt_chars = transcript.len();
         let outcome = match (
             super::budget::check(&loaded.events, study, &self.budgets, session_id, now, false),
             prompt_records::final_extraction_request(session, transcript),
@@ -51,6 +50,7 @@ impl Harness {
             (Some(spent), _) => Err(failed("model_budget_spent", spent.reason())),
             (None, None) => return (copier(), None),
             (None, Some(request)) => {
+                let prompt_chars = request.sent_chars();
                 let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
                 match gateway.stream(request, timeout, |_, _| {}).await {
                     Ok(turn) => {
@@ -173,6 +173,7 @@ impl Harness {
         let Some(request) = prompt_records::screening_request(session) else {
             return (eligible, rules_rationale, None);
         };
+        let prompt_chars = request.sent_chars();
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
         let (verdict, turn) = match gateway.stream(request, timeout, |_, _| {}).await {
             Ok(turn) if turn.tool_name.as_deref() == Some("judge_screening") => {
@@ -206,7 +207,7 @@ impl Harness {
             step.session_id,
             study,
             prompt_records::screening_version_id(),
-            0,
+            prompt_chars,
             step.now,
         );
         match verdict {
@@ -237,8 +238,8 @@ impl Harness {
         let study = session.study()?;
         let listing = Listing::from_events(events);
         let transcript = prompt::transcript(session, events, &listing, conversation);
-        let prompt_chars = transcript.len();
         let request = prompt_records::extraction_request(session, transcript)?;
+        let prompt_chars = request.sent_chars();
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));
         let result = gateway.stream(request, timeout, |_, _| {}).await;
         let (turn, failure, provenance) = self.settle(

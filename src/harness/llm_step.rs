@@ -260,8 +260,8 @@ impl Harness {
         } else {
             prompt::TOOLS.into()
         };
-        let prompt_chars = system.len() + user.len();
         let request = prompt::request(model, system, user, tools);
+        let prompt_chars = request.sent_chars();
         let input_summary = format!(
             "{} turns; last participant input: {}",
             session.turn_count(),

@@ -73,6 +73,14 @@ pub struct ModelRequest {
     pub tools: std::borrow::Cow<'static, str>,
 }
 
+impl ModelRequest {
+    /// The characters the request sends — messages, tools, everything — for the token estimate
+    /// when a server reports no usage (about four characters a token; `docs/llm-contract.md`).
+    pub fn sent_chars(&self) -> usize {
+        self.body.to_string().len() + self.tools.len()
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Wire<'a> {
     #[serde(flatten)]
