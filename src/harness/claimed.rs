@@ -108,6 +108,50 @@ impl Harness {
         Ok(RunOutcome::Yielded)
     }
 
+    /// The step and the extraction sent alongside it, both under way: the step's outcome, and
+    /// the extraction if it is done by then or within [`EXTRACTION_GRACE`] after — the
+    /// participant is never held longer for a background call (issue 32). One later than that
+    /// is dropped (its request cut), recorded, and left to the final extraction, which reads
+    /// every input.
+    async fn step_first<S, E>(
+        &self,
+        step: &llm_step::Step<'_>,
+        propose: S,
+        extract: E,
+    ) -> (S::Output, Option<Proposal>)
+    where
+        S: std::future::Future,
+        E: std::future::Future<Output = Option<Proposal>>,
+    {
+        let (mut propose, mut extract) = (std::pin::pin!(propose), std::pin::pin!(extract));
+        let mut extracted = None;
+        let next = loop {
+            tokio::select! {
+                next = &mut propose => break next,
+                done = &mut extract, if extracted.is_none() => extracted = Some(done),
+            }
+        };
+        let extraction = match extracted {
+            Some(done) => done,
+            None => match tokio::time::timeout(EXTRACTION_GRACE, &mut extract).await {
+                Ok(done) => done,
+                Err(_) => {
+                    let message = "the extraction alongside the step took longer than the step; the final extraction will read this input";
+                    self.record_error(
+                        step.session_id,
+                        step.run_id,
+                        "extraction",
+                        "model_extraction_late",
+                        message,
+                    )
+                    .await;
+                    None
+                }
+            },
+        };
+        (next, extraction)
+    }
+
     /// The policy's proposal for a claimed step, what of it was already shown, and whether an
     /// extraction was committed alongside it (the session must then be loaded again).
     async fn propose_claimed(
@@ -140,17 +184,15 @@ impl Harness {
                                 None
                             }
                         };
-                        let (next, extraction) = tokio::join!(
-                            self.llm_propose(
-                                gateway,
-                                step,
-                                session,
-                                conversation,
-                                events,
-                                alongside
-                            ),
-                            extract,
+                        let propose = self.llm_propose(
+                            gateway,
+                            step,
+                            session,
+                            conversation,
+                            events,
+                            alongside,
                         );
+                        let (next, extraction) = self.step_first(step, propose, extract).await;
                         if let Some(mut extraction) = extraction {
                             not_from_a_non_answer(&mut extraction, &next.0, session);
                             self.record_extraction(session_id, message_id, extraction, run_id)
@@ -175,6 +217,9 @@ impl Harness {
         Ok((proposal, shown, reload))
     }
 }
+
+/// How long a decided step waits for the extraction sent alongside it.
+const EXTRACTION_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The model's own judgement of the participant's latest input applies to what is extracted from
 /// it alongside: when the step says it was no answer (`participant_input`: a non-answer, a
