@@ -33,6 +33,8 @@ pub enum ModelError {
     SeveralTools,
     #[error("the model sent something unreadable: {0}")]
     Garbage(String),
+    #[error("the model wrote past its output budget ({0} tokens) and was cut off")]
+    TooLong(u64),
 }
 
 impl ModelError {
@@ -45,6 +47,7 @@ impl ModelError {
             Self::NoTool => "model_no_tool",
             Self::SeveralTools => "model_several_tools",
             Self::Garbage(_) => "model_garbage",
+            Self::TooLong(_) => "model_too_long",
         }
     }
 }
@@ -108,6 +111,9 @@ struct Choice {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
 struct Delta {
+    /// Text outside a tool call (reasoning, a chat answer): never shown, but counted against
+    /// the output budget.
+    content: Option<Value>,
     tool_calls: Option<Vec<ToolCallChunk>>,
 }
 
@@ -255,6 +261,13 @@ impl ModelGateway {
         };
         let mut finished = false;
         let mut call_id: Option<String> = None;
+        // What the request allows the model to write, in characters (a server may ignore the
+        // limit and write until the timeout: 3,000 characters of `".152.089…` were seen). A
+        // token is about four characters; twice that leaves room for escapes.
+        let max_tokens = ["max_completion_tokens", "max_tokens"]
+            .iter()
+            .find_map(|k| request.body[*k].as_u64());
+        let mut written = 0usize;
         loop {
             let idle = tokio::time::Instant::now() + self.idle_timeout;
             let next = tokio::time::timeout_at(idle.min(deadline), stream.next()).await;
@@ -292,6 +305,20 @@ impl ModelGateway {
                 if choice.finish_reason.is_some() {
                     finished = true;
                 }
+                written += choice
+                    .delta
+                    .content
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .map_or(0, str::len);
+                written += choice
+                    .delta
+                    .tool_calls
+                    .iter()
+                    .flatten()
+                    .filter_map(|c| c.function.as_ref()?.arguments.as_deref())
+                    .map(str::len)
+                    .sum::<usize>();
                 for call in choice.delta.tool_calls.iter().flatten() {
                     // A second call shows as index 1, or (servers that send no index) as a new id.
                     let another_id = matches!((&call_id, &call.id), (Some(a), Some(b)) if a != b);
@@ -313,6 +340,9 @@ impl ModelGateway {
                         }
                     }
                 }
+            }
+            if let Some(max) = max_tokens.filter(|max| written as u64 > max * 8) {
+                return finish(turn, Err(ModelError::TooLong(max)));
             }
             if let Some(name) = &turn.tool_name {
                 on_progress(name, &turn.arguments);

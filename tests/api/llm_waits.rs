@@ -45,4 +45,43 @@ async fn a_late_extraction_never_holds_the_participant(store: Store) {
     assert_eq!(codes, ["model_extraction_late"], "{s}");
 }
 
-crate::both_stores!(a_late_extraction_never_holds_the_participant);
+/// A server that ignores the output limit and writes on (runaway JSON until the timeout) is cut
+/// off once it has written well past the request's `max_completion_tokens`.
+async fn a_runaway_answer_is_cut_off(store: Store) {
+    let llm = Llm::start_custom(
+        store,
+        |_| {},
+        |study| study["model"]["max_output_tokens"] = json!(100),
+    )
+    .await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you plan your shopping?", "rationale": "open"}),
+        )])
+        .await;
+    let runaway = ".152.089".repeat(400);
+    llm.model.push_extraction(Reply::Realistic(
+        "extract_fields",
+        json!({"fields": [{"field_id": runaway, "value": "x", "confidence": 0.8,
+                "evidence_turn_ids": [], "quote": "x"}], "rationale": "r"}),
+    ));
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge.", vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "pain_points", "message": "What frustrates you most?", "rationale": "next"}),
+        )])
+        .await;
+    let errors = s["errors"].as_array().unwrap();
+    let cut = errors
+        .iter()
+        .find(|e| e["code"] == "model_too_long")
+        .unwrap_or_else(|| panic!("{errors:?}"));
+    assert_eq!(cut["source"], "extraction");
+    assert_eq!(s["status"], "waiting_for_user");
+}
+
+crate::both_stores!(
+    a_late_extraction_never_holds_the_participant,
+    a_runaway_answer_is_cut_off,
+);
