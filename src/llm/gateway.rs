@@ -35,6 +35,10 @@ pub enum ModelError {
     Garbage(String),
     #[error("the model wrote past its output budget ({0} tokens) and was cut off")]
     TooLong(u64),
+    #[error("the server reported an error inside its stream: {0}")]
+    InStream(String),
+    #[error("the server answered 200 and closed the stream with nothing in it")]
+    Empty,
 }
 
 impl ModelError {
@@ -48,6 +52,8 @@ impl ModelError {
             Self::SeveralTools => "model_several_tools",
             Self::Garbage(_) => "model_garbage",
             Self::TooLong(_) => "model_too_long",
+            Self::InStream(_) => "model_stream_error",
+            Self::Empty => "model_empty_stream",
         }
     }
 }
@@ -99,6 +105,9 @@ struct Chunk {
     model: Option<String>,
     choices: Vec<Choice>,
     usage: Option<Usage>,
+    /// An error object sent as a `data:` line after a 200 (llama-cpp-python, vLLM and LiteLLM
+    /// do this when generation fails after the stream has started).
+    error: Option<Value>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -290,6 +299,12 @@ impl ModelGateway {
             };
             turn.first_chunk_ms
                 .get_or_insert_with(|| started.elapsed().as_millis() as u64);
+            if let Some(error) = &chunk.error {
+                let message = error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), String::from);
+                return finish(turn, Err(ModelError::InStream(self.upstream(message))));
+            }
             if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
                 turn.model = Some(model);
             }
@@ -353,6 +368,7 @@ impl ModelGateway {
             turn.arguments = turn.arguments.replace("\\u0000", "\\ufffd");
         }
         let result = match (&turn.tool_name, finished) {
+            (None, _) if turn.first_chunk_ms.is_none() => Err(ModelError::Empty),
             (None, _) => Err(ModelError::NoTool),
             (Some(_), false) => Err(ModelError::Dropped),
             (Some(_), true) => Ok(()),

@@ -81,7 +81,27 @@ async fn a_runaway_answer_is_cut_off(store: Store) {
     assert_eq!(s["status"], "waiting_for_user");
 }
 
+/// Failures inside a 200 stream are told apart, so an operator can see what the server did:
+/// a stream closed with nothing in it, and an error object sent as a `data:` line.
+async fn failures_inside_a_200_stream_are_named(store: Store) {
+    let llm = Llm::start(store).await;
+    for (reply, code) in [
+        (Reply::EmptyStream, "model_empty_stream"),
+        (
+            Reply::ErrorInStream("Automatic streaming tool choice is not supported"),
+            "model_stream_error",
+        ),
+    ] {
+        let (_, _, s) = llm.consented(vec![reply]).await;
+        let error = &s["errors"][0];
+        assert_eq!(error["code"], code, "{s}");
+        // The rules interviewer asked instead.
+        assert_eq!(s["status"], "waiting_for_user", "{s}");
+    }
+}
+
 crate::both_stores!(
+    failures_inside_a_200_stream_are_named,
     a_late_extraction_never_holds_the_participant,
     a_runaway_answer_is_cut_off,
 );

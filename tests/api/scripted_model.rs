@@ -40,6 +40,11 @@ pub enum Reply {
     Drop(&'static str, &'static str, usize),
     /// A chunk that is not JSON.
     Garbage,
+    /// 200, then the stream closes with nothing in it (llama-cpp-python refusing a
+    /// `tool_choice` it does not serve).
+    EmptyStream,
+    /// 200, then an error object as a `data:` line, and the stream closes.
+    ErrorInStream(&'static str),
     /// An error with this status whose message echoes the request's key, as some providers do.
     EchoKey(u16),
     /// A tool call whose arguments come in the order the request's schema lists them (keys the
@@ -708,6 +713,11 @@ async fn answer(
             sse(frames, false, pace, end.clone())
         }
         Some(Reply::Garbage) => sse(vec![Bytes::from_static(b"data: {this is not json\n\n"), done], false, pace, end.clone()),
+        Some(Reply::EmptyStream) => sse(Vec::new(), false, pace, end.clone()),
+        Some(Reply::ErrorInStream(message)) => {
+            let line = format!("data: {}\n\n", json!({"error": {"message": message, "type": "server_error"}}));
+            sse(vec![Bytes::from(line)], false, pace, end.clone())
+        }
         Some(Reply::Realistic(name, args)) => {
             let text = in_order(&args, &schema_order(&raw, name));
             let pieces = token_pieces(&text);
