@@ -318,8 +318,12 @@ impl EventBody {
                 decided_by: Some(p),
                 ..
             } => Some(usage(&p.token_usage, 1)),
+            // A call the breaker kept from going out was no call.
             Self::ErrorRecorded { source, code, .. }
-                if source == "model" || source == "extraction" || code == "model_text_refused" =>
+                if (source == "model"
+                    || source == "extraction"
+                    || code == "model_text_refused")
+                    && code != "model_circuit_open" =>
             {
                 Some(ModelUse {
                     calls: 1,

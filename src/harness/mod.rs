@@ -100,6 +100,11 @@ pub(crate) struct Loaded {
 }
 
 impl Harness {
+    /// Where the model endpoint stands (its request form, its breaker), if there is one.
+    pub fn model_status(&self) -> Option<serde_json::Value> {
+        self.gateway.as_ref().map(|g| g.status())
+    }
+
     /// Forgets what the harness keeps of a session (after its data was erased).
     pub fn forget(&self, session_id: &str) {
         self.kept

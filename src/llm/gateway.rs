@@ -39,6 +39,8 @@ pub enum ModelError {
     InStream(String),
     #[error("the server answered 200 and closed the stream with nothing in it")]
     Empty,
+    #[error("the model endpoint failed too often in a row; no call for {0} s more")]
+    CircuitOpen(u64),
 }
 
 impl ModelError {
@@ -54,6 +56,7 @@ impl ModelError {
             Self::TooLong(_) => "model_too_long",
             Self::InStream(_) => "model_stream_error",
             Self::Empty => "model_empty_stream",
+            Self::CircuitOpen(_) => "model_circuit_open",
         }
     }
 }
@@ -161,6 +164,15 @@ pub struct ModelGateway {
     /// Set once the endpoint refused a request with the full parameter set (HTTP 400/422):
     /// from then on requests go in the compatible form (see [`compatible`]).
     compat: AtomicBool,
+    /// Stops calls that keep failing (`super::breaker`), one breaker per request form: a
+    /// server may serve a named tool and fail every "any tool" request (llama-cpp-python), and
+    /// the form that works must not keep the one that fails looking healthy.
+    breakers: [super::breaker::Breaker; 2],
+}
+
+/// Whether a request names the one tool to call (`tool_choice: {"type": "function", …}`).
+fn names_its_tool(body: &Value) -> bool {
+    body["tool_choice"].is_object()
 }
 
 /// The request in the form every OpenAI-compatible server takes: `tool_choice: "auto"` with
@@ -195,6 +207,7 @@ impl ModelGateway {
             idle_timeout,
             api_key: api_key.map(String::from),
             compat: AtomicBool::new(false),
+            breakers: Default::default(),
         }
     }
 
@@ -202,6 +215,17 @@ impl ModelGateway {
     /// token-shaped cut out.
     fn upstream(&self, error: impl std::fmt::Display) -> String {
         crate::llm::redact::redact(&error.to_string(), self.api_key.as_deref())
+    }
+
+    /// Where the endpoint stands, for `/readyz`: the request form it takes, and the breaker of
+    /// steps (any tool) and of named-tool calls (extractions, screening).
+    pub fn status(&self) -> Value {
+        let now = Instant::now();
+        serde_json::json!({
+            "form": if self.compatible_mode() { "compatible" } else { "standard" },
+            "steps": self.breakers[0].status(now),
+            "named_tool_calls": self.breakers[1].status(now),
+        })
     }
 
     /// Whether requests now go in the compatible form.
@@ -255,8 +279,13 @@ impl ModelGateway {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
         let mut turn = ModelTurn::default();
+        let breaker = &self.breakers[usize::from(names_its_tool(&request.body))];
+        if let Err(retry_in) = breaker.allows(started) {
+            return Err((ModelError::CircuitOpen(retry_in), turn));
+        }
         let finish = |mut turn: ModelTurn, result: Result<(), ModelError>| {
             turn.latency_ms = started.elapsed().as_millis() as u64;
+            breaker.record(result.is_ok(), Instant::now());
             match result {
                 Ok(()) => Ok(turn),
                 Err(e) => Err((e, turn)),

@@ -1,6 +1,7 @@
 //! The `llm` policy: a model behind any OpenAI-compatible endpoint proposes each decision as a
 //! tool call, streamed; the aggregate still judges it.
 
+pub mod breaker;
 pub mod gateway;
 pub mod leaks;
 pub mod partial;

@@ -100,7 +100,55 @@ async fn failures_inside_a_200_stream_are_named(store: Store) {
     }
 }
 
+/// An endpoint that keeps failing is not paid for call after call: after five failures in a
+/// row no call goes out for a while, the rules interviewer answers, and `/readyz` says so.
+async fn a_failing_endpoint_is_left_alone_for_a_while(store: Store) {
+    let llm = Llm::start(store).await;
+    llm.model.always(Reply::EmptyStream);
+    let (session, token, _) = llm.consented(vec![]).await;
+    let mut s = serde_json::Value::Null;
+    for answer in [
+        "A list.",
+        "On the fridge.",
+        "My partner too.",
+        "Every Sunday.",
+    ] {
+        s = llm.say(&session, &token, answer, vec![]).await;
+        assert_eq!(s["status"], "waiting_for_user", "{s}");
+    }
+    let steps = || {
+        llm.model
+            .timeline()
+            .iter()
+            .filter(|c| !c.extraction)
+            .count()
+    };
+    let calls = steps();
+    assert!(calls >= 5, "{calls}");
+    for answer in ["Mostly vegetables.", "Sometimes fish."] {
+        s = llm.say(&session, &token, answer, vec![]).await;
+    }
+    assert_eq!(steps(), calls, "no step call while the breaker is open");
+    let codes: Vec<&str> = s["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"model_empty_stream"), "{codes:?}");
+    assert_eq!(codes.last(), Some(&"model_circuit_open"), "{codes:?}");
+    let ready: serde_json::Value = llm.app.get("/readyz", None).await.json().await.unwrap();
+    assert_eq!(ready["model"]["steps"]["circuit"], "open", "{ready}");
+    // The extractions alongside (a named tool) went on working: their breaker stayed closed.
+    assert_eq!(
+        ready["model"]["named_tool_calls"]["circuit"], "closed",
+        "{ready}"
+    );
+    assert_eq!(ready["model"]["form"], "standard", "{ready}");
+}
+
 crate::both_stores!(
+    a_failing_endpoint_is_left_alone_for_a_while,
     failures_inside_a_200_stream_are_named,
     a_late_extraction_never_holds_the_participant,
     a_runaway_answer_is_cut_off,

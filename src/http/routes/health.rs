@@ -40,7 +40,13 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     if !ready {
         return Err(ApiError::Unavailable("the database does not answer".into()));
     }
-    Ok(HttpResponse::Ok().json(json!({ "status": "ready", "database": state.db.backend() })))
+    // The model endpoint's state is reported, not judged: the rules interviewer answers while
+    // it is unwell, so the process stays ready.
+    let mut body = json!({ "status": "ready", "database": state.db.backend() });
+    if let Some(model) = state.harness.model_status() {
+        body["model"] = model;
+    }
+    Ok(HttpResponse::Ok().json(body))
 }
 
 /// How long one readiness check answers for.
