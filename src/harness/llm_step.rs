@@ -260,6 +260,7 @@ impl Harness {
         } else {
             prompt::TOOLS.into()
         };
+        let tools = crate::llm::schemas::for_study(&tools, study).into();
         let request = prompt::request(model, system, user, tools);
         let prompt_chars = request.sent_chars();
         let input_summary = format!(

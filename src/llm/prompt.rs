@@ -152,10 +152,25 @@ pub(crate) fn fields_block(s: &Session) -> String {
         .fields
         .iter()
         .map(|f| {
+            // The type as the schema names it (never a Rust name), and an enum's values.
+            let kind = serde_json::to_value(f.field_type)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            let values = match f.field_type {
+                interview_session::study::FieldType::Enum => format!(
+                    ": one of {}",
+                    f.options
+                        .iter()
+                        .map(|o| format!("\"{o}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            };
             format!(
-                "- {} ({:?}, objective {}{}): {}",
+                "- {} ({kind}{values}; objective {}{}): {}",
                 f.id,
-                f.field_type,
                 f.objective_id,
                 if f.required { ", required" } else { "" },
                 f.description

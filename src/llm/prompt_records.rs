@@ -46,7 +46,7 @@ pub fn extraction_request(s: &Session, transcript: String) -> Option<ModelReques
     });
     Some(ModelRequest {
         body,
-        tools: extraction_tool().into(),
+        tools: crate::llm::schemas::for_study(extraction_tool(), study).into(),
     })
 }
 

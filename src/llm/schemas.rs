@@ -42,6 +42,36 @@ pub fn only(names: &[&str]) -> String {
     format!("[{}]", kept.join(",\n"))
 }
 
+/// The tools as one study's requests send them: `objective_id` and `field_id` limited to the
+/// study's own ids (an `enum`), so a server that constrains decoding to the schema (llama.cpp,
+/// vLLM, Ollama) cannot write an id the guards would refuse (`"1"`, `"}],"` and
+/// `"./data.json"` were seen from a small model). Done on the text, so the properties keep
+/// the contract's order.
+pub fn for_study(tools: &str, study: &interview_session::study::PinnedStudy) -> String {
+    let ids = |ids: Vec<&str>| serde_json::to_string(&ids).expect("strings serialize");
+    let objectives = ids(study
+        .study_config
+        .objectives
+        .iter()
+        .map(|o| o.id.as_str())
+        .collect());
+    let fields = ids(study
+        .output_schema
+        .fields
+        .iter()
+        .map(|f| f.id.as_str())
+        .collect());
+    tools
+        .replace(
+            r#""objective_id": {"type": "string"}"#,
+            &format!(r#""objective_id": {{"type": "string", "enum": {objectives}}}"#),
+        )
+        .replace(
+            r#""field_id": {"type": "string"}"#,
+            &format!(r#""field_id": {{"type": "string", "enum": {fields}}}"#),
+        )
+}
+
 /// `extract_fields` alone, for the extraction request.
 pub fn extraction_tool() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
@@ -138,5 +168,26 @@ mod tests {
             ));
         }
         assert_eq!(offered.as_array().unwrap().len(), 7);
+    }
+
+    #[test]
+    fn a_study_s_ids_are_the_only_ones_its_requests_allow() {
+        let study = crate::demo::definition()
+            .versioned_documents()
+            .pin("s", "demo");
+        let tools = for_study(TOOLS, &study);
+        let parsed: serde_json::Value = serde_json::from_str(&tools).expect("still JSON");
+        let ask = &parsed[0]["function"]["parameters"]["properties"]["objective_id"];
+        assert_eq!(
+            ask["enum"],
+            serde_json::json!(["planning_habits", "pain_points", "tool_preferences"])
+        );
+        assert_eq!(
+            tools
+                .matches(r#""field_id": {"type": "string", "enum": ["#)
+                .count(),
+            1
+        );
+        assert!(!tools.contains(r#""objective_id": {"type": "string"}"#));
     }
 }

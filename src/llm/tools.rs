@@ -31,6 +31,32 @@ fn parse_enum<T: serde::de::DeserializeOwned>(args: &Value, key: &str) -> Result
 }
 
 /// The complete tool call as a proposal, or why it cannot be one.
+/// Some chat templates HTML-escape the prompt (`"` as `&#34;`) and a model copies the entities
+/// back into what it writes: they are read as the characters they stand for, in every string
+/// of the arguments.
+fn unescape_entities(value: &mut Value) {
+    const ENTITIES: [(&str, &str); 8] = [
+        ("&#34;", "\""),
+        ("&quot;", "\""),
+        ("&#39;", "'"),
+        ("&#x27;", "'"),
+        ("&apos;", "'"),
+        ("&lt;", "<"),
+        ("&gt;", ">"),
+        ("&amp;", "&"), // last: `&amp;lt;` is the text `&lt;`, not `<`
+    ];
+    match value {
+        Value::String(s) if s.contains('&') => {
+            for (entity, character) in ENTITIES {
+                *s = s.replace(entity, character);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unescape_entities),
+        Value::Object(map) => map.values_mut().for_each(unescape_entities),
+        _ => {}
+    }
+}
+
 pub fn proposal_from_call(
     name: &str,
     arguments: &str,
@@ -38,8 +64,9 @@ pub fn proposal_from_call(
     input_summary: String,
     resolve: &dyn Fn(&str) -> Option<Uuid>,
 ) -> Result<Proposal, String> {
-    let args: Value =
+    let mut args: Value =
         serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?;
+    unescape_entities(&mut args);
     if !args.is_object() {
         return Err("arguments are not an object".into());
     }
@@ -204,6 +231,22 @@ mod tests {
             latency_ms: 1,
             token_usage: Default::default(),
         }
+    }
+
+    #[test]
+    fn html_entities_a_template_put_in_come_back_as_characters() {
+        let p = proposal_from_call(
+            "ask_question",
+            r#"{"objective_id": "o1", "message": "When you say &#34;list&#34;, what&#39;s on it &amp; who writes it? &amp;lt;", "rationale": "r"}"#,
+            provenance(),
+            String::new(),
+            &|t| Uuid::try_parse(t).ok(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.message.as_deref(),
+            Some("When you say \"list\", what's on it & who writes it? &lt;")
+        );
     }
 
     #[test]
