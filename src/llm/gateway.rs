@@ -164,10 +164,21 @@ pub struct ModelGateway {
     /// Set once the endpoint refused a request with the full parameter set (HTTP 400/422):
     /// from then on requests go in the compatible form (see [`compatible`]).
     compat: AtomicBool,
+    /// Set once the endpoint answered a streamed "any tool" step with an empty stream: steps go
+    /// unstreamed from then on (`super::unstreamed`).
+    unstreamed: AtomicBool,
     /// Stops calls that keep failing (`super::breaker`), one breaker per request form: a
     /// server may serve a named tool and fail every "any tool" request (llama-cpp-python), and
     /// the form that works must not keep the one that fails looking healthy.
     breakers: [super::breaker::Breaker; 2],
+}
+
+/// A server's own error message, with what looks like a credential cut out.
+fn redact_in_stream(error: ModelError, gateway: &ModelGateway) -> ModelError {
+    match error {
+        ModelError::InStream(message) => ModelError::InStream(gateway.upstream(message)),
+        other => other,
+    }
 }
 
 /// Whether a request names the one tool to call (`tool_choice: {"type": "function", …}`).
@@ -207,6 +218,7 @@ impl ModelGateway {
             idle_timeout,
             api_key: api_key.map(String::from),
             compat: AtomicBool::new(false),
+            unstreamed: AtomicBool::new(false),
             breakers: Default::default(),
         }
     }
@@ -222,7 +234,13 @@ impl ModelGateway {
     pub fn status(&self) -> Value {
         let now = Instant::now();
         serde_json::json!({
-            "form": if self.compatible_mode() { "compatible" } else { "standard" },
+            "form": if self.unstreamed.load(Ordering::Relaxed) {
+                "unstreamed"
+            } else if self.compatible_mode() {
+                "compatible"
+            } else {
+                "standard"
+            },
             "steps": self.breakers[0].status(now),
             "named_tool_calls": self.breakers[1].status(now),
         })
@@ -231,6 +249,27 @@ impl ModelGateway {
     /// Whether requests now go in the compatible form.
     pub fn compatible_mode(&self) -> bool {
         self.compat.load(Ordering::Relaxed)
+    }
+
+    /// One step as a plain, unstreamed request (`super::unstreamed`).
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Result<ModelTurn, (ModelError, ModelTurn)> {
+        let tools: &RawValue =
+            serde_json::from_str(&request.tools).expect("the tool schemas are valid JSON");
+        let body = super::unstreamed::body(compatible(&request.body));
+        let wire = Wire { body: &body, tools };
+        let chat = self.client.chat();
+        let call = chat.create_byot::<_, super::unstreamed::Completion>(wire);
+        match tokio::time::timeout_at(deadline, call).await {
+            Err(_) => Err((ModelError::Timeout(timeout.as_secs()), ModelTurn::default())),
+            Ok(Err(e)) => Err((ModelError::Http(self.upstream(e)), ModelTurn::default())),
+            Ok(Ok(completion)) => super::unstreamed::into_turn(completion)
+                .map_err(|(e, turn)| (redact_in_stream(e, self), turn)),
+        }
     }
 
     /// Opens the stream; an endpoint that refuses the request's parameters (400/422) is asked
@@ -291,6 +330,15 @@ impl ModelGateway {
                 Err(e) => Err((e, turn)),
             }
         };
+        let any_tool = !names_its_tool(&request.body);
+        if any_tool && self.unstreamed.load(Ordering::Relaxed) {
+            let result = self.complete(&request, deadline, timeout).await;
+            let (turn, result) = match result {
+                Ok(turn) => (turn, Ok(())),
+                Err((e, turn)) => (turn, Err(e)),
+            };
+            return finish(turn, result);
+        }
         let opened = tokio::time::timeout_at(deadline, self.open(&request)).await;
         let mut stream = match opened {
             Err(_) => return finish(turn, Err(ModelError::Timeout(timeout.as_secs()))),
@@ -395,6 +443,24 @@ impl ModelGateway {
         // U+0000 cannot be stored by PostgreSQL; a model that sends it gets U+FFFD instead.
         if turn.arguments.contains("\\u0000") {
             turn.arguments = turn.arguments.replace("\\u0000", "\\ufffd");
+        }
+        // An empty answer to a streamed "any tool" step: the endpoint serves that form only
+        // unstreamed. Said once, remembered, and this step asked again that way.
+        if any_tool
+            && turn.first_chunk_ms.is_none()
+            && !self.unstreamed.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                "the model endpoint sent nothing for a streamed request that lets the model choose its tool; steps go unstreamed from now on"
+            );
+            metrics::counter!("interview_model_form_changes_total", "form" => "unstreamed")
+                .increment(1);
+            let result = self.complete(&request, deadline, timeout).await;
+            let (turn, result) = match result {
+                Ok(turn) => (turn, Ok(())),
+                Err((e, turn)) => (turn, Err(e)),
+            };
+            return finish(turn, result);
         }
         let result = match (&turn.tool_name, finished) {
             (None, _) if turn.first_chunk_ms.is_none() => Err(ModelError::Empty),

@@ -11,6 +11,7 @@ pub mod quoted;
 pub mod redact;
 pub mod schemas;
 pub mod tools;
+pub mod unstreamed;
 pub mod visible;
 
 pub use gateway::{ModelError, ModelGateway, ModelRequest, ModelTurn};

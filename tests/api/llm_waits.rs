@@ -82,17 +82,23 @@ async fn a_runaway_answer_is_cut_off(store: Store) {
 }
 
 /// Failures inside a 200 stream are told apart, so an operator can see what the server did:
-/// a stream closed with nothing in it, and an error object sent as a `data:` line.
+/// a stream closed with nothing in it (asked again unstreamed, `llm_servers.rs`, and empty
+/// again), and an error object sent as a `data:` line.
 async fn failures_inside_a_200_stream_are_named(store: Store) {
-    let llm = Llm::start(store).await;
-    for (reply, code) in [
-        (Reply::EmptyStream, "model_empty_stream"),
+    for (replies, code) in [
         (
-            Reply::ErrorInStream("Automatic streaming tool choice is not supported"),
+            vec![Reply::EmptyStream, Reply::EmptyStream],
+            "model_empty_stream",
+        ),
+        (
+            vec![Reply::ErrorInStream(
+                "Automatic streaming tool choice is not supported",
+            )],
             "model_stream_error",
         ),
     ] {
-        let (_, _, s) = llm.consented(vec![reply]).await;
+        let llm = Llm::start(store).await;
+        let (_, _, s) = llm.consented(replies).await;
         let error = &s["errors"][0];
         assert_eq!(error["code"], code, "{s}");
         // The rules interviewer asked instead.
@@ -144,7 +150,8 @@ async fn a_failing_endpoint_is_left_alone_for_a_while(store: Store) {
         ready["model"]["named_tool_calls"]["circuit"], "closed",
         "{ready}"
     );
-    assert_eq!(ready["model"]["form"], "standard", "{ready}");
+    // (The empty streams also taught it to send steps unstreamed; they failed that way too.)
+    assert_eq!(ready["model"]["form"], "unstreamed", "{ready}");
 }
 
 crate::both_stores!(

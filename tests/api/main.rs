@@ -13,6 +13,7 @@ mod llm;
 mod llm_budget;
 mod llm_final;
 mod llm_realistic;
+mod llm_servers;
 mod llm_waits;
 mod metrics;
 mod operations;

@@ -84,6 +84,10 @@ pub enum Strictness {
     /// Any parameter beyond the basic ones (`parallel_tool_calls`, `stream_options`,
     /// `max_completion_tokens`) is an error.
     UnknownParameters,
+    /// llama-cpp-python 0.3.36 with `chatml-function-calling`: a streamed request that does
+    /// not name its tool gets 200 and an empty stream (and uses up no scripted reply); a named
+    /// tool, or any unstreamed request, is answered.
+    StreamsOnlyNamedTools,
 }
 
 /// The pace of a streamed answer.
@@ -546,7 +550,7 @@ fn refused(strictness: Strictness, request: &Value) -> Option<HttpResponse> {
             .find(|p| request.get(*p).is_some())?;
             (unknown, "Unrecognized request argument supplied")
         }
-        Strictness::NoRequiredToolChoice => return None,
+        Strictness::NoRequiredToolChoice | Strictness::StreamsOnlyNamedTools => return None,
     };
     Some(HttpResponse::BadRequest().json(json!({"error": {"message": format!("{message}: {param}"), "type": "invalid_request_error", "param": param, "code": null}})))
 }
@@ -568,6 +572,14 @@ async fn answer(
     };
     if let Some(refusal) = refused(behaviour.strictness, &body) {
         return refusal;
+    }
+    if behaviour.strictness == Strictness::StreamsOnlyNamedTools
+        && body["stream"] != false
+        && !body["tool_choice"].is_object()
+    {
+        return HttpResponse::Ok()
+            .content_type("text/event-stream")
+            .body("");
     }
     let simulated = shared
         .simulated
@@ -674,6 +686,22 @@ async fn answer(
         frames
     };
     let done = Bytes::from_static(b"data: [DONE]\n\n");
+    // An unstreamed request gets the whole completion at once.
+    if body["stream"] == false {
+        let call = match &reply {
+            Some(Reply::Tool(name, args))
+            | Some(Reply::Realistic(name, args))
+            | Some(Reply::Whole(name, args)) => Some((*name, args.to_string())),
+            Some(Reply::EmptyStream) => None,
+            _ => return HttpResponse::InternalServerError().json(json!({"error": {"message": "no unstreamed form of this reply", "type": "server_error"}})),
+        };
+        drop(EndGuard(end));
+        let choices = call.map_or_else(Vec::new, |(name, args)| {
+            vec![json!({"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": name, "arguments": args}}]}})]
+        });
+        return HttpResponse::Ok().json(json!({"id": "c", "object": "chat.completion", "model": "scripted-2026-12", "choices": choices}));
+    }
     match reply {
         None => HttpResponse::InternalServerError().json(json!({"error": {"message": "script exhausted", "type": "server_error"}})),
         Some(Reply::Tool(name, args)) => {

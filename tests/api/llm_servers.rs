@@ -1,0 +1,53 @@
+//! Servers as they are, not as the contract would have them (issue 32): llama-cpp-python's
+//! `chatml-function-calling` answers a streamed step that lets the model choose its tool with an
+//! empty stream, and serves only a named tool or an unstreamed request. The runtime notices
+//! once, sends its steps unstreamed from then on, and the decisions stay the model's. On both
+//! stores.
+
+use serde_json::json;
+
+use crate::helpers::{last_assistant, Store};
+use crate::llm::{last_decision, Llm};
+use crate::scripted_model::{Reply, Strictness};
+
+async fn steps_go_unstreamed_to_a_server_that_streams_only_named_tools(store: Store) {
+    let llm = Llm::start(store).await;
+    llm.model.strictness(Strictness::StreamsOnlyNamedTools);
+    let question = "How do you usually decide what to buy each week?";
+    let (session, token, s) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": question, "rationale": "open"}),
+        )])
+        .await;
+    // The first step found the form out and was asked again: the question is the model's, and
+    // nothing failed as far as anyone waiting can tell.
+    assert_eq!(last_assistant(&s), question);
+    assert_ne!(last_decision(&s)["model"], "rules", "{s}");
+    assert_eq!(s["errors"], json!([]), "{s}");
+    let probe = "Who else adds things to that list?";
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge.", vec![Reply::Realistic(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "missing_field", "message": probe, "rationale": "household"}),
+        )])
+        .await;
+    assert_eq!(last_assistant(&s), probe);
+    assert_ne!(last_decision(&s)["model"], "rules", "{s}");
+    assert_eq!(s["errors"], json!([]), "{s}");
+    // Later steps went unstreamed at once; the extraction (a named tool) stayed streamed.
+    let requests = llm.model.requests();
+    let steps: Vec<_> = requests
+        .iter()
+        .filter(|r| !r["tool_choice"].is_object())
+        .collect();
+    assert_eq!(steps.last().unwrap()["stream"], false);
+    assert!(requests
+        .iter()
+        .filter(|r| r["tool_choice"].is_object())
+        .all(|r| r["stream"] == true));
+    let ready: serde_json::Value = llm.app.get("/readyz", None).await.json().await.unwrap();
+    assert_eq!(ready["model"]["form"], "unstreamed", "{ready}");
+}
+
+crate::both_stores!(steps_go_unstreamed_to_a_server_that_streams_only_named_tools);
