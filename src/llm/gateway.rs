@@ -17,6 +17,8 @@ use interview_session::decision::TokenUsage;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::wire::{compatible, names_its_tool, Chunk, Wire};
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     #[error("the model request failed: {0}")]
@@ -93,69 +95,6 @@ impl ModelRequest {
     }
 }
 
-#[derive(serde::Serialize)]
-struct Wire<'a> {
-    #[serde(flatten)]
-    body: &'a Value,
-    tools: &'a RawValue,
-}
-
-/// One streamed chunk, read leniently: OpenAI-compatible servers differ in which fields they
-/// send (`created`, `object`, `index` …), and only these matter here.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct Chunk {
-    model: Option<String>,
-    choices: Vec<Choice>,
-    usage: Option<Usage>,
-    /// An error object sent as a `data:` line after a 200 (llama-cpp-python, vLLM and LiteLLM
-    /// do this when generation fails after the stream has started).
-    error: Option<Value>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct Choice {
-    delta: Delta,
-    finish_reason: Option<String>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct Delta {
-    /// Text outside a tool call (reasoning, a chat answer): never shown, but counted against
-    /// the output budget.
-    content: Option<Value>,
-    tool_calls: Option<Vec<ToolCallChunk>>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct ToolCallChunk {
-    index: Option<u32>,
-    id: Option<String>,
-    function: Option<FunctionChunk>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct FunctionChunk {
-    name: Option<String>,
-    arguments: Option<String>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(default)]
-struct Usage {
-    prompt_tokens: u32,
-    completion_tokens: u32,
-    total_tokens: u32,
-}
-
-/// The line added to the system message when the endpoint cannot be told to require a tool.
-const COMPAT_INSTRUCTION: &str =
-    "\n\nAlways answer by calling exactly one of the tools offered, never with plain text.";
-
 pub struct ModelGateway {
     client: Client<OpenAIConfig>,
     idle_timeout: Duration,
@@ -179,30 +118,6 @@ fn redact_in_stream(error: ModelError, gateway: &ModelGateway) -> ModelError {
         ModelError::InStream(message) => ModelError::InStream(gateway.upstream(message)),
         other => other,
     }
-}
-
-/// Whether a request names the one tool to call (`tool_choice: {"type": "function", …}`).
-fn names_its_tool(body: &Value) -> bool {
-    body["tool_choice"].is_object()
-}
-
-/// The request in the form every OpenAI-compatible server takes: `tool_choice: "auto"` with
-/// an instruction instead of `"required"`, `max_tokens` instead of `max_completion_tokens`, and
-/// no `parallel_tool_calls` or `stream_options`.
-fn compatible(body: &Value) -> Value {
-    let mut body = body.clone();
-    if let Some(map) = body.as_object_mut() {
-        map.remove("parallel_tool_calls");
-        map.remove("stream_options");
-        if let Some(max) = map.remove("max_completion_tokens") {
-            map.insert("max_tokens".into(), max);
-        }
-        map.insert("tool_choice".into(), Value::String("auto".into()));
-    }
-    if let Some(system) = body["messages"][0]["content"].as_str() {
-        body["messages"][0]["content"] = Value::String(format!("{system}{COMPAT_INSTRUCTION}"));
-    }
-    body
 }
 
 impl ModelGateway {
@@ -473,30 +388,5 @@ impl ModelGateway {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_wire_keeps_the_schemas_as_written() {
-        let body = json!({"model": "m", "stream": true});
-        let tools: &RawValue = serde_json::from_str(r#"[{"b": 1, "a": 2}]"#).unwrap();
-        let text = serde_json::to_string(&Wire { body: &body, tools }).unwrap();
-        assert!(text.contains(r#""tools":[{"b": 1, "a": 2}]"#), "{text}");
-    }
-
-    #[test]
-    fn the_compatible_form_asks_for_a_tool_in_words() {
-        let body = json!({"model": "m", "tool_choice": "required", "parallel_tool_calls": false,
-            "stream_options": {"include_usage": true}, "max_completion_tokens": 9,
-            "messages": [{"role": "system", "content": "S"}]});
-        let c = compatible(&body);
-        assert_eq!(c["tool_choice"], "auto");
-        assert_eq!(c["max_tokens"], 9);
-        assert!(c.get("parallel_tool_calls").is_none() && c.get("stream_options").is_none());
-        assert!(c["messages"][0]["content"]
-            .as_str()
-            .unwrap()
-            .ends_with("never with plain text."));
-    }
-}
+#[path = "gateway_tests.rs"]
+mod tests;

@@ -13,5 +13,6 @@ pub mod schemas;
 pub mod tools;
 pub mod unstreamed;
 pub mod visible;
+mod wire;
 
 pub use gateway::{ModelError, ModelGateway, ModelRequest, ModelTurn};

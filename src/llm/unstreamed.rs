@@ -66,6 +66,7 @@ struct Usage {
 }
 
 /// The turn a completion holds: its one tool call, or why there is none.
+#[allow(clippy::result_large_err)] // the gateway's own result shape, returned once per call
 pub fn into_turn(completion: Completion) -> Result<ModelTurn, (ModelError, ModelTurn)> {
     let mut turn = ModelTurn {
         model: completion.model.filter(|m| !m.is_empty()),
