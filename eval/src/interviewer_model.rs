@@ -85,7 +85,9 @@ fn fields(system: &str) -> Vec<(String, String, String)> {
         .filter_map(|l| {
             let rest = l.strip_prefix("- ")?;
             let (id, rest) = rest.split_once(" (")?;
-            let (kind, rest) = rest.split_once(", objective ")?;
+            let (kind, rest) = rest.split_once("; objective ")?;
+            // An enum lists its values after its type: `enum: one of "a", "b"`.
+            let kind = kind.split(':').next()?;
             let objective = rest.split([',', ')']).next()?;
             Some((id.to_string(), kind.to_string(), objective.to_string()))
         })
@@ -213,7 +215,7 @@ fn extraction(system: &str, said: &[(String, String, String)], current: Option<&
     };
     let fields: Vec<Value> = fields(system)
         .into_iter()
-        .filter(|(_, kind, objective)| kind == "String" && current.is_none_or(|c| c == objective))
+        .filter(|(_, kind, objective)| kind == "string" && current.is_none_or(|c| c == objective))
         .map(|(id, _, _)| {
             json!({"field_id": id, "value": text, "confidence": 0.8, "evidence_turn_ids": [alias], "quote": text})
         })
