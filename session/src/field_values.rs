@@ -12,7 +12,7 @@ use crate::study::{FieldType, OutputField, OutputSchema};
 /// Why `value` cannot be `field`'s, if it cannot.
 pub fn check_value(field: &OutputField, value: &Value) -> Result<(), String> {
     let fits = match field.field_type {
-        FieldType::String => value.as_str().is_some_and(|s| !looks_like_json(s)),
+        FieldType::String => value.is_string(),
         FieldType::Number => value.is_number(),
         FieldType::Integer => {
             value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|n| n.fract() == 0.0)
@@ -52,10 +52,45 @@ fn type_name(t: FieldType) -> &'static str {
 }
 
 /// A text that is a JSON object or array, not words (what a small model echoes of a schema).
-fn looks_like_json(s: &str) -> bool {
+pub fn looks_like_json(s: &str) -> bool {
     let t = s.trim();
     ((t.starts_with('{') && t.ends_with('}')) || (t.starts_with('[') && t.ends_with(']')))
         && serde_json::from_str::<Value>(t).is_ok()
+}
+
+/// What a model extracted, before the harness's guards tidy it (they null a declined field's
+/// value, and widget answers replace the model's): an output field it names, a confidence in
+/// [0, 1], an answered value of the field's type, and no text that is an echoed JSON object or
+/// array (a participant may write such text; a model that puts it in a field has echoed its
+/// schema).
+pub fn check_model_fields(schema: &OutputSchema, fields: &[ExtractedField]) -> Result<(), String> {
+    for f in fields {
+        let Some(field) = schema.fields.iter().find(|s| s.id == f.field_id) else {
+            return Err(format!("no output field {:?}", f.field_id));
+        };
+        if !(0.0..=1.0).contains(&f.confidence) {
+            return Err(format!(
+                "{:?}: confidence must be between 0 and 1",
+                f.field_id
+            ));
+        }
+        if f.value.is_null() || !f.status.is_answered() {
+            continue;
+        }
+        check_value(field, &f.value)?;
+        let texts: Vec<&str> = match &f.value {
+            Value::String(s) => vec![s],
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if texts.into_iter().any(looks_like_json) {
+            return Err(format!(
+                "{:?}: the value is a JSON document, not an answer",
+                f.field_id
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks every field of an extraction against the schema: an output field it names, a
@@ -114,7 +149,7 @@ mod tests {
         use FieldType::*;
         let cases = [
             (String, json!("a moka pot"), true),
-            (String, json!("{\"type\": \"number\"}"), false),
+            (String, json!("{\"type\": \"number\"}"), true), // a participant may write it
             (String, json!({"type": "string"}), false),
             (String, json!(3), false),
             (Number, json!(3.5), true),
@@ -137,5 +172,27 @@ mod tests {
                 "{t:?} {value}"
             );
         }
+    }
+
+    #[test]
+    fn a_model_may_not_echo_json_into_a_field_but_may_leave_a_declined_value_to_be_cleared() {
+        use crate::decision::FieldStatus;
+        let schema = OutputSchema {
+            fields: vec![field(FieldType::String)],
+        };
+        let extracted = |value: Value, status: FieldStatus| ExtractedField {
+            field_id: "f".into(),
+            value,
+            confidence: 0.9,
+            evidence_turn_ids: vec![],
+            quote: None,
+            status,
+        };
+        let echo = extracted(json!("{\"type\": \"number\"}"), FieldStatus::Answered);
+        assert!(check_model_fields(&schema, &[echo]).is_err());
+        let declined = extracted(json!("declined"), FieldStatus::Refused);
+        assert!(check_model_fields(&schema, &[declined]).is_ok());
+        let plain = extracted(json!("a list"), FieldStatus::Answered);
+        assert!(check_model_fields(&schema, &[plain]).is_ok());
     }
 }

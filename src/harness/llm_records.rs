@@ -94,7 +94,7 @@ impl Harness {
         let outcome = outcome.and_then(|(fields, call)| {
             // What the model sent, before any guard drops a part of it: a field that does not
             // fit is a model failure, not something to pass over in silence.
-            interview_session::field_values::check_fields(schema, &fields)
+            interview_session::field_values::check_model_fields(schema, &fields)
                 .map_err(|e| failed("model_bad_arguments", e))?;
             let mut fields = answers_only(fields, session, conversation, &listing, &loaded.events);
             let widgets = super::rules::all_widget_fields(session, conversation);
@@ -272,7 +272,7 @@ impl Harness {
             Ok(mut proposal) => {
                 cite_latest(&mut proposal.fields, session);
                 let study = session.study().expect("a running session has its study");
-                if let Err(e) = interview_session::field_values::check_fields(
+                if let Err(e) = interview_session::field_values::check_model_fields(
                     &study.output_schema,
                     &proposal.fields,
                 ) {

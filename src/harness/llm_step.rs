@@ -317,9 +317,10 @@ impl Harness {
                 input_summary.clone(),
                 &|t| listing.resolve(t),
             )
-            .map(|mut p| {
+            .and_then(|mut p| {
                 super::llm_records::cite_latest(&mut p.fields, session);
-                p
+                interview_session::field_values::check_model_fields(&study.output_schema, &p.fields)
+                    .map(|()| p)
             })
             .map_err(|e| ("model_bad_arguments".to_string(), e)),
             (Some(f), _) => Err(f.clone()),

@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
@@ -17,6 +19,7 @@ use interview_session::decision::TokenUsage;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::breaker::{Breaker, Outcome};
 use super::wire::{compatible, names_its_tool, Chunk, Wire};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +49,24 @@ pub enum ModelError {
 }
 
 impl ModelError {
+    /// A failure of the endpoint itself (what the breaker counts), as against a model that
+    /// answered badly.
+    pub fn at_the_endpoint(&self) -> bool {
+        match self {
+            Self::Http(_)
+            | Self::Timeout(_)
+            | Self::Stalled(_)
+            | Self::Dropped
+            | Self::Empty
+            | Self::InStream(_) => true,
+            Self::NoTool
+            | Self::SeveralTools
+            | Self::Garbage(_)
+            | Self::TooLong(_)
+            | Self::CircuitOpen(_) => false,
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             Self::Http(_) => "model_http_error",
@@ -106,10 +127,10 @@ pub struct ModelGateway {
     /// Set once the endpoint answered a streamed "any tool" step with an empty stream: steps go
     /// unstreamed from then on (`super::unstreamed`).
     unstreamed: AtomicBool,
-    /// Stops calls that keep failing (`super::breaker`), one breaker per request form: a
-    /// server may serve a named tool and fail every "any tool" request (llama-cpp-python), and
-    /// the form that works must not keep the one that fails looking healthy.
-    breakers: [super::breaker::Breaker; 2],
+    /// Stops calls that keep failing (`super::breaker`), one breaker per model and request
+    /// form: a server may serve a named tool and fail every "any tool" request
+    /// (llama-cpp-python), and one study's misnamed model must not stop the others'.
+    breakers: std::sync::Mutex<HashMap<(String, bool), Arc<Breaker>>>,
 }
 
 /// A server's own error message, with what looks like a credential cut out.
@@ -144,10 +165,37 @@ impl ModelGateway {
         crate::llm::redact::redact(&error.to_string(), self.api_key.as_deref())
     }
 
-    /// Where the endpoint stands, for `/readyz`: the request form it takes, and the breaker of
-    /// steps (any tool) and of named-tool calls (extractions, screening).
+    /// The breaker of a model's steps (any tool) or of its named-tool calls (extractions,
+    /// screening).
+    fn breaker(&self, model: &str, named: bool) -> Arc<Breaker> {
+        let mut breakers = self
+            .breakers
+            .lock()
+            .expect("the breakers are never poisoned");
+        breakers
+            .entry((model.to_string(), named))
+            .or_insert_with(|| {
+                Arc::new(Breaker::new(if named {
+                    "named_tool_calls"
+                } else {
+                    "steps"
+                }))
+            })
+            .clone()
+    }
+
+    /// Where the endpoint stands, for `/readyz`: the request form it takes, and per model the
+    /// breaker of steps and of named-tool calls (closed until a call says otherwise).
     pub fn status(&self) -> Value {
         let now = Instant::now();
+        let mut models = serde_json::Map::new();
+        for ((model, named), breaker) in self.breakers.lock().expect("never poisoned").iter() {
+            let entry = models
+                .entry(model.clone())
+                .or_insert_with(|| serde_json::json!({}));
+            let key = if *named { "named_tool_calls" } else { "steps" };
+            entry[key] = breaker.status(now);
+        }
         serde_json::json!({
             "form": if self.unstreamed.load(Ordering::Relaxed) {
                 "unstreamed"
@@ -156,8 +204,7 @@ impl ModelGateway {
             } else {
                 "standard"
             },
-            "steps": self.breakers[0].status(now),
-            "named_tool_calls": self.breakers[1].status(now),
+            "models": models,
         })
     }
 
@@ -175,7 +222,7 @@ impl ModelGateway {
     ) -> Result<ModelTurn, (ModelError, ModelTurn)> {
         let tools: &RawValue =
             serde_json::from_str(&request.tools).expect("the tool schemas are valid JSON");
-        let body = super::unstreamed::body(compatible(&request.body));
+        let body = super::unstreamed::body(&request.body, self.compatible_mode());
         let wire = Wire { body: &body, tools };
         let chat = self.client.chat();
         let call = chat.create_byot::<_, super::unstreamed::Completion>(wire);
@@ -233,13 +280,24 @@ impl ModelGateway {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
         let mut turn = ModelTurn::default();
-        let breaker = &self.breakers[usize::from(names_its_tool(&request.body))];
+        let model = request.body["model"].as_str().unwrap_or_default();
+        let breaker = self.breaker(model, names_its_tool(&request.body));
         if let Err(retry_in) = breaker.allows(started) {
+            // No call went out: nothing to charge (usage "reported" as zero).
+            turn.usage_reported = true;
             return Err((ModelError::CircuitOpen(retry_in), turn));
         }
         let finish = |mut turn: ModelTurn, result: Result<(), ModelError>| {
             turn.latency_ms = started.elapsed().as_millis() as u64;
-            breaker.record(result.is_ok(), Instant::now());
+            // U+0000 cannot be stored by PostgreSQL; a model that sends it gets U+FFFD instead.
+            if turn.arguments.contains("\\u0000") {
+                turn.arguments = turn.arguments.replace("\\u0000", "\\ufffd");
+            }
+            let outcome = match &result {
+                Err(e) if e.at_the_endpoint() => Outcome::EndpointFailed,
+                _ => Outcome::Answered,
+            };
+            breaker.record(outcome, Instant::now());
             match result {
                 Ok(()) => Ok(turn),
                 Err(e) => Err((e, turn)),
@@ -355,22 +413,18 @@ impl ModelGateway {
                 on_progress(name, &turn.arguments);
             }
         }
-        // U+0000 cannot be stored by PostgreSQL; a model that sends it gets U+FFFD instead.
-        if turn.arguments.contains("\\u0000") {
-            turn.arguments = turn.arguments.replace("\\u0000", "\\ufffd");
-        }
-        // An empty answer to a streamed "any tool" step: the endpoint serves that form only
-        // unstreamed. Said once, remembered, and this step asked again that way.
-        if any_tool
-            && turn.first_chunk_ms.is_none()
-            && !self.unstreamed.swap(true, Ordering::Relaxed)
-        {
-            tracing::warn!(
-                "the model endpoint sent nothing for a streamed request that lets the model choose its tool; steps go unstreamed from now on"
-            );
-            metrics::counter!("interview_model_form_changes_total", "form" => "unstreamed")
-                .increment(1);
+        // An empty answer to a streamed "any tool" step: the endpoint may serve that form only
+        // unstreamed. This step is asked again that way; if that works, steps go unstreamed
+        // from now on (said once).
+        if any_tool && turn.first_chunk_ms.is_none() {
             let result = self.complete(&request, deadline, timeout).await;
+            if result.is_ok() && !self.unstreamed.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "the model endpoint sent nothing for a streamed request that lets the model choose its tool, and answered it unstreamed; steps go unstreamed from now on"
+                );
+                metrics::counter!("interview_model_form_changes_total", "form" => "unstreamed")
+                    .increment(1);
+            }
             let (turn, result) = match result {
                 Ok(turn) => (turn, Ok(())),
                 Err((e, turn)) => (turn, Err(e)),

@@ -61,15 +61,16 @@ pub fn for_study(tools: &str, study: &interview_session::study::PinnedStudy) -> 
         .iter()
         .map(|f| f.id.as_str())
         .collect());
-    tools
-        .replace(
-            r#""objective_id": {"type": "string"}"#,
-            &format!(r#""objective_id": {{"type": "string", "enum": {objectives}}}"#),
-        )
-        .replace(
-            r#""field_id": {"type": "string"}"#,
-            &format!(r#""field_id": {{"type": "string", "enum": {fields}}}"#),
-        )
+    // An empty `enum` is no valid schema (a study may have no output fields).
+    let limit = |text: String, property: &str, ids: &str| match ids {
+        "[]" => text,
+        _ => text.replace(
+            &format!(r#""{property}": {{"type": "string"}}"#),
+            &format!(r#""{property}": {{"type": "string", "enum": {ids}}}"#),
+        ),
+    };
+    let tools = limit(tools.to_string(), "objective_id", &objectives);
+    limit(tools, "field_id", &fields)
 }
 
 /// `extract_fields` alone, for the extraction request.

@@ -10,11 +10,20 @@ use serde_json::Value;
 use super::gateway::{ModelError, ModelTurn};
 use interview_session::decision::TokenUsage;
 
-/// The request body in the unstreamed form.
-pub fn body(compatible: Value) -> Value {
-    let mut body = compatible;
+/// The request body in the unstreamed form: `stream: false`, and `tool_choice: "auto"` with
+/// the compatible form's instruction (what llama-cpp-python serves); the other parameters stay
+/// standard unless the endpoint already asked for the compatible form.
+pub fn body(standard: &Value, compatible_mode: bool) -> Value {
+    let compatible = super::wire::compatible(standard);
+    let mut body = if compatible_mode {
+        compatible.clone()
+    } else {
+        standard.clone()
+    };
+    body["messages"] = compatible["messages"].clone();
     if let Some(map) = body.as_object_mut() {
         map.insert("stream".into(), Value::Bool(false));
+        map.insert("tool_choice".into(), Value::String("auto".into()));
         map.remove("stream_options");
     }
     body

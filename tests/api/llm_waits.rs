@@ -143,15 +143,18 @@ async fn a_failing_endpoint_is_left_alone_for_a_while(store: Store) {
         .collect();
     assert!(codes.contains(&"model_empty_stream"), "{codes:?}");
     assert_eq!(codes.last(), Some(&"model_circuit_open"), "{codes:?}");
+    // No call went out, so the decision made instead is charged nothing.
+    let last = crate::llm::last_decision(&s);
+    assert_eq!(last["token_usage"]["total_tokens"], 0, "{last}");
     let ready: serde_json::Value = llm.app.get("/readyz", None).await.json().await.unwrap();
-    assert_eq!(ready["model"]["steps"]["circuit"], "open", "{ready}");
+    let models = ready["model"]["models"].as_object().unwrap();
+    assert_eq!(models.len(), 1, "{ready}");
+    let model = models.values().next().unwrap();
+    assert_eq!(model["steps"]["circuit"], "open", "{ready}");
     // The extractions alongside (a named tool) went on working: their breaker stayed closed.
-    assert_eq!(
-        ready["model"]["named_tool_calls"]["circuit"], "closed",
-        "{ready}"
-    );
-    // (The empty streams also taught it to send steps unstreamed; they failed that way too.)
-    assert_eq!(ready["model"]["form"], "unstreamed", "{ready}");
+    assert_eq!(model["named_tool_calls"]["circuit"], "closed", "{ready}");
+    // Each empty stream was asked again unstreamed, and that failed too: the form stays.
+    assert_eq!(ready["model"]["form"], "standard", "{ready}");
 }
 
 crate::both_stores!(
