@@ -58,6 +58,20 @@ pub fn looks_like_json(s: &str) -> bool {
         && serde_json::from_str::<Value>(t).is_ok()
 }
 
+/// The output field an extracted field names, with a confidence in [0, 1].
+fn field_of<'s>(schema: &'s OutputSchema, f: &ExtractedField) -> Result<&'s OutputField, String> {
+    let Some(field) = schema.fields.iter().find(|s| s.id == f.field_id) else {
+        return Err(format!("no output field {:?}", f.field_id));
+    };
+    if !(0.0..=1.0).contains(&f.confidence) {
+        return Err(format!(
+            "{:?}: confidence must be between 0 and 1",
+            f.field_id
+        ));
+    }
+    Ok(field)
+}
+
 /// What a model extracted, before the harness's guards tidy it (they null a declined field's
 /// value, and widget answers replace the model's): an output field it names, a confidence in
 /// [0, 1], an answered value of the field's type, and no text that is an echoed JSON object or
@@ -65,15 +79,7 @@ pub fn looks_like_json(s: &str) -> bool {
 /// schema).
 pub fn check_model_fields(schema: &OutputSchema, fields: &[ExtractedField]) -> Result<(), String> {
     for f in fields {
-        let Some(field) = schema.fields.iter().find(|s| s.id == f.field_id) else {
-            return Err(format!("no output field {:?}", f.field_id));
-        };
-        if !(0.0..=1.0).contains(&f.confidence) {
-            return Err(format!(
-                "{:?}: confidence must be between 0 and 1",
-                f.field_id
-            ));
-        }
+        let field = field_of(schema, f)?;
         if f.value.is_null() || !f.status.is_answered() {
             continue;
         }
@@ -98,15 +104,7 @@ pub fn check_model_fields(schema: &OutputSchema, fields: &[ExtractedField]) -> R
 /// evidence for an answered value. Returns the first fault, as the argument name and a message.
 pub fn check_fields(schema: &OutputSchema, fields: &[ExtractedField]) -> Result<(), String> {
     for f in fields {
-        let Some(field) = schema.fields.iter().find(|s| s.id == f.field_id) else {
-            return Err(format!("no output field {:?}", f.field_id));
-        };
-        if !(0.0..=1.0).contains(&f.confidence) {
-            return Err(format!(
-                "{:?}: confidence must be between 0 and 1",
-                f.field_id
-            ));
-        }
+        let field = field_of(schema, f)?;
         if f.value.is_null() {
             continue;
         }
