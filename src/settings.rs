@@ -116,6 +116,11 @@ pub struct Overrides {
     /// Seconds a model stream may stay silent before it counts as stalled [default: 15].
     #[arg(long, env = "MODEL_IDLE_TIMEOUT_SECS")]
     pub model_idle_timeout_secs: Option<u64>,
+    /// Model requests sent at once; a participant's step goes before a background extraction.
+    /// Set 1 for a server that serves one request at a time (llama-cpp-python); 0 = no limit.
+    /// Unset: no limit until the endpoint cuts a request short while another runs, then 1.
+    #[arg(long, env = "MODEL_MAX_CONCURRENT_REQUESTS")]
+    pub model_max_concurrent_requests: Option<usize>,
     /// Model tokens (prompt and completion) this process may spend per UTC day, over all
     /// sessions; past it the rules interviewer decides. 0 = no cap [default: 5000000].
     #[arg(long, env = "MODEL_TOKENS_PER_DAY")]
@@ -210,6 +215,8 @@ pub struct Settings {
     pub shutdown_timeout_secs: u64,
     pub sse_keepalive_secs: u64,
     pub model_idle_timeout_secs: u64,
+    /// `None`: learned (see the flag).
+    pub model_max_concurrent_requests: Option<usize>,
     pub model_tokens_per_day: u64,
     pub model_tokens_per_study_per_day: u64,
     pub model_tokens_per_session: u64,
@@ -253,6 +260,7 @@ impl Default for Settings {
             shutdown_timeout_secs: 30,
             sse_keepalive_secs: 15,
             model_idle_timeout_secs: 15,
+            model_max_concurrent_requests: None,
             // Spend is bounded unless an operator says otherwise (issue 30): docs/security.md
             // gives the worst case these allow.
             model_tokens_per_day: 5_000_000,
@@ -351,6 +359,9 @@ impl Settings {
         }
         if o.openai_base_url.is_some() {
             self.openai_base_url = o.openai_base_url;
+        }
+        if o.model_max_concurrent_requests.is_some() {
+            self.model_max_concurrent_requests = o.model_max_concurrent_requests;
         }
         if o.openai_api_key.is_some() {
             self.openai_api_key = o.openai_api_key;

@@ -118,6 +118,7 @@ impl Application {
                 url,
                 settings.openai_api_key.as_ref().map(|k| k.0.as_str()),
                 Duration::from_secs(settings.model_idle_timeout_secs.max(1)),
+                settings.model_max_concurrent_requests,
             ))
         });
         let harness = Arc::new(

@@ -173,9 +173,13 @@ impl Harness {
                 let study = session.study().expect("interviewing");
                 match budget::check(events, study, &self.budgets, session_id, now, true) {
                     // An input not extracted yet has its extraction asked for at once
-                    // with the next step, so the participant waits on one round trip.
+                    // with the next step, so the participant waits on one round trip — unless
+                    // the endpoint serves one request at a time: the extraction would only
+                    // start once the step is done and be dropped as late, so the final
+                    // extraction, which reads every input, is left to do it.
                     None => {
-                        let alongside = llm_records::extraction_due(session, events);
+                        let alongside = !gateway.one_at_a_time()
+                            && llm_records::extraction_due(session, events);
                         let extract = async {
                             if alongside {
                                 self.llm_extract(gateway, step, session, conversation, events)

@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::breaker::{Breaker, Outcome};
+use super::gate::{Gate, Priority};
 use super::wire::{compatible, names_its_tool, Chunk, Wire};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -106,6 +107,8 @@ pub struct ModelTurn {
 pub struct ModelRequest {
     pub body: Value,
     pub tools: std::borrow::Cow<'static, str>,
+    /// Whether a participant waits for the answer (it then goes first at a busy endpoint).
+    pub priority: Priority,
 }
 
 impl ModelRequest {
@@ -131,6 +134,8 @@ pub struct ModelGateway {
     /// form: a server may serve a named tool and fail every "any tool" request
     /// (llama-cpp-python), and one study's misnamed model must not stop the others'.
     breakers: std::sync::Mutex<HashMap<(String, bool), Arc<Breaker>>>,
+    /// How many requests go at once, participant-facing ones first (`super::gate`).
+    gate: Gate,
 }
 
 /// A server's own error message, with what looks like a credential cut out.
@@ -142,7 +147,14 @@ fn redact_in_stream(error: ModelError, gateway: &ModelGateway) -> ModelError {
 }
 
 impl ModelGateway {
-    pub fn new(base_url: &str, api_key: Option<&str>, idle_timeout: Duration) -> Self {
+    /// `max_concurrent`: at most that many requests at once (`Some(0)`: no limit); `None` for
+    /// no limit until the endpoint shows it serves one request at a time.
+    pub fn new(
+        base_url: &str,
+        api_key: Option<&str>,
+        idle_timeout: Duration,
+        max_concurrent: Option<usize>,
+    ) -> Self {
         // reqwest is built without a bundled TLS provider; ring (as sqlx uses) serves HTTPS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut config = OpenAIConfig::new().with_api_base(base_url.trim_end_matches('/'));
@@ -156,6 +168,10 @@ impl ModelGateway {
             compat: AtomicBool::new(false),
             unstreamed: AtomicBool::new(false),
             breakers: Default::default(),
+            gate: match max_concurrent {
+                None => Gate::default(),
+                Some(limit) => Gate::new(limit),
+            },
         }
     }
 
@@ -205,7 +221,16 @@ impl ModelGateway {
                 "standard"
             },
             "models": models,
+            "max_concurrent_requests": match self.gate.limit() {
+                0 => Value::Null,
+                limit => limit.into(),
+            },
         })
+    }
+
+    /// Whether the endpoint takes one request at a time (set, or learned).
+    pub fn one_at_a_time(&self) -> bool {
+        self.gate.limit() == 1
     }
 
     /// Whether requests now go in the compatible form.
@@ -287,7 +312,22 @@ impl ModelGateway {
             turn.usage_reported = true;
             return Err((ModelError::CircuitOpen(retry_in), turn));
         }
+        // The wait for a place at a busy endpoint counts against the call's time.
+        let Ok(permit) = tokio::time::timeout_at(deadline, self.gate.enter(request.priority)).await
+        else {
+            turn.usage_reported = true;
+            return Err((ModelError::Timeout(timeout.as_secs()), turn));
+        };
+        let gate = &self.gate;
         let finish = |mut turn: ModelTurn, result: Result<(), ModelError>| {
+            // A stream cut short while another request was in flight: the server serves one
+            // at a time (and interrupted this one for the other).
+            if matches!(result, Err(ModelError::Empty | ModelError::Dropped))
+                && (permit.shared || gate.others_in_flight())
+            {
+                gate.learn_single_slot();
+            }
+            drop(permit);
             turn.latency_ms = started.elapsed().as_millis() as u64;
             // U+0000 cannot be stored by PostgreSQL; a model that sends it gets U+FFFD instead.
             if turn.arguments.contains("\\u0000") {

@@ -2,6 +2,7 @@
 //! tool call, streamed; the aggregate still judges it.
 
 pub mod breaker;
+pub mod gate;
 pub mod gateway;
 pub mod leaks;
 pub mod partial;
@@ -15,4 +16,5 @@ pub mod unstreamed;
 pub mod visible;
 mod wire;
 
+pub use gate::Priority;
 pub use gateway::{ModelError, ModelGateway, ModelRequest, ModelTurn};

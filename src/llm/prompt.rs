@@ -440,7 +440,11 @@ pub fn request(
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    ModelRequest { body, tools }
+    ModelRequest {
+        body,
+        tools,
+        priority: crate::llm::Priority::Participant,
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ pub fn extraction_request(s: &Session, transcript: String) -> Option<ModelReques
     Some(ModelRequest {
         body,
         tools: crate::llm::schemas::for_study(extraction_tool(), study).into(),
+        priority: crate::llm::Priority::Background,
     })
 }
 
@@ -141,6 +142,8 @@ pub fn screening_request(s: &Session) -> Option<ModelRequest> {
     Some(ModelRequest {
         body,
         tools: SCREENING_TOOLS.into(),
+        // The participant waits on the verdict to learn whether the interview goes on.
+        priority: crate::llm::Priority::Participant,
     })
 }
 

@@ -50,4 +50,51 @@ async fn steps_go_unstreamed_to_a_server_that_streams_only_named_tools(store: St
     assert_eq!(ready["model"]["form"], "unstreamed", "{ready}");
 }
 
-crate::both_stores!(steps_go_unstreamed_to_a_server_that_streams_only_named_tools);
+/// A server that serves one request at a time (`MODEL_MAX_CONCURRENT_REQUESTS=1`): no two
+/// requests ever overlap, no extraction is sent alongside a step (it could only start once the
+/// step is done, and would be dropped as late), the participant's steps stay the model's, and
+/// the final extraction, which reads every input, fills the results. `/readyz` says so.
+async fn one_request_at_a_time_to_a_single_slot_server(store: Store) {
+    let llm = Llm::start_custom(store, |s| s.model_max_concurrent_requests = Some(1), |_| {}).await;
+    llm.model.pace(
+        std::time::Duration::from_millis(30),
+        std::time::Duration::from_millis(1),
+    );
+    let question = "How do you usually decide what to buy each week?";
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": question, "rationale": "open"}),
+        )])
+        .await;
+    let probe = "Who else adds things to that list?";
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge.", vec![Reply::Realistic(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "missing_field", "message": probe, "rationale": "household"}),
+        )])
+        .await;
+    assert_eq!(last_assistant(&s), probe);
+    assert_ne!(last_decision(&s)["model"], "rules", "{s}");
+    assert_eq!(s["errors"], json!([]), "{s}");
+    let requests = llm.model.requests();
+    assert!(
+        requests.iter().all(|r| !r["tool_choice"].is_object()),
+        "no extraction went alongside a step: {requests:?}"
+    );
+    let timeline = llm.model.timeline();
+    for pair in timeline.windows(2) {
+        let ended = pair[0].ended.expect("each call ended");
+        assert!(
+            ended <= pair[1].arrived,
+            "two requests overlapped: {timeline:?}"
+        );
+    }
+    let ready: serde_json::Value = llm.app.get("/readyz", None).await.json().await.unwrap();
+    assert_eq!(ready["model"]["max_concurrent_requests"], 1, "{ready}");
+}
+
+crate::both_stores!(
+    steps_go_unstreamed_to_a_server_that_streams_only_named_tools,
+    one_request_at_a_time_to_a_single_slot_server
+);
