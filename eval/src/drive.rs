@@ -142,11 +142,22 @@ async fn next_turn(
         if ready {
             return s;
         }
+        let limit = patience(30);
         assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the interviewer answers within 30 s: {s}"
+            started.elapsed() < limit,
+            "the interviewer answers within {limit:?}: {s}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// How long to wait for the interviewer: `seconds` with the scripted model; a real model on one
+/// CPU thread may take a step's whole timeout (120 s), and its unstreamed retry another.
+fn patience(seconds: u64) -> Duration {
+    if crate::REAL_MODEL.get().copied().unwrap_or(false) {
+        Duration::from_secs(300)
+    } else {
+        Duration::from_secs(seconds)
     }
 }
 
@@ -310,7 +321,7 @@ async fn final_result(server: &Server, id: &str, definition: &Value) -> Value {
             .iter()
             .any(|e| e.contains("extraction.completed") && e.contains("\"final\":true"));
         let ended = list.iter().any(|e| e.contains("session.abandoned"));
-        if done || ended || started.elapsed() > Duration::from_secs(20) {
+        if done || ended || started.elapsed() > patience(20) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

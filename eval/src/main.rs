@@ -17,6 +17,7 @@ mod interviewer_model;
 mod participant;
 mod personas;
 mod properties;
+mod real_server;
 #[allow(dead_code)]
 #[path = "../../tests/api/scripted_model.rs"]
 mod scripted_model;
@@ -47,13 +48,21 @@ struct Args {
     /// `rules`, `llm` or `both`.
     #[arg(long, default_value = "both")]
     mode: String,
-    /// Only the personas whose name contains this.
+    /// Only the personas whose name contains this (or one of these, comma-separated).
     #[arg(long)]
     persona: Option<String>,
     /// Print every failing session's evidence.
     #[arg(long)]
     verbose: bool,
+    /// Interview through this real OpenAI-compatible endpoint (`…/v1`) instead of the scripted
+    /// model: `llm` mode only, and the runtime's own properties against a real server are
+    /// checked too (`real_server.rs`). `scripts/real-model run` gives one.
+    #[arg(long, value_name = "URL")]
+    real_model: Option<String>,
 }
+
+/// Whether this run interviews through a real model endpoint.
+pub static REAL_MODEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// The researcher token the eval's server accepts.
 pub const RESEARCHER: &str = "eval";
@@ -61,10 +70,12 @@ pub const RESEARCHER: &str = "eval";
 pub struct Server {
     pub base: String,
     pub http: reqwest::Client,
+    /// Where its events are (for `replay verify`).
+    pub database: String,
     _runtime_thread: std::thread::JoinHandle<()>,
 }
 
-fn start_server(database_url: Option<String>) -> Server {
+fn start_server(database_url: Option<String>, real_model: Option<String>) -> Server {
     let data_dir =
         std::env::temp_dir().join(format!("interview-eval-{}", uuid::Uuid::new_v4().simple()));
     let mut settings = Settings {
@@ -83,6 +94,13 @@ fn start_server(database_url: Option<String>) -> Server {
         create_rate_per_study: 0,
         ..Settings::default()
     };
+    if real_model.is_some() {
+        // A real model is held to the default per-session budget, as in production.
+        settings.model_tokens_per_session = Settings::default().model_tokens_per_session;
+        // llama-cpp-python serves one request at a time (docs/llm-contract.md).
+        settings.model_max_concurrent_requests = Some(1);
+    }
+    let database = settings.effective_database_url();
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -91,9 +109,16 @@ fn start_server(database_url: Option<String>) -> Server {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let model = scripted_model::ScriptedModel::start().await;
-            interviewer_model::install(&model);
-            settings.openai_base_url = Some(model.url.clone());
+            // Kept alive while the server runs.
+            let _scripted;
+            if let Some(url) = real_model {
+                settings.openai_base_url = Some(url);
+            } else {
+                let model = scripted_model::ScriptedModel::start().await;
+                interviewer_model::install(&model);
+                settings.openai_base_url = Some(model.url.clone());
+                _scripted = model;
+            }
             settings.openai_api_key = Some(Secret("eval-key".into()));
             let app = Application::build(settings).await.expect("server starts");
             tx.send(app.port()).unwrap();
@@ -104,6 +129,7 @@ fn start_server(database_url: Option<String>) -> Server {
     Server {
         base: format!("http://127.0.0.1:{port}"),
         http: reqwest::Client::new(),
+        database,
         _runtime_thread: handle,
     }
 }
@@ -124,6 +150,7 @@ async fn fresh_postgres() -> Option<String> {
 
 /// The study a persona is interviewed in, in a mode, under its own public slug.
 pub fn study_definition(study: personas::Study, mode: &str) -> Value {
+    let real = REAL_MODEL.get().copied().unwrap_or(false);
     let mut definition: Value = serde_json::from_str(match study {
         personas::Study::Demo => include_str!("../../examples/demo-study.json"),
         personas::Study::DemoZh => include_str!("../studies/demo-zh.json"),
@@ -133,7 +160,10 @@ pub fn study_definition(study: personas::Study, mode: &str) -> Value {
     let slug = format!("{}-{mode}", definition["public_slug"].as_str().unwrap());
     definition["public_slug"] = json!(slug);
     definition["agent"]["mode"] = json!(mode);
-    if mode == "llm" {
+    if mode == "llm" && real {
+        // A 135M model on one CPU thread: a long prompt's first token can take a while.
+        definition["model"] = json!({"model": "real", "timeout_seconds": 120});
+    } else if mode == "llm" {
         definition["model"] = json!({"model": interviewer_model::MODEL});
     }
     definition
@@ -142,17 +172,24 @@ pub fn study_definition(study: personas::Study, mode: &str) -> Value {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = Args::parse();
+    REAL_MODEL.set(args.real_model.is_some()).unwrap();
     let stores: Vec<&str> = match args.store.as_str() {
         "both" => vec!["sqlite", "postgres"],
         one => vec![one],
     };
     let modes: Vec<&str> = match args.mode.as_str() {
+        _ if args.real_model.is_some() => vec!["llm"],
         "both" => vec!["rules", "llm"],
         one => vec![one],
     };
+    let mut real_runs = Vec::new();
     let personas: Vec<personas::Persona> = personas::all()
         .into_iter()
-        .filter(|p| args.persona.as_deref().is_none_or(|n| p.name.contains(n)))
+        .filter(|p| {
+            args.persona
+                .as_deref()
+                .is_none_or(|names| names.split(',').any(|n| p.name.contains(n.trim())))
+        })
         .collect();
     // property → mode → (passed, applicable)
     let mut table: BTreeMap<&'static str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
@@ -169,7 +206,8 @@ async fn main() {
                 }
             },
         };
-        let server = start_server(url);
+        let server = start_server(url, args.real_model.clone());
+        let mut records = Vec::new();
         for mode in &modes {
             for study in [
                 personas::Study::Demo,
@@ -194,6 +232,16 @@ async fn main() {
                                 cell.0 += 1;
                                 cell.1 += 1;
                             }
+                            Verdict::Fail(why)
+                                if args.real_model.is_some()
+                                    && !held_with_a_real_model(property) =>
+                            {
+                                cell.1 += 1;
+                                println!(
+                                    "(not held against a real model) {property} · {} · {}: {why}",
+                                    persona.name, record.session_id
+                                );
+                            }
                             Verdict::Fail(why) => {
                                 cell.1 += 1;
                                 failures.push(format!(
@@ -207,11 +255,18 @@ async fn main() {
                     if args.verbose {
                         eprintln!("{}", record.describe());
                     }
+                    records.push(record);
                 }
             }
         }
+        if args.real_model.is_some() {
+            real_runs.push(real_server::check(&server, store, &records).await);
+        }
     }
     print_table(&table, sessions);
+    if !real_runs.is_empty() {
+        failures.extend(real_server::report(&real_runs));
+    }
     if !failures.is_empty() {
         eprintln!("\n{} failures:", failures.len());
         for f in &failures {
@@ -219,6 +274,18 @@ async fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// The research-data properties the runtime guarantees whatever the model says: what a field
+/// may hold, widget answers in their fields, whole utterances, the input's class on its
+/// decision, declined/unknown/skipped told apart. The rest (corrections kept, end wishes
+/// honoured, evidence on topic as this suite matches questions to objectives) rest on the
+/// model's reading too, and a 135M model's wit is not what the real-server run tests: they are
+/// reported, not failed.
+fn held_with_a_real_model(property: &str) -> bool {
+    ["01 ", "02 ", "12 ", "13 ", "14 "]
+        .iter()
+        .any(|p| property.starts_with(p))
 }
 
 fn print_table(table: &BTreeMap<&'static str, BTreeMap<String, (usize, usize)>>, sessions: usize) {

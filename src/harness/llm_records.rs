@@ -237,7 +237,9 @@ impl Harness {
     ) -> Option<Proposal> {
         let study = session.study()?;
         let listing = Listing::from_events(events);
-        let transcript = prompt::transcript(session, events, &listing, conversation);
+        let mut transcript = prompt::transcript(session, events, &listing, conversation);
+        transcript
+            .push_str("\nRecord what the participant's latest input tells: call extract_fields.");
         let request = prompt_records::extraction_request(session, transcript)?;
         let prompt_chars = request.sent_chars();
         let timeout = Duration::from_secs(u64::from(study.model_config.timeout_seconds));

@@ -243,6 +243,9 @@ impl Harness {
         if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
         }
+        user.push_str(&prompt::expected_next(
+            &super::rules::propose(session, conversation, step.now).action,
+        ));
         let stopping =
             session.stop_reason(step.now).is_some() || session.summary_confirmed().is_some();
         let tools: std::borrow::Cow<'static, str> = if stopping {

@@ -138,6 +138,24 @@ pub struct ModelGateway {
     gate: Gate,
 }
 
+/// A request that could not be sent is sent once more at once: a server that closes its
+/// connection after an error (llama-cpp-python after a refused `tool_choice`) leaves a pooled
+/// connection that the next request finds dead ("error sending request"). Nothing reached the
+/// server, so nothing is asked twice.
+async fn once_more<T, F, Fut>(send: F) -> Result<T, OpenAIError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, OpenAIError>>,
+{
+    match send().await {
+        Err(OpenAIError::Reqwest(e)) if e.is_request() || e.is_connect() => {
+            tracing::debug!(error = %e, "the model request could not be sent; sending it once more");
+            send().await
+        }
+        other => other,
+    }
+}
+
 /// A server's own error message, with what looks like a credential cut out.
 fn redact_in_stream(error: ModelError, gateway: &ModelGateway) -> ModelError {
     match error {
@@ -250,7 +268,7 @@ impl ModelGateway {
         let body = super::unstreamed::body(&request.body, self.compatible_mode());
         let wire = Wire { body: &body, tools };
         let chat = self.client.chat();
-        let call = chat.create_byot::<_, super::unstreamed::Completion>(wire);
+        let call = once_more(|| chat.create_byot::<_, super::unstreamed::Completion>(wire));
         match tokio::time::timeout_at(deadline, call).await {
             Err(_) => Err((ModelError::Timeout(timeout.as_secs()), ModelTurn::default())),
             Ok(Err(e)) => Err((ModelError::Http(self.upstream(e)), ModelTurn::default())),
@@ -276,7 +294,7 @@ impl ModelGateway {
                 body: &request.body,
                 tools,
             };
-            match chat.create_stream_byot(wire).await {
+            match once_more(|| chat.create_stream_byot(wire)).await {
                 Err(OpenAIError::ApiError(e)) if matches!(e.status_code.as_u16(), 400 | 422) => {
                     tracing::warn!(
                         status = e.status_code.as_u16(),
@@ -288,7 +306,8 @@ impl ModelGateway {
             }
         }
         let body = compatible(&request.body);
-        chat.create_stream_byot(Wire { body: &body, tools }).await
+        let wire = Wire { body: &body, tools };
+        once_more(|| chat.create_stream_byot(wire)).await
     }
 
     /// Streams one decision. `on_progress(tool name, arguments so far)` runs after each chunk.

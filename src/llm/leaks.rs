@@ -178,6 +178,7 @@ impl Leaks {
         public.extend(config.interviewer_name.as_deref());
         public.extend(config.completion_redirect_url.as_deref());
         let mut internal: Vec<&str> = vec![&study.agent_config.instructions];
+        internal.extend(super::prompt::runtime_texts());
         for o in &config.objectives {
             public.extend([o.title.as_str(), o.opening_question.as_str()]);
             public.extend(o.probe_hints.iter().map(String::as_str));

@@ -105,3 +105,20 @@ fn a_note_with_a_hidden_character_is_still_protected() {
     );
     assert_eq!(refused, Some(Refused("the study's internal text".into())));
 }
+
+/// A small model echoing its own instructions (seen with SmolLM2-135M behind llama-cpp-python)
+/// is refused like the study's internal notes; an ordinary question is not.
+#[test]
+fn the_runtime_s_own_instructions_repeated_are_refused() {
+    let v = Visible::for_study(&study());
+    for echo in [
+        "You can call exactly one of the tools offered, never with plain text.",
+        "I am a warm, curious research interviewer running a one-to-one interview here.",
+    ] {
+        let (shown, refused) = stream(&v, echo);
+        assert!(refused.is_some(), "{echo:?} was shown");
+        assert!(!shown.contains("tools offered"), "{shown:?}");
+    }
+    let question = "What did you buy the last time you went shopping?";
+    assert_eq!(stream(&v, question), (question.to_string(), None));
+}

@@ -11,6 +11,7 @@
 use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
+use interview_session::decision::AgentAction;
 use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
 use interview_session::interaction::InteractionKind;
@@ -68,6 +69,22 @@ Output fields (internal: never name them to the participant):
 
 Now:
 {progress}";
+
+/// What the runtime itself tells the model — the step's instructions, the notes it adds, the
+/// compatible form's line —, which no participant should read back: a small
+/// model echoes its instructions as its `message` ("You can call exactly one of the tools
+/// offered…" was seen). `super::leaks` treats it as internal text.
+///
+/// The tool schemas are not among them: JSON is refused as such, and their many short phrases
+/// would hold back a streamed word far more often.
+pub(crate) fn runtime_texts() -> [&'static str; 4] {
+    [
+        SYSTEM_TEMPLATE,
+        TRANSCRIPT_HEADER,
+        ALONGSIDE_NOTE,
+        super::wire::COMPAT_INSTRUCTION,
+    ]
+}
 
 /// The conversation's heading (part of the prompt's version).
 const TRANSCRIPT_HEADER: &str = "Conversation so far (turn, role, text as a JSON string):\n";
@@ -416,8 +433,41 @@ pub fn transcript(
             super::quoted::quoted(reply)
         ));
     }
-    out.push_str("\nDecide the next action: call exactly one tool.");
     out
+}
+
+/// The end of a step's user message: what the runtime expects next — the rules interviewer's
+/// own choice for this state, which the guards are sure to accept —, then the instruction, last.
+/// A small model follows a named next step far more often than it works one out from the
+/// progress lines; a larger one may still choose otherwise when the participant's latest
+/// message calls for it.
+pub fn expected_next(expected: &AgentAction) -> String {
+    let what = match expected {
+        AgentAction::AskQuestion { objective_id } => format!(
+            "ask_question with objective_id \"{objective_id}\": ask that objective's opening question in your own words"
+        ),
+        AgentAction::Probe {
+            objective_id,
+            trigger,
+            ..
+        } => format!(
+            "probe with objective_id \"{objective_id}\" and trigger \"{}\": one short follow-up in the participant's own words",
+            serde_json::to_value(trigger).unwrap_or_default().as_str().unwrap_or_default()
+        ),
+        AgentAction::RenderInteraction { objective_id } => format!(
+            "render_interaction with objective_id \"{}\": show that objective's question (its widget is the study's own)",
+            objective_id.as_deref().unwrap_or_default()
+        ),
+        AgentAction::ExtractFields => "extract_fields: record what the participant said".into(),
+        AgentAction::SummarizeAndConfirm => "summarize_and_confirm: sum up what the participant told you in a few plain sentences and ask whether it is right".into(),
+        AgentAction::Conclude { reason } => format!(
+            "conclude with reason \"{}\": thank the participant and say goodbye",
+            serde_json::to_value(reason).unwrap_or_default().as_str().unwrap_or_default()
+        ),
+    };
+    format!(
+        "\n\nWhat the runtime expects next: {what}. Choose another step only if the participant's latest message calls for it (a question back, a wish to stop, an upset reply).\nNow call exactly one tool."
+    )
 }
 
 /// Added to the conversation when the participant's input is being extracted alongside.

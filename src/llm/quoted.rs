@@ -58,23 +58,32 @@ pub fn known_block(s: &Session, events: &[SessionEvent]) -> String {
             ))
         })
         .collect();
-    // The interviewer's own last decision, so it neither repeats nor forgets it.
+    // The interviewer's last decision, so it neither repeats nor forgets it. One the runtime
+    // made (its rules, a fallback after a failed or refused call) is not credited to the model,
+    // and its rationale — which may name a failure code — is not shown (issue 32).
     let last = events.iter().rev().find_map(|e| match &e.body {
         EventBody::DecisionRecorded {
             selected_action,
             rationale,
+            model,
+            refused_proposal,
             ..
         } => Some((
             selected_action.label(),
-            rationale.chars().take(200).collect::<String>(),
+            (model != "rules" && refused_proposal.is_none())
+                .then(|| rationale.chars().take(200).collect::<String>()),
         )),
         _ => None,
     });
-    if let Some((action, rationale)) = last {
-        lines.push(format!(
+    match last {
+        Some((action, Some(rationale))) => lines.push(format!(
             "- your last decision: {action}, rationale {}",
             quoted(&rationale)
-        ));
+        )),
+        Some((action, None)) => {
+            lines.push(format!("- the last step (the runtime's own): {action}"))
+        }
+        None => {}
     }
     if lines.is_empty() {
         return String::new();

@@ -11,8 +11,9 @@ use super::gateway::{ModelError, ModelTurn};
 use interview_session::decision::TokenUsage;
 
 /// The request body in the unstreamed form: `stream: false`, and `tool_choice: "auto"` with
-/// the compatible form's instruction (what llama-cpp-python serves); the other parameters stay
-/// standard unless the endpoint already asked for the compatible form.
+/// the compatible form's instruction (what llama-cpp-python serves), and `max_tokens` beside
+/// `max_completion_tokens`; the other parameters stay standard unless the endpoint already
+/// asked for the compatible form.
 pub fn body(standard: &Value, compatible_mode: bool) -> Value {
     let compatible = super::wire::compatible(standard);
     let mut body = if compatible_mode {
@@ -25,6 +26,13 @@ pub fn body(standard: &Value, compatible_mode: bool) -> Value {
         map.insert("stream".into(), Value::Bool(false));
         map.insert("tool_choice".into(), Value::String("auto".into()));
         map.remove("stream_options");
+        // An unstreamed answer cannot be cut off as it is written, so the limit must reach the
+        // server: llama-cpp-python reads only the older `max_tokens` (it generated until the
+        // timeout — 120 s on one thread — without it). Both are sent; the form is used only
+        // for servers that answered a streamed step with nothing.
+        if let Some(max) = map.get("max_completion_tokens").cloned() {
+            map.entry("max_tokens").or_insert(max);
+        }
     }
     body
 }
@@ -119,6 +127,18 @@ pub fn into_turn(completion: Completion) -> Result<ModelTurn, (ModelError, Model
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_limit_reaches_a_server_that_reads_only_max_tokens() {
+        let standard = serde_json::json!({"model": "m", "max_completion_tokens": 600, "stream": true,
+            "stream_options": {"include_usage": true}, "tool_choice": "required",
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]});
+        let sent = body(&standard, false);
+        assert_eq!(sent["max_tokens"], 600);
+        assert_eq!(sent["stream"], false);
+        assert_eq!(sent["tool_choice"], "auto");
+        assert!(sent.get("stream_options").is_none());
+    }
 
     #[test]
     fn a_whole_completion_becomes_a_turn() {

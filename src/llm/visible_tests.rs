@@ -99,13 +99,20 @@ fn the_hold_back_is_only_what_a_term_could_start() {
         v.check("Tell me more. Which harn", false),
         Ok("Tell me more. Which ".len())
     );
+    // The last word is held while it could begin the runtime's own instructions ("me" →
+    // "mentioning tools, agents…", "message is what the participant reads"); the complete text
+    // is shown whole.
     assert_eq!(
         v.check("Thanks! Could you tell me", false),
+        Ok("Thanks! Could you tell ".len())
+    );
+    assert_eq!(
+        v.check("Thanks! Could you tell me", true),
         Ok("Thanks! Could you tell me".len())
     );
     assert_eq!(
-        v.check("Which tools", false),
-        Ok("Which tools".len()),
+        v.check("Which toolbox", false),
+        Ok("Which toolbox".len()),
         "another word"
     );
     // An identifier is held from its `_` on; a phrase from its last word.
@@ -114,8 +121,14 @@ fn the_hold_back_is_only_what_a_term_could_start() {
         v.check("About planning_", false),
         Ok("About planning".len())
     );
-    assert_eq!(v.check("Well, as an", false), Ok("Well, as an".len()));
-    assert_eq!(v.check("Well, as an a", false), Ok("Well, as an ".len()));
+    // "as an AI" is a term, and "as an" also begins the runtime's instructions ("yourself as
+    // an AI…"): held from "as" either way, until the words say otherwise.
+    assert_eq!(v.check("Well, as an", false), Ok("Well, ".len()));
+    assert_eq!(v.check("Well, as an a", false), Ok("Well, ".len()));
+    assert_eq!(
+        v.check("Well, as an aside", true),
+        Ok("Well, as an aside".len())
+    );
 }
 
 /// What an attacker's review found: hidden characters, spacing, plurals, identifiers, and

@@ -4,7 +4,7 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone, Copy)]
 pub(super) struct Wire<'a> {
     #[serde(flatten)]
     pub(super) body: &'a Value,
@@ -64,7 +64,7 @@ pub(super) struct Usage {
 }
 
 /// The line added to the system message when the endpoint cannot be told to require a tool.
-pub(super) const COMPAT_INSTRUCTION: &str =
+pub(crate) const COMPAT_INSTRUCTION: &str =
     "\n\nAlways answer by calling exactly one of the tools offered, never with plain text.";
 
 /// Whether a request names the one tool to call (`tool_choice: {"type": "function", …}`).

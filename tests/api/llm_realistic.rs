@@ -175,10 +175,12 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
         )
         .await;
     let frames = until_said(&mut sse).await;
-    // At most the harmless start of the sentence showed; the whole of it is replaced.
+    // At most the harmless start of the sentence showed (or none of it: the runtime's own
+    // instructions say "as an AI", so those words are held from the start and the replacement
+    // streams instead); the whole of it is replaced.
     let shown = deltas(&frames).concat();
     assert!(
-        bad.starts_with(&shown) && !shown.contains("AI"),
+        (bad.starts_with(&shown) || shown == OPENING) && !shown.contains("AI"),
         "{shown:?}"
     );
     assert_eq!(frames.last().unwrap().data["content"], OPENING);

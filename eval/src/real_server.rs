@@ -1,0 +1,366 @@
+//! What must hold when the interviewer talks to a real OpenAI-compatible server running a real
+//! model (issue 32): properties of the runtime, not of a small model's wit. Checked from what a
+//! researcher and an operator can read — the session, `/readyz`, `/metrics` — and `replay
+//! verify` over the store, with checks of our own rather than the runtime's (a fixture must not
+//! share the code's assumptions).
+//!
+//! Per store:
+//! - every session ends (completed or ended by the runtime, never stuck);
+//! - every interviewer step the model was asked for is the model's decision, or a fallback whose
+//!   rationale and recorded error name the failure;
+//! - the endpoint's request form was found (`/readyz`), and the model made decisions in it;
+//! - no participant-visible text carries an internal id, JSON, markup or a failure code;
+//! - model calls per participant input stay within bounds, and no session passed its budget;
+//! - `replay verify --all` passes;
+//! - the model made most of the interviewer's decisions (counted per interview).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::drive::Record;
+use crate::{Server, RESEARCHER};
+
+/// One store's run.
+pub struct StoreRun {
+    store: String,
+    /// Per interview: persona, session, the model's decisions, fallbacks, runtime's own.
+    interviews: Vec<Counted>,
+    checks: Vec<(&'static str, Result<(), String>)>,
+    form: Value,
+}
+
+struct Counted {
+    persona: String,
+    session_id: String,
+    status: String,
+    model: usize,
+    fallback: usize,
+    refused: usize,
+    errors: BTreeMap<String, usize>,
+    /// The first message of each code, for the report.
+    messages: BTreeMap<String, String>,
+}
+
+/// Calls per participant input allowed on average: a step (and its unstreamed retry, once),
+/// an extraction alongside, a screening verdict now and then.
+const CALLS_PER_INPUT: f64 = 3.0;
+
+/// Of the interviewer's steps the model was asked for, the share it must decide itself.
+const MODEL_SHARE: f64 = 0.5;
+
+/// Whether a decision is an interviewer step (not an extraction, not a consent or screening
+/// widget, not the closing the runtime says itself).
+fn is_step(d: &Value) -> bool {
+    let action = d["selected_action"]
+        .as_str()
+        .or_else(|| d["selected_action"]["type"].as_str())
+        .unwrap_or_default();
+    !matches!(action, "extract_fields" | "ExtractFields")
+        && !d["phase"].as_str().unwrap_or_default().contains("EXTRACT")
+}
+
+/// A step whose model was asked: the model's own, or a fallback that says why.
+fn asked_the_model(d: &Value) -> bool {
+    let model = d["model"].as_str().unwrap_or_default();
+    let why = d["rationale"].as_str().unwrap_or_default();
+    model != "rules" || why.contains("model failure") || d["refused_proposal"].is_object()
+}
+
+fn count(r: &Record) -> Counted {
+    let decisions = r.session["decision_log"]
+        .as_array()
+        .or_else(|| r.session["researcher"]["decision_log"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut c = Counted {
+        persona: r.persona.name.to_string(),
+        session_id: r.session_id.clone(),
+        status: r.session["status"].as_str().unwrap_or_default().to_string(),
+        model: 0,
+        fallback: 0,
+        refused: 0,
+        errors: BTreeMap::new(),
+        messages: BTreeMap::new(),
+    };
+    for d in decisions
+        .iter()
+        .filter(|d| is_step(d) && asked_the_model(d))
+    {
+        if d["refused_proposal"].is_object() {
+            c.refused += 1;
+        } else if d["model"] == "rules" {
+            c.fallback += 1;
+        } else {
+            c.model += 1;
+        }
+    }
+    for e in r.session["errors"].as_array().into_iter().flatten() {
+        let code = e["code"].as_str().unwrap_or_default().to_string();
+        let message = e["message"].as_str().unwrap_or_default();
+        c.messages
+            .entry(code.clone())
+            .or_insert_with(|| message.chars().take(240).collect());
+        *c.errors.entry(code).or_default() += 1;
+    }
+    c
+}
+
+/// What a participant read: every interviewer turn and every widget's words.
+fn participant_visible(r: &Record) -> Vec<String> {
+    let mut out: Vec<String> = r.session["transcript"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["role"] == "assistant")
+        .filter_map(|t| t["content"].as_str().map(String::from))
+        .collect();
+    out.extend(r.summaries.iter().cloned());
+    out
+}
+
+/// What no participant should read: the study's internal ids, JSON, markup, failure codes,
+/// schema words.
+fn leak_in(text: &str, r: &Record) -> Option<String> {
+    let ids = r.definition["objectives"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            r.definition["output_schema"]["fields"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .filter_map(|o| o["id"].as_str())
+        .filter(|id| id.contains('_'));
+    for id in ids {
+        if text.contains(id) {
+            return Some(format!("the internal id {id}"));
+        }
+    }
+    let lower = text.to_lowercase();
+    for marker in [
+        "{\"",
+        "\"}",
+        "\":",
+        "</",
+        "/>",
+        "```",
+        "model_",
+        "field_id",
+        "objective_id",
+        "confidence",
+        "evidence_turn",
+        "tool_call",
+        "&#34;",
+        "&quot;",
+        "null,",
+        "[must]",
+        "(string",
+        "tools offered",
+        "plain text",
+        "exactly one call",
+        "rationale",
+        "participant_input",
+    ] {
+        if lower.contains(marker) {
+            return Some(format!("{marker:?}"));
+        }
+    }
+    None
+}
+
+async fn text_of(server: &Server, path: &str) -> String {
+    match server
+        .http
+        .get(format!("{}{path}", server.base))
+        .bearer_auth(RESEARCHER)
+        .send()
+        .await
+    {
+        Ok(res) => res.text().await.unwrap_or_default(),
+        Err(e) => format!("unreachable: {e}"),
+    }
+}
+
+/// The sum of a counter's samples in a Prometheus text page.
+fn counter_sum(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter(|l| l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The checks of one store's run.
+pub async fn check(server: &Server, store: &str, records: &[Record]) -> StoreRun {
+    let interviews: Vec<Counted> = records.iter().map(count).collect();
+    let mut checks = Vec::new();
+
+    let stuck: Vec<String> = interviews
+        .iter()
+        .filter(|c| !matches!(c.status.as_str(), "completed" | "abandoned"))
+        .map(|c| format!("{} is {}", c.session_id, c.status))
+        .collect();
+    checks.push(("R1 every session ends", verdict(stuck)));
+
+    let unexplained: Vec<String> = records
+        .iter()
+        .flat_map(|r| {
+            let decisions = r.session["decision_log"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let has_errors = r.session["errors"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty());
+            decisions
+                .into_iter()
+                .filter(|d| is_step(d) && d["model"] == "rules" && asked_the_model(d))
+                .filter(move |_| !has_errors)
+                .map(|d| format!("{}: a fallback with no recorded failure: {d}", r.session_id))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    checks.push((
+        "R2 every model step is a decision or a recorded failure",
+        verdict(unexplained),
+    ));
+
+    let ready: Value = serde_json::from_str(&text_of(server, "/readyz").await).unwrap_or_default();
+    let form = ready["model"].clone();
+    let model_decisions: usize = interviews.iter().map(|c| c.model).sum();
+    let form_found = match form["form"].as_str() {
+        Some("standard" | "compatible" | "unstreamed") if model_decisions > 0 => Vec::new(),
+        _ => vec![format!("form {form}, {model_decisions} model decisions")],
+    };
+    checks.push(("R3 the endpoint's form is found", verdict(form_found)));
+
+    let leaks: Vec<String> = records
+        .iter()
+        .flat_map(|r| {
+            participant_visible(r).into_iter().filter_map(move |text| {
+                leak_in(&text, r).map(|what| format!("{}: {what} in {text:?}", r.session_id))
+            })
+        })
+        .collect();
+    checks.push(("R4 nothing internal reaches a participant", verdict(leaks)));
+
+    let metrics = text_of(server, "/metrics").await;
+    let calls = counter_sum(&metrics, "interview_model_calls_total");
+    let inputs: usize = records.iter().map(|r| r.sent.len() + r.widgets.len()).sum();
+    let per_input = calls / inputs.max(1) as f64;
+    let over_budget: Vec<String> = interviews
+        .iter()
+        .filter(|c| c.errors.contains_key("model_budget_spent"))
+        .map(|c| format!("{} spent its budget", c.session_id))
+        .chain(
+            (per_input > CALLS_PER_INPUT)
+                .then(|| format!("{calls} model calls for {inputs} inputs ({per_input:.2} each)")),
+        )
+        .collect();
+    checks.push(("R5 model calls within bounds", verdict(over_budget)));
+
+    checks.push(("R6 replay verify --all passes", replay_verify(server)));
+
+    let asked: usize = interviews
+        .iter()
+        .map(|c| c.model + c.fallback + c.refused)
+        .sum();
+    let share = model_decisions as f64 / asked.max(1) as f64;
+    checks.push((
+        "R7 the model makes most decisions",
+        if share > MODEL_SHARE {
+            Ok(())
+        } else {
+            Err(format!(
+                "{model_decisions} of {asked} ({:.0} %)",
+                share * 100.0
+            ))
+        },
+    ));
+    StoreRun {
+        store: store.to_string(),
+        interviews,
+        checks,
+        form,
+    }
+}
+
+fn verdict(problems: Vec<String>) -> Result<(), String> {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n    "))
+    }
+}
+
+/// `replay verify --all` over the store, with the replay binary built beside this one.
+fn replay_verify(server: &Server) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let replay = exe.with_file_name("replay");
+    let out = std::process::Command::new(&replay)
+        .args(["verify", "--all"])
+        .env("DATABASE_URL", &server.database)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", replay.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Prints the runs' tables; the failed checks, as failures.
+pub fn report(runs: &[StoreRun]) -> Vec<String> {
+    let mut failures = Vec::new();
+    println!("\nReal model server: who decided the interviewer's steps\n");
+    println!(
+        "| store | persona | session | status | model | fallback | refused | recorded failures |"
+    );
+    println!("|---|---|---|---|---:|---:|---:|---|");
+    for run in runs {
+        for c in &run.interviews {
+            let errors: Vec<String> = c.errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                run.store,
+                c.persona,
+                &c.session_id[..8.min(c.session_id.len())],
+                c.status,
+                c.model,
+                c.fallback,
+                c.refused,
+                errors.join(", ")
+            );
+        }
+    }
+    println!();
+    for run in runs {
+        let mut seen = BTreeMap::new();
+        for c in &run.interviews {
+            for (code, message) in &c.messages {
+                seen.entry(code).or_insert(message);
+            }
+        }
+        for (code, message) in seen {
+            println!("{}: {code}: {message}", run.store);
+        }
+        println!("{}: endpoint {}", run.store, run.form);
+        for (name, result) in &run.checks {
+            match result {
+                Ok(()) => println!("  ok   {name}"),
+                Err(why) => {
+                    println!("  FAIL {name}: {why}");
+                    failures.push(format!("{name} · {}: {why}", run.store));
+                }
+            }
+        }
+    }
+    failures
+}
