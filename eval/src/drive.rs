@@ -147,7 +147,7 @@ async fn next_turn(
             started.elapsed() < limit,
             "the interviewer answers within {limit:?}: {s}"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(poll_every()).await;
     }
 }
 
@@ -158,6 +158,16 @@ fn patience(seconds: u64) -> Duration {
         Duration::from_secs(300)
     } else {
         Duration::from_secs(seconds)
+    }
+}
+
+/// How often to look: often with the scripted model (a turn takes milliseconds); seldom with a
+/// real one on this machine's two cores, where polling would take CPU from the model.
+fn poll_every() -> Duration {
+    if crate::REAL_MODEL.get().copied().unwrap_or(false) {
+        Duration::from_millis(250)
+    } else {
+        Duration::from_millis(5)
     }
 }
 
@@ -324,7 +334,7 @@ async fn final_result(server: &Server, id: &str, definition: &Value) -> Value {
         if done || ended || started.elapsed() > patience(20) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(poll_every() * 4).await;
     }
     let studies = get(server, "/api/studies", RESEARCHER).await;
     let slug = &definition["public_slug"];

@@ -137,7 +137,8 @@ fn answer(request: &Value) -> Reply {
         .flatten()
         .filter_map(|t| t["function"]["name"].as_str())
         .collect();
-    let progress = progress(system);
+    // Where the interview stands ends the step's user message.
+    let progress = progress(&format!("{system}\n{user}"));
     let said = lines(user);
     let last_participant = said.iter().rev().find(|(_, role, _)| role == "participant");
     let current = progress.iter().rev().find(|p| p.asked);

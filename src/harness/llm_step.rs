@@ -148,7 +148,32 @@ fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
         texts.extend(crate::llm::leaks::widget_texts(spec));
         texts.push(&spec.research_intent);
     }
-    texts.into_iter().find_map(|t| visible.refuses(t))
+    texts
+        .into_iter()
+        .find_map(|t| visible.refuses(t))
+        .or_else(|| empty_summary(p))
+}
+
+/// A summary the participant is asked to confirm must say something: "./summary" (seen from a
+/// 135M model) would be confirmed as what the interview learned. Under about fifteen letters
+/// (a CJK character counting as three) it is refused, and the rules' summary, built from what
+/// was recorded, is proposed instead. No text at all is not refused: the runtime then writes
+/// the summary itself.
+fn empty_summary(p: &Proposal) -> Option<Refused> {
+    if p.action != AgentAction::SummarizeAndConfirm {
+        return None;
+    }
+    let text = p.summary.as_deref().or(p.message.as_deref())?;
+    let weight: usize = text
+        .chars()
+        .map(|c| match c {
+            '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' => 3,
+            c if c.is_alphabetic() => 1,
+            _ => 0,
+        })
+        .sum();
+    (weight > 0 && weight < 15)
+        .then(|| Refused("a summary too short to say what was learned".into()))
 }
 
 impl Harness {
@@ -237,12 +262,13 @@ impl Harness {
     ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
         let model = &study.model_config;
-        let system = prompt::system_prompt(session, step.now);
+        let system = prompt::system_prompt(session);
         let listing = prompt::Listing::from_events(events);
         let mut user = prompt::transcript(session, events, &listing, conversation);
         if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
         }
+        user.push_str(&prompt::progress_section(session, step.now));
         user.push_str(&prompt::expected_next(
             &super::rules::propose(session, conversation, step.now).action,
         ));
@@ -518,5 +544,29 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_summary_that_says_nothing_is_refused() {
+        let summary = |text: &str| Proposal {
+            action: AgentAction::SummarizeAndConfirm,
+            message: Some(text.into()),
+            interaction: None,
+            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
+        };
+        assert!(empty_summary(&summary("./summary")).is_some());
+        assert!(empty_summary(&summary("Ok.")).is_some());
+        for fine in [
+            "You plan with a list and hate wasted food. Is that right?",
+            "你用清单计划购物，最烦蔬菜放坏。对吗？",
+        ] {
+            assert_eq!(empty_summary(&summary(fine)), None, "{fine}");
+        }
+        // A question is no summary, whatever its length.
+        let mut ask = summary("Ok?");
+        ask.action = AgentAction::AskQuestion {
+            objective_id: "o".into(),
+        };
+        assert_eq!(empty_summary(&ask), None);
     }
 }

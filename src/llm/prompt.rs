@@ -2,9 +2,12 @@
 //! Documented for humans in `docs/llm-contract.md`; `prompt_version_id` is a hash of the
 //! templates and the tool schemas, so every decision names exactly what the model was shown.
 //!
-//! The system message puts what never changes during a session first (role, craft, rules, the
-//! study, its objectives and fields) and what changes with every turn last (progress, known
-//! values, the last decision, time and turns left), so providers can cache the fixed part.
+//! The system message holds only what never changes during a session (role, craft, rules, the
+//! study, its objectives and fields); the user message has the conversation, then what changes
+//! with every turn (known values, the last decision, progress, time and turns left, what the
+//! runtime expects next, the instruction), so a server that caches a prompt's prefix reads only
+//! the new lines each turn (llama-cpp-python re-read ~1,900 tokens a step before, on one CPU
+//! thread ~10 s).
 //! Turns are cited by short aliases (`t1`, `t2`, …) that [`Listing::resolve`] maps back, and the
 //! conversation is windowed on long interviews.
 
@@ -65,10 +68,7 @@ Objectives (in priority order):
 {objectives}
 
 Output fields (internal: never name them to the participant):
-{fields}
-
-Now:
-{progress}";
+{fields}";
 
 /// What the runtime itself tells the model — the step's instructions, the notes it adds, the
 /// compatible form's line —, which no participant should read back: a small
@@ -248,7 +248,7 @@ fn progress_block(s: &Session, at: DateTime<Utc>) -> String {
 }
 
 /// The system prompt for this session's next decision.
-pub fn system_prompt(s: &Session, at: DateTime<Utc>) -> String {
+pub fn system_prompt(s: &Session) -> String {
     let Some(study) = s.study() else {
         return String::new();
     };
@@ -264,7 +264,11 @@ pub fn system_prompt(s: &Session, at: DateTime<Utc>) -> String {
         .replace("{instructions}", &study.agent_config.instructions)
         .replace("{objectives}", &objectives_block(s))
         .replace("{fields}", &fields_block(s))
-        .replace("{progress}", &progress_block(s, at))
+}
+
+/// Where the interview stands, for the end of a step's user message.
+pub fn progress_section(s: &Session, at: DateTime<Utc>) -> String {
+    format!("\n\nWhere the interview stands:\n{}", progress_block(s, at))
 }
 
 /// One line of the conversation as the model reads it.
@@ -425,8 +429,15 @@ pub fn transcript(
     listing: &Listing,
     c: &Conversation,
 ) -> String {
-    let mut out = super::quoted::known_block(s, events);
-    out.push_str(&listing.render());
+    // The conversation first and what changes every turn after it, so a server that caches a
+    // prompt's prefix (llama.cpp, vLLM, hosted providers) reads only the new lines each turn.
+    let mut out = listing.render();
+    let known = super::quoted::known_block(s, events);
+    if !known.is_empty() {
+        out.push('\n');
+        out.push_str(known.trim_end());
+        out.push('\n');
+    }
     if let Some(reply) = &c.unclassified_summary_reply {
         out.push_str(&format!(
             "(The participant's reply to the summary: {})\n",
@@ -583,19 +594,12 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_part_of_the_prompt_comes_before_what_changes() {
-        let template_progress = SYSTEM_TEMPLATE.find("{progress}").unwrap();
-        for fixed in [
-            "{title}",
-            "{objectives}",
-            "{fields}",
-            "How to interview well",
-        ] {
-            assert!(
-                SYSTEM_TEMPLATE.find(fixed).unwrap() < template_progress,
-                "{fixed}"
-            );
+    fn the_system_prompt_holds_only_what_is_fixed_for_a_study() {
+        // Progress, known values and the last decision change every turn: they go at the end
+        // of the user message, so a prompt cache keeps the whole system prompt.
+        for changing in ["{progress}", "{known}", "Now:"] {
+            assert!(!SYSTEM_TEMPLATE.contains(changing), "{changing}");
         }
-        assert!(SYSTEM_TEMPLATE.trim_end().ends_with("{progress}"));
+        assert!(SYSTEM_TEMPLATE.trim_end().ends_with("{fields}"));
     }
 }

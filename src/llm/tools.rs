@@ -57,6 +57,32 @@ fn unescape_entities(value: &mut Value) {
     }
 }
 
+/// `text` with the control characters inside its JSON strings escaped, if it has any.
+fn raw_controls_escaped(text: &str) -> Option<String> {
+    let (mut out, mut in_string, mut escaped, mut changed) =
+        (String::with_capacity(text.len() + 8), false, false, false);
+    for c in text.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            c if in_string && (c as u32) < 0x20 => {
+                changed = true;
+                match c {
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    other => out.push_str(&format!("\\u{:04x}", other as u32)),
+                }
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    changed.then_some(out)
+}
+
 pub fn proposal_from_call(
     name: &str,
     arguments: &str,
@@ -64,8 +90,15 @@ pub fn proposal_from_call(
     input_summary: String,
     resolve: &dyn Fn(&str) -> Option<Uuid>,
 ) -> Result<Proposal, String> {
-    let mut args: Value =
-        serde_json::from_str(arguments).map_err(|e| format!("arguments are not JSON: {e}"))?;
+    let mut args: Value = serde_json::from_str(arguments)
+        .or_else(|e| {
+            // A small model writes a line break inside a string as it is, not as `\n`
+            // (SmolLM2 behind llama-cpp-python, six steps in one interview): read it as meant.
+            raw_controls_escaped(arguments)
+                .and_then(|fixed| serde_json::from_str(&fixed).ok())
+                .ok_or(e)
+        })
+        .map_err(|e| format!("arguments are not JSON: {e}"))?;
     unescape_entities(&mut args);
     if !args.is_object() {
         return Err("arguments are not an object".into());
@@ -223,6 +256,17 @@ pub fn expected_action(name: &str, session: &interview_session::Session) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raw_line_break_inside_a_string_is_read_as_meant() {
+        let raw = "{\"objective_id\": \"o1\", \"message\": \"Hello.\nHow do you plan?\", \"rationale\": \"a\tb \\\"q\\\"\"}";
+        assert!(serde_json::from_str::<Value>(raw).is_err());
+        let fixed: Value = serde_json::from_str(&raw_controls_escaped(raw).unwrap()).unwrap();
+        assert_eq!(fixed["message"], "Hello.\nHow do you plan?");
+        assert_eq!(fixed["rationale"], "a\tb \"q\"");
+        // Between values a line break is whitespace, and nothing changes.
+        assert_eq!(raw_controls_escaped("{\n\"a\": 1\n}"), None);
+    }
 
     fn provenance() -> Provenance {
         Provenance {

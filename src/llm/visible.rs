@@ -43,6 +43,11 @@ const TERMS: &[&str] = &[
     "output field",
     "output schema",
     "system prompt",
+    // Talk about the participant, or the prompt's own labels, instead of to them (a small model
+    // echoes its instructions: "What the participant's latest message is.", "Your last
+    // decision is to stop").
+    "participant",
+    "last decision",
     // FR-04-27's internal terms (unless the study itself uses the word).
     "tool",
     "agent",

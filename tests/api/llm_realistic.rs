@@ -383,7 +383,7 @@ async fn one_model_round_trip_between_an_answer_and_the_next_question(store: Sto
 
 /// What the model is shown: interviewing craft, the study's threshold, a widget's question and
 /// the answer in words (not "Submitted 4"), its own last decision, turns and minutes used, short
-/// turn aliases; the fixed part first.
+/// turn aliases, what the runtime expects next; the fixed part first, what changes last.
 async fn the_prompt_carries_what_an_interviewer_needs(store: Store) {
     let llm = Llm::start(store).await;
     let (session, token, _) = llm
@@ -441,8 +441,20 @@ async fn the_prompt_carries_what_an_interviewer_needs(store: Store) {
         "{user}"
     );
     assert!(!system.contains("baseline satisfaction\""), "{system}");
-    assert!(system.contains("minutes used"), "{system}");
-    assert!(system.find("Output fields").unwrap() < system.find("Now:").unwrap());
+    // What changes every turn ends the user message (a prompt cache keeps the rest): the
+    // conversation, then what is known, where the interview stands, and what comes next.
+    assert!(!system.contains("minutes used"), "{system}");
+    let at = |needle: &str| {
+        user.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {user}"))
+    };
+    assert!(at("t5 participant") < at("- your last decision"));
+    assert!(at("- your last decision") < at("minutes used"));
+    assert!(at("minutes used") < at("What the runtime expects next"));
+    assert!(
+        user.trim_end().ends_with("Now call exactly one tool."),
+        "{user}"
+    );
     assert!(
         user.contains(r#"t5 participant: "(widget \"How satisfied are you with the way you plan groceries today?\") Satisfied (4 of 5)""#),
         "{user}"
