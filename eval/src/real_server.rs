@@ -60,11 +60,13 @@ fn is_step(d: &Value) -> bool {
         && !d["phase"].as_str().unwrap_or_default().contains("EXTRACT")
 }
 
-/// A step whose model was asked: the model's own, or a fallback that says why.
+/// A step whose model was asked: the model's own, or one made in its place, which names the
+/// model in its rationale ("Fallback after a model failure (…)", "the model's text contained
+/// …", "The model's call broke off …") or carries the refused proposal.
 fn asked_the_model(d: &Value) -> bool {
     let model = d["model"].as_str().unwrap_or_default();
-    let why = d["rationale"].as_str().unwrap_or_default();
-    model != "rules" || why.contains("model failure") || d["refused_proposal"].is_object()
+    let why = d["rationale"].as_str().unwrap_or_default().to_lowercase();
+    model != "rules" || why.contains("model") || d["refused_proposal"].is_object()
 }
 
 fn count(r: &Record) -> Counted {
@@ -205,22 +207,25 @@ pub async fn check(server: &Server, store: &str, records: &[Record]) -> StoreRun
         .collect();
     checks.push(("R1 every session ends", verdict(stuck)));
 
+    // Each step made in the model's place has its failure recorded (source `model` or `guard`):
+    // at least as many recorded failures as such steps, per session.
     let unexplained: Vec<String> = records
         .iter()
-        .flat_map(|r| {
-            let decisions = r.session["decision_log"]
+        .zip(&interviews)
+        .filter_map(|(r, c)| {
+            let recorded = r.session["errors"]
                 .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let has_errors = r.session["errors"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty());
-            decisions
                 .into_iter()
-                .filter(|d| is_step(d) && d["model"] == "rules" && asked_the_model(d))
-                .filter(move |_| !has_errors)
-                .map(|d| format!("{}: a fallback with no recorded failure: {d}", r.session_id))
-                .collect::<Vec<_>>()
+                .flatten()
+                .filter(|e| matches!(e["source"].as_str(), Some("model" | "guard")))
+                .count();
+            let replaced = c.fallback + c.refused;
+            (recorded < replaced).then(|| {
+                format!(
+                    "{}: {replaced} steps made in the model's place, {recorded} failures recorded",
+                    r.session_id
+                )
+            })
         })
         .collect();
     checks.push((

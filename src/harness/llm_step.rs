@@ -134,48 +134,6 @@ impl Progress<'_> {
     }
 }
 
-/// The text of a complete proposal that a participant would read, checked whole.
-fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
-    let mut texts: Vec<&str> = p
-        .message
-        .iter()
-        .chain(p.summary.iter())
-        .map(String::as_str)
-        .collect();
-    // A widget the model writes is read whole: its question, its choices, its scale's labels,
-    // and its research intent (which travels to the client with it).
-    if let Some(spec) = &p.interaction {
-        texts.extend(crate::llm::leaks::widget_texts(spec));
-        texts.push(&spec.research_intent);
-    }
-    texts
-        .into_iter()
-        .find_map(|t| visible.refuses(t))
-        .or_else(|| empty_summary(p))
-}
-
-/// A summary the participant is asked to confirm must say something: "./summary" (seen from a
-/// 135M model) would be confirmed as what the interview learned. Under about fifteen letters
-/// (a CJK character counting as three) it is refused, and the rules' summary, built from what
-/// was recorded, is proposed instead. No text at all is not refused: the runtime then writes
-/// the summary itself.
-fn empty_summary(p: &Proposal) -> Option<Refused> {
-    if p.action != AgentAction::SummarizeAndConfirm {
-        return None;
-    }
-    let text = p.summary.as_deref().or(p.message.as_deref())?;
-    let weight: usize = text
-        .chars()
-        .map(|c| match c {
-            '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' => 3,
-            c if c.is_alphabetic() => 1,
-            _ => 0,
-        })
-        .sum();
-    (weight > 0 && weight < 15)
-        .then(|| Refused("a summary too short to say what was learned".into()))
-}
-
 impl Harness {
     /// A model call's provenance — the model that answered, as the endpoint names it (the
     /// configured one otherwise), and its tokens — counted against the daily cap.
@@ -268,12 +226,13 @@ impl Harness {
         if alongside {
             user.push_str(prompt::ALONGSIDE_NOTE);
         }
+        let stopping =
+            session.stop_reason(step.now).is_some() || session.summary_confirmed().is_some();
         user.push_str(&prompt::progress_section(session, step.now));
         user.push_str(&prompt::expected_next(
             &super::rules::propose(session, conversation, step.now).action,
+            !stopping && !alongside,
         ));
-        let stopping =
-            session.stop_reason(step.now).is_some() || session.summary_confirmed().is_some();
         let tools: std::borrow::Cow<'static, str> = if stopping {
             // Questioning must stop: a question would only be rewritten, so the model is offered
             // what the guards allow now (and its words stream).
@@ -356,10 +315,12 @@ impl Harness {
             (None, None) => Err(("model_no_tool".into(), "the model called no tool".into())),
         };
         let shown = std::mem::take(&mut progress.shown);
-        let refused = progress
-            .refused
-            .clone()
-            .or_else(|| parsed.as_ref().ok().and_then(|p| refused_text(&visible, p)));
+        let refused = progress.refused.clone().or_else(|| {
+            parsed
+                .as_ref()
+                .ok()
+                .and_then(|p| super::step_text::refused_text(&visible, p))
+        });
         if let Some(Refused(term)) = refused {
             self.record_error(
                 step.session_id,
@@ -494,79 +455,5 @@ pub(super) fn usage_of(turn: &ModelTurn, prompt_chars: usize) -> TokenUsage {
         prompt_tokens,
         completion_tokens,
         total_tokens: prompt_tokens + completion_tokens,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn proposal(interaction: serde_json::Value) -> Proposal {
-        Proposal {
-            action: AgentAction::RenderInteraction {
-                objective_id: Some("pain_points".into()),
-            },
-            rationale: "r".into(),
-            message: Some("One more question.".into()),
-            interaction: Some(serde_json::from_value(interaction).unwrap()),
-            fields: Vec::new(),
-            summary: None,
-            input_summary: String::new(),
-            provenance: Provenance {
-                model: "m".into(),
-                prompt_version_id: "p".into(),
-                latency_ms: 0,
-                token_usage: Default::default(),
-            },
-            input_class: None,
-            refused: None,
-        }
-    }
-
-    #[test]
-    fn a_widget_the_model_writes_is_checked_whole() {
-        let study = crate::demo::definition()
-            .versioned_documents()
-            .pin("s", "demo");
-        let visible = Visible::for_study(&study);
-        let fine = serde_json::json!({"type": "single_choice", "prompt": "Which first?", "research_intent": "first pick",
-            "options": [{"id": "a", "label": "Meal ideas"}, {"id": "b", "label": "A shopping list"}]});
-        assert_eq!(refused_text(&visible, &proposal(fine)), None);
-        for bad in [
-            serde_json::json!({"type": "single_choice", "prompt": "Which first?", "research_intent": "x",
-                "options": [{"id": "a", "label": "{\"tool\": 1}"}, {"id": "b", "label": "B"}]}),
-            serde_json::json!({"type": "likert", "prompt": "How much?", "research_intent": "x", "scale": 3,
-                "labels": ["As an AI I think", "meh", "yes"]}),
-            serde_json::json!({"type": "yes_no", "prompt": "Ok?", "research_intent": "probe_hint for the agent"}),
-        ] {
-            assert!(
-                refused_text(&visible, &proposal(bad.clone())).is_some(),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_summary_that_says_nothing_is_refused() {
-        let summary = |text: &str| Proposal {
-            action: AgentAction::SummarizeAndConfirm,
-            message: Some(text.into()),
-            interaction: None,
-            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
-        };
-        assert!(empty_summary(&summary("./summary")).is_some());
-        assert!(empty_summary(&summary("Ok.")).is_some());
-        for fine in [
-            "You plan with a list and hate wasted food. Is that right?",
-            "你用清单计划购物，最烦蔬菜放坏。对吗？",
-        ] {
-            assert_eq!(empty_summary(&summary(fine)), None, "{fine}");
-        }
-        // A question is no summary, whatever its length.
-        let mut ask = summary("Ok?");
-        ask.action = AgentAction::AskQuestion {
-            objective_id: "o".into(),
-        };
-        assert_eq!(empty_summary(&ask), None);
     }
 }

@@ -30,6 +30,7 @@ mod kept;
 mod llm_records;
 mod llm_step;
 mod records;
+mod step_text;
 mod unclaimed;
 mod verdicts;
 

@@ -12,10 +12,13 @@
 //! of one waiter going before another.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use tokio::sync::oneshot;
+
+/// Streams cut short beside another request before the gate takes one at a time.
+const LEARN_AFTER: u32 = 2;
 
 /// Who waits for a request's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +51,12 @@ struct State {
 #[derive(Default)]
 pub struct Gate {
     state: Mutex<State>,
-    /// Whether a limit was set (by the operator or learned); a learned limit is logged once.
+    /// Whether a limit was set (by the operator, `0` included, or learned): nothing more is
+    /// learned then.
     limited: AtomicBool,
+    /// Streams cut short while another request was in flight (see
+    /// [`Gate::cut_short_beside_another`]).
+    cut_short: AtomicU32,
 }
 
 /// A request's place at the endpoint, given back (to the next waiter) when dropped.
@@ -84,14 +91,16 @@ impl Drop for Waiting<'_> {
 }
 
 impl Gate {
-    /// A gate letting at most `limit` requests through at once (0: no limit).
+    /// A gate letting at most `limit` requests through at once (0: no limit), as the operator
+    /// set it: never changed by what the endpoint does. [`Gate::default`] learns instead.
     pub fn new(limit: usize) -> Self {
         Self {
             state: Mutex::new(State {
                 limit,
                 ..State::default()
             }),
-            limited: AtomicBool::new(limit > 0),
+            limited: AtomicBool::new(true),
+            cut_short: AtomicU32::new(0),
         }
     }
 
@@ -156,10 +165,19 @@ impl Gate {
         state.in_flight -= 1;
     }
 
-    /// The endpoint failed a request while another was in flight, and no limit is set: the
-    /// server probably serves one request at a time (llama-cpp-python interrupts the running
-    /// request when another arrives). From now on one request goes at a time; said once.
-    pub fn learn_single_slot(&self) {
+    /// The endpoint cut a stream short (empty, or ended without finishing) while another
+    /// request was in flight. Twice, with no limit set: the server serves one request at a time
+    /// (llama-cpp-python interrupts the running request when another arrives), so from now on
+    /// one request goes at a time; said once. Twice, so that one dropped stream at a busy hosted
+    /// provider does not slow every session down.
+    pub fn cut_short_beside_another(&self) {
+        if self.cut_short.fetch_add(1, Ordering::Relaxed) + 1 < LEARN_AFTER {
+            return;
+        }
+        self.learn_single_slot();
+    }
+
+    fn learn_single_slot(&self) {
         if self.limited.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -210,6 +228,10 @@ mod tests {
     #[tokio::test]
     async fn no_limit_lets_everything_through_and_a_cut_waiter_loses_no_place() {
         let open = Gate::new(0);
+        // The operator's "no limit" is not learned away.
+        open.cut_short_beside_another();
+        open.cut_short_beside_another();
+        assert_eq!(open.limit(), 0);
         let (_a, b) = (
             open.enter(Priority::Background).await,
             open.enter(Priority::Background).await,
@@ -231,12 +253,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_learned_limit_takes_effect_once_the_calls_in_flight_end() {
-        let gate = Gate::new(0);
+        let gate = Gate::default();
         let (a, b) = (
             gate.enter(Priority::Background).await,
             gate.enter(Priority::Participant).await,
         );
-        gate.learn_single_slot();
+        gate.cut_short_beside_another();
+        assert_eq!(gate.limit(), 0, "once is not enough");
+        gate.cut_short_beside_another();
         assert_eq!(gate.limit(), 1);
         drop(a);
         // One still in flight: the next waits until it ends.

@@ -326,17 +326,19 @@ impl ModelGateway {
         let mut turn = ModelTurn::default();
         let model = request.body["model"].as_str().unwrap_or_default();
         let breaker = self.breaker(model, names_its_tool(&request.body));
-        if let Err(retry_in) = breaker.allows(started) {
-            // No call went out: nothing to charge (usage "reported" as zero).
-            turn.usage_reported = true;
-            return Err((ModelError::CircuitOpen(retry_in), turn));
-        }
-        // The wait for a place at a busy endpoint counts against the call's time.
+        // The wait for a place at a busy endpoint counts against the call's time. It comes
+        // before the breaker: a trial the breaker hands out must then go out (a trial taken
+        // and never recorded would keep the breaker open for good).
         let Ok(permit) = tokio::time::timeout_at(deadline, self.gate.enter(request.priority)).await
         else {
             turn.usage_reported = true;
             return Err((ModelError::Timeout(timeout.as_secs()), turn));
         };
+        if let Err(retry_in) = breaker.allows(Instant::now()) {
+            // No call went out: nothing to charge (usage "reported" as zero).
+            turn.usage_reported = true;
+            return Err((ModelError::CircuitOpen(retry_in), turn));
+        }
         let gate = &self.gate;
         let finish = |mut turn: ModelTurn, result: Result<(), ModelError>| {
             // A stream cut short while another request was in flight: the server serves one
@@ -344,7 +346,7 @@ impl ModelGateway {
             if matches!(result, Err(ModelError::Empty | ModelError::Dropped))
                 && (permit.shared || gate.others_in_flight())
             {
-                gate.learn_single_slot();
+                gate.cut_short_beside_another();
             }
             drop(permit);
             turn.latency_ms = started.elapsed().as_millis() as u64;

@@ -77,12 +77,24 @@ Output fields (internal: never name them to the participant):
 ///
 /// The tool schemas are not among them: JSON is refused as such, and their many short phrases
 /// would hold back a streamed word far more often.
-pub(crate) fn runtime_texts() -> [&'static str; 4] {
+pub(crate) fn runtime_texts() -> [&'static str; 16] {
     [
         SYSTEM_TEMPLATE,
         TRANSCRIPT_HEADER,
         ALONGSIDE_NOTE,
         super::wire::COMPAT_INSTRUCTION,
+        super::quoted::KNOWN_HEADER,
+        PROGRESS_HEADER,
+        NEXT_HEADER,
+        NEXT_ASK,
+        NEXT_PROBE,
+        NEXT_WIDGET,
+        NEXT_EXTRACT,
+        NEXT_SUMMARY,
+        NEXT_CONCLUDE,
+        NEXT_CHOICE,
+        INSTRUCTION,
+        super::quoted::RUNTIME_STEP,
     ]
 }
 
@@ -102,9 +114,9 @@ pub fn prompt_version_id() -> &'static str {
     ID.get_or_init(|| {
         let digest = sha256_hex(
             format!(
-                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{ALONGSIDE_NOTE}\n{TRANSCRIPT_HEADER}\n{}",
+                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{}",
                 super::prompt_records::EXTRACTION_TEMPLATE,
-                super::quoted::KNOWN_HEADER
+                runtime_texts().join("\n")
             )
             .as_bytes(),
         );
@@ -268,7 +280,7 @@ pub fn system_prompt(s: &Session) -> String {
 
 /// Where the interview stands, for the end of a step's user message.
 pub fn progress_section(s: &Session, at: DateTime<Utc>) -> String {
-    format!("\n\nWhere the interview stands:\n{}", progress_block(s, at))
+    format!("\n\n{PROGRESS_HEADER}{}", progress_block(s, at))
 }
 
 /// One line of the conversation as the model reads it.
@@ -447,38 +459,54 @@ pub fn transcript(
     out
 }
 
+/// How each next step is put to the model (after its tool and ids), and the lines around them:
+/// the fixed words of what [`expected_next`] writes, which are also internal text
+/// ([`runtime_texts`]) and part of the prompt's version.
+const NEXT_ASK: &str = "ask that objective's opening question in your own words";
+const NEXT_PROBE: &str = "one short follow-up in the participant's own words";
+const NEXT_WIDGET: &str = "show that objective's question (its widget is the study's own)";
+const NEXT_EXTRACT: &str = "record what the participant said";
+const NEXT_SUMMARY: &str =
+    "sum up what the participant told you in a few plain sentences and ask whether it is right";
+const NEXT_CONCLUDE: &str = "thank the participant and say goodbye";
+const NEXT_HEADER: &str = "What the runtime expects next: ";
+const NEXT_CHOICE: &str = ". Choose another step only if the participant's latest message calls for it (a question back, a wish to stop, an upset reply).";
+const INSTRUCTION: &str = "\nNow call exactly one tool.";
+const PROGRESS_HEADER: &str = "Where the interview stands:\n";
+
 /// The end of a step's user message: what the runtime expects next — the rules interviewer's
 /// own choice for this state, which the guards are sure to accept —, then the instruction, last.
 /// A small model follows a named next step far more often than it works one out from the
 /// progress lines; a larger one may still choose otherwise when the participant's latest
-/// message calls for it.
-pub fn expected_next(expected: &AgentAction) -> String {
+/// message calls for it. An extraction is named only when the step offers its tool (alongside a
+/// step, it does not).
+pub fn expected_next(expected: &AgentAction, extraction_offered: bool) -> String {
+    let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let what = match expected {
-        AgentAction::AskQuestion { objective_id } => format!(
-            "ask_question with objective_id \"{objective_id}\": ask that objective's opening question in your own words"
-        ),
+        AgentAction::AskQuestion { objective_id } => {
+            format!("ask_question with objective_id \"{objective_id}\": {NEXT_ASK}")
+        }
         AgentAction::Probe {
             objective_id,
             trigger,
             ..
         } => format!(
-            "probe with objective_id \"{objective_id}\" and trigger \"{}\": one short follow-up in the participant's own words",
-            serde_json::to_value(trigger).unwrap_or_default().as_str().unwrap_or_default()
+            "probe with objective_id \"{objective_id}\" and trigger \"{}\": {NEXT_PROBE}",
+            name(serde_json::to_value(trigger).unwrap_or_default())
         ),
         AgentAction::RenderInteraction { objective_id } => format!(
-            "render_interaction with objective_id \"{}\": show that objective's question (its widget is the study's own)",
+            "render_interaction with objective_id \"{}\": {NEXT_WIDGET}",
             objective_id.as_deref().unwrap_or_default()
         ),
-        AgentAction::ExtractFields => "extract_fields: record what the participant said".into(),
-        AgentAction::SummarizeAndConfirm => "summarize_and_confirm: sum up what the participant told you in a few plain sentences and ask whether it is right".into(),
+        AgentAction::ExtractFields if !extraction_offered => return format!("\n{INSTRUCTION}"),
+        AgentAction::ExtractFields => format!("extract_fields: {NEXT_EXTRACT}"),
+        AgentAction::SummarizeAndConfirm => format!("summarize_and_confirm: {NEXT_SUMMARY}"),
         AgentAction::Conclude { reason } => format!(
-            "conclude with reason \"{}\": thank the participant and say goodbye",
-            serde_json::to_value(reason).unwrap_or_default().as_str().unwrap_or_default()
+            "conclude with reason \"{}\": {NEXT_CONCLUDE}",
+            name(serde_json::to_value(reason).unwrap_or_default())
         ),
     };
-    format!(
-        "\n\nWhat the runtime expects next: {what}. Choose another step only if the participant's latest message calls for it (a question back, a wish to stop, an upset reply).\nNow call exactly one tool."
-    )
+    format!("\n\n{NEXT_HEADER}{what}{NEXT_CHOICE}{INSTRUCTION}")
 }
 
 /// Added to the conversation when the participant's input is being extracted alongside.

@@ -72,6 +72,8 @@ fn raw_controls_escaped(text: &str) -> Option<String> {
                     '\n' => out.push_str("\\n"),
                     '\r' => out.push_str("\\r"),
                     '\t' => out.push_str("\\t"),
+                    // PostgreSQL cannot store U+0000 (the gateway replaces the escaped form too).
+                    '\0' => out.push_str("\\ufffd"),
                     other => out.push_str(&format!("\\u{:04x}", other as u32)),
                 }
                 continue;

@@ -47,7 +47,7 @@ const TERMS: &[&str] = &[
     // echoes its instructions: "What the participant's latest message is.", "Your last
     // decision is to stop").
     "participant",
-    "last decision",
+    "your last decision",
     // FR-04-27's internal terms (unless the study itself uses the word).
     "tool",
     "agent",
@@ -197,7 +197,10 @@ impl Visible {
     /// study's own identifiers that look like identifiers (an objective or field id with `_`).
     pub fn for_study(study: &PinnedStudy) -> Self {
         let config = &study.study_config;
-        let mut public = format!("{} {}", config.title, config.description);
+        let mut public = format!(
+            "{} {} {}",
+            config.title, config.description, config.consent.text
+        );
         // What participants read (probe hints are the interviewer's, not theirs).
         for o in &config.objectives {
             public.push_str(&format!(" {} {}", o.title, o.opening_question));

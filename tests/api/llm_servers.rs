@@ -82,6 +82,19 @@ async fn one_request_at_a_time_to_a_single_slot_server(store: Store) {
         requests.iter().all(|r| !r["tool_choice"].is_object()),
         "no extraction went alongside a step: {requests:?}"
     );
+    // With no extraction alongside, the step is told the next step the rules would take.
+    let user = requests.last().unwrap()["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        user.contains("\n\nWhat the runtime expects next: "),
+        "{user}"
+    );
+    assert!(
+        user.trim_end().ends_with("Now call exactly one tool."),
+        "{user}"
+    );
     let timeline = llm.model.timeline();
     for pair in timeline.windows(2) {
         let ended = pair[0].ended.expect("each call ended");
