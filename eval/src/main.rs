@@ -207,6 +207,7 @@ async fn main() {
             },
         };
         let server = start_server(url, args.real_model.clone());
+        let calls_before = real_server::calls_so_far(&server).await;
         let mut records = Vec::new();
         for mode in &modes {
             for study in [
@@ -260,7 +261,7 @@ async fn main() {
             }
         }
         if args.real_model.is_some() {
-            real_runs.push(real_server::check(&server, store, &records).await);
+            real_runs.push(real_server::check(&server, store, &records, calls_before).await);
         }
     }
     print_table(&table, sessions);
