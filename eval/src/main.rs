@@ -283,8 +283,11 @@ async fn main() {
 /// honoured, evidence on topic as this suite matches questions to objectives) rest on the
 /// model's reading too, and a 135M model's wit is not what the real-server run tests: they are
 /// reported, not failed.
+/// The research-data properties the runtime holds whatever a real model says. Not 13: the
+/// decision records the model's own reading of the input when it gives one (a capable model
+/// reads a message better than the phrase lists), so it holds as far as the model reads well.
 fn held_with_a_real_model(property: &str) -> bool {
-    ["01 ", "02 ", "12 ", "13 ", "14 "]
+    ["01 ", "02 ", "12 ", "14 "]
         .iter()
         .any(|p| property.starts_with(p))
 }

@@ -229,26 +229,17 @@ impl Harness {
         let stopping =
             session.stop_reason(step.now).is_some() || session.summary_confirmed().is_some();
         user.push_str(&prompt::progress_section(session, step.now));
+        // Only what the guards would carry out as proposed (`offered.rs`); an extraction only of
+        // an input not extracted yet (a model offered it after every extraction spent the turn's
+        // three calls on it), and none while questioning stops or one runs alongside.
+        let extraction =
+            !stopping && !alongside && super::llm_records::extraction_due(session, events);
+        let offers = super::offered::offered_now(session, step.now, extraction);
         user.push_str(&prompt::expected_next(
-            &super::rules::propose(session, conversation, step.now).action,
-            !stopping && !alongside,
+            &super::rules::propose(session, conversation, step.now),
+            offers.iter().any(|o| o.tool == "extract_fields"),
         ));
-        let tools: std::borrow::Cow<'static, str> = if stopping {
-            // Questioning must stop: a question would only be rewritten, so the model is offered
-            // what the guards allow now (and its words stream).
-            let summary = accepted_as_is(session, AgentAction::SummarizeAndConfirm, step.now);
-            let names: &[&str] = if summary {
-                &["summarize_and_confirm", "conclude"]
-            } else {
-                &["conclude"]
-            };
-            crate::llm::schemas::only(names).into()
-        } else if alongside {
-            prompt::tools_without_extraction().into()
-        } else {
-            prompt::TOOLS.into()
-        };
-        let tools = crate::llm::schemas::for_study(&tools, study).into();
+        let tools = crate::llm::schemas::for_step(&offers, study).into();
         let request = prompt::request(model, system, user, tools);
         let prompt_chars = request.sent_chars();
         let input_summary = format!(

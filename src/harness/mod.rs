@@ -29,6 +29,7 @@ mod claimed;
 mod kept;
 mod llm_records;
 mod llm_step;
+mod offered;
 mod records;
 mod step_text;
 mod unclaimed;

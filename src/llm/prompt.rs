@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
-use interview_session::decision::AgentAction;
+use interview_session::decision::{AgentAction, Proposal};
 use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
 use interview_session::interaction::InteractionKind;
@@ -77,7 +77,7 @@ Output fields (internal: never name them to the participant):
 ///
 /// The tool schemas are not among them: JSON is refused as such, and their many short phrases
 /// would hold back a streamed word far more often.
-pub(crate) fn runtime_texts() -> [&'static str; 16] {
+pub(crate) fn runtime_texts() -> [&'static str; 18] {
     [
         SYSTEM_TEMPLATE,
         TRANSCRIPT_HEADER,
@@ -93,6 +93,8 @@ pub(crate) fn runtime_texts() -> [&'static str; 16] {
         NEXT_SUMMARY,
         NEXT_CONCLUDE,
         NEXT_CHOICE,
+        NEXT_WORDING,
+        NEXT_SUMMARY_WORDING,
         INSTRUCTION,
         super::quoted::RUNTIME_STEP,
     ]
@@ -470,6 +472,8 @@ const NEXT_SUMMARY: &str =
     "sum up what the participant told you in a few plain sentences and ask whether it is right";
 const NEXT_CONCLUDE: &str = "thank the participant and say goodbye";
 const NEXT_HEADER: &str = "What the runtime expects next: ";
+const NEXT_WORDING: &str = ". One way to say it (improve on it if you can): ";
+const NEXT_SUMMARY_WORDING: &str = "; with the summary: ";
 const NEXT_CHOICE: &str = ". Choose another step only if the participant's latest message calls for it (a question back, a wish to stop, an upset reply).";
 const INSTRUCTION: &str = "\nNow call exactly one tool.";
 const PROGRESS_HEADER: &str = "Where the interview stands:\n";
@@ -479,10 +483,12 @@ const PROGRESS_HEADER: &str = "Where the interview stands:\n";
 /// A small model follows a named next step far more often than it works one out from the
 /// progress lines; a larger one may still choose otherwise when the participant's latest
 /// message calls for it. An extraction is named only when the step offers its tool (alongside a
-/// step, it does not).
-pub fn expected_next(expected: &AgentAction, extraction_offered: bool) -> String {
+/// step, it does not). The rules' own words come with it as one way to say it: a 135M model
+/// asked for "the opening question in your own words" wrote "What the participant wants to
+/// know…" (refused as meta-talk) in 6 of 11 steps; given words, it adapts or copies them.
+pub fn expected_next(expected: &Proposal, extraction_offered: bool) -> String {
     let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    let what = match expected {
+    let what = match &expected.action {
         AgentAction::AskQuestion { objective_id } => {
             format!("ask_question with objective_id \"{objective_id}\": {NEXT_ASK}")
         }
@@ -506,7 +512,15 @@ pub fn expected_next(expected: &AgentAction, extraction_offered: bool) -> String
             name(serde_json::to_value(reason).unwrap_or_default())
         ),
     };
-    format!("\n\n{NEXT_HEADER}{what}{NEXT_CHOICE}{INSTRUCTION}")
+    let mut wording = String::new();
+    if let Some(message) = expected.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        wording = format!("{NEXT_WORDING}{}", super::quoted::quoted(message));
+        if let Some(summary) = expected.summary.as_deref().filter(|s| !s.trim().is_empty()) {
+            wording.push_str(NEXT_SUMMARY_WORDING);
+            wording.push_str(&super::quoted::quoted(summary));
+        }
+    }
+    format!("\n\n{NEXT_HEADER}{what}{wording}{NEXT_CHOICE}{INSTRUCTION}")
 }
 
 /// Added to the conversation when the participant's input is being extracted alongside.
