@@ -272,7 +272,6 @@ pub async fn check(
         + count(&[
             "model_text_refused",
             "model_bad_arguments",
-            "model_too_long",
             "model_several_tools",
         ]);
     let no_tool_call = count(&[
@@ -284,6 +283,8 @@ pub async fn check(
         "model_stream_dropped",
         "model_stalled",
         "model_timeout",
+        // Cut at the output budget: plain text runs on too (the gateway counts any content).
+        "model_too_long",
     ]);
     let form_found = match form["form"].as_str() {
         Some("standard" | "compatible" | "unstreamed")

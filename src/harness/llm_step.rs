@@ -235,8 +235,13 @@ impl Harness {
         let extraction =
             !stopping && !alongside && super::llm_records::extraction_due(session, events);
         let offers = super::offered::offered_now(session, step.now, extraction);
+        let expected = super::rules::propose(session, conversation, step.now);
+        let judged = session
+            .judge(&expected, Some(Uuid::nil().to_string()), step.now)
+            .ok();
         user.push_str(&prompt::expected_next(
-            &super::rules::propose(session, conversation, step.now),
+            &expected.action,
+            judged.as_ref(),
             offers.iter().any(|o| o.tool == "extract_fields"),
         ));
         let tools = crate::llm::schemas::for_step(&offers, study).into();

@@ -13,8 +13,18 @@ use chrono::{DateTime, Utc};
 use interview_session::decision::{AgentAction, ConcludeReason, ProbeTrigger};
 use interview_session::Session;
 
-use super::llm_step::accepted_as_is;
 use crate::llm::schemas::Offer;
+
+/// Whether the guards would carry out `action` as proposed, judged on the action alone (its
+/// words, widget and fields are checked when it is proposed: a model may write the widget of
+/// an objective the study gives none). A closing stands whatever reason the runtime records.
+fn accepted(session: &Session, action: &AgentAction, now: DateTime<Utc>) -> bool {
+    match session.allowed(action.clone(), now) {
+        Ok(AgentAction::Conclude { .. }) => matches!(action, AgentAction::Conclude { .. }),
+        Ok(carried) => carried == *action,
+        Err(_) => false,
+    }
+}
 
 const TRIGGERS: [ProbeTrigger; 4] = [
     ProbeTrigger::Vague,
@@ -39,7 +49,7 @@ const REASONS: [ConcludeReason; 7] = [
 /// whether `extract_fields` may be among them (not while an extraction runs alongside). Never
 /// empty: should no step stand as proposed, every tool is offered and the guards decide.
 pub fn offered_now(session: &Session, now: DateTime<Utc>, extraction: bool) -> Vec<Offer> {
-    let accepted = |action: AgentAction| accepted_as_is(session, action, now);
+    let accepted = |action: AgentAction| accepted(session, &action, now);
     let objectives: Vec<&str> = session
         .study()
         .map(|s| {

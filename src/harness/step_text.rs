@@ -23,7 +23,39 @@ pub(super) fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
     texts
         .into_iter()
         .find_map(|t| visible.refuses(t))
+        .or_else(|| unfinished_message(p))
         .or_else(|| empty_summary(p))
+}
+
+/// The characters a whole message may end with: a sentence's end, in the scripts the runtime
+/// speaks, or a closing bracket or quote after one.
+const SENTENCE_ENDS: [char; 10] = ['.', '?', '!', '。', '？', '！', ')', '）', '"', '”'];
+
+/// A message a participant reads is words that end as a sentence ends: "3.140952786-1" and "]["
+/// (seen from a 135M model) are no question, and a message cut at a schema's length bound ends
+/// mid-word — the participant would read a broken-off utterance. Fewer than two letters, or a
+/// last character that ends no sentence, and the message is refused; the rules' step speaks.
+fn unfinished_message(p: &Proposal) -> Option<Refused> {
+    let text = p.message.as_deref()?.trim_end();
+    if text.is_empty() {
+        return None;
+    }
+    if letter_weight(text) < 2 {
+        return Some(Refused("a message with no words".into()));
+    }
+    (!text.ends_with(SENTENCE_ENDS))
+        .then(|| Refused("a message that does not end as a sentence ends".into()))
+}
+
+/// Letters in `text`, a CJK character counting as three (it carries about a word).
+fn letter_weight(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c {
+            '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' => 3,
+            c if c.is_alphabetic() => 1,
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A summary the participant is asked to confirm must say something: "./summary" (seen from a
@@ -36,14 +68,7 @@ fn empty_summary(p: &Proposal) -> Option<Refused> {
         return None;
     }
     let text = p.summary.as_deref().or(p.message.as_deref())?;
-    let weight: usize = text
-        .chars()
-        .map(|c| match c {
-            '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' => 3,
-            c if c.is_alphabetic() => 1,
-            _ => 0,
-        })
-        .sum();
+    let weight = letter_weight(text);
     (weight > 0 && weight < 15)
         .then(|| Refused("a summary too short to say what was learned".into()))
 }
@@ -95,6 +120,35 @@ mod tests {
                 refused_text(&visible, &proposal(bad.clone())).is_some(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn a_message_is_words_that_end_as_a_sentence_ends() {
+        let ask = |text: &str| Proposal {
+            action: AgentAction::AskQuestion {
+                objective_id: "planning_habits".into(),
+            },
+            message: Some(text.into()),
+            interaction: None,
+            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
+        };
+        for bad in [
+            "3.140952786-1",
+            "][",
+            "{",
+            "?",
+            "How do you plan your groceries",
+        ] {
+            assert!(unfinished_message(&ask(bad)).is_some(), "{bad}");
+        }
+        for fine in [
+            "How do you plan your groceries?",
+            "Tell me more.",
+            "你平时怎么计划买菜？",
+            "You said \"a list.\"",
+        ] {
+            assert_eq!(unfinished_message(&ask(fine)), None, "{fine}");
         }
     }
 

@@ -14,7 +14,8 @@
 use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
-use interview_session::decision::{AgentAction, Proposal};
+use interview_session::aggregate::{Carried, Judged};
+use interview_session::decision::AgentAction;
 use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
 use interview_session::interaction::InteractionKind;
@@ -472,8 +473,8 @@ const NEXT_SUMMARY: &str =
     "sum up what the participant told you in a few plain sentences and ask whether it is right";
 const NEXT_CONCLUDE: &str = "thank the participant and say goodbye";
 const NEXT_HEADER: &str = "What the runtime expects next: ";
-const NEXT_WORDING: &str = ". One way to say it (improve on it if you can): ";
-const NEXT_SUMMARY_WORDING: &str = "; with the summary: ";
+const NEXT_WORDING: &str = "\n- one way to say it (improve on it if you can): ";
+const NEXT_SUMMARY_WORDING: &str = "\n- the summary could read: ";
 const NEXT_CHOICE: &str = ". Choose another step only if the participant's latest message calls for it (a question back, a wish to stop, an upset reply).";
 const INSTRUCTION: &str = "\nNow call exactly one tool.";
 const PROGRESS_HEADER: &str = "Where the interview stands:\n";
@@ -483,12 +484,17 @@ const PROGRESS_HEADER: &str = "Where the interview stands:\n";
 /// A small model follows a named next step far more often than it works one out from the
 /// progress lines; a larger one may still choose otherwise when the participant's latest
 /// message calls for it. An extraction is named only when the step offers its tool (alongside a
-/// step, it does not). The rules' own words come with it as one way to say it: a 135M model
-/// asked for "the opening question in your own words" wrote "What the participant wants to
-/// know…" (refused as meta-talk) in 6 of 11 steps; given words, it adapts or copies them.
-pub fn expected_next(expected: &Proposal, extraction_offered: bool) -> String {
+/// step, it does not). The words the rules' step would say (`judged`: the question, the
+/// probe, the closing, or the summary) follow on a line of their own, quoted, as one way to say
+/// it: a 135M model asked for "the opening question in your own words" wrote "What the
+/// participant wants to know…" (refused as meta-talk) in 6 of 11 steps.
+pub fn expected_next(
+    expected: &AgentAction,
+    judged: Option<&Judged>,
+    extraction_offered: bool,
+) -> String {
     let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
-    let what = match &expected.action {
+    let what = match expected {
         AgentAction::AskQuestion { objective_id } => {
             format!("ask_question with objective_id \"{objective_id}\": {NEXT_ASK}")
         }
@@ -512,15 +518,17 @@ pub fn expected_next(expected: &Proposal, extraction_offered: bool) -> String {
             name(serde_json::to_value(reason).unwrap_or_default())
         ),
     };
-    let mut wording = String::new();
-    if let Some(message) = expected.message.as_deref().filter(|m| !m.trim().is_empty()) {
-        wording = format!("{NEXT_WORDING}{}", super::quoted::quoted(message));
-        if let Some(summary) = expected.summary.as_deref().filter(|s| !s.trim().is_empty()) {
-            wording.push_str(NEXT_SUMMARY_WORDING);
-            wording.push_str(&super::quoted::quoted(summary));
+    let wording = match judged.map(|j| &j.carried) {
+        Some(Carried::Summary { summary, .. }) => {
+            format!("{NEXT_SUMMARY_WORDING}{}", super::quoted::quoted(summary))
         }
-    }
-    format!("\n\n{NEXT_HEADER}{what}{wording}{NEXT_CHOICE}{INSTRUCTION}")
+        _ => judged
+            .and_then(Judged::message)
+            .filter(|m| !m.trim().is_empty())
+            .map(|m| format!("{NEXT_WORDING}{}", super::quoted::quoted(m)))
+            .unwrap_or_default(),
+    };
+    format!("\n\n{NEXT_HEADER}{what}{NEXT_CHOICE}{wording}{INSTRUCTION}")
 }
 
 /// Added to the conversation when the participant's input is being extracted alongside.

@@ -115,8 +115,12 @@ const ANY_FIELD_ITEM: &str = r#"{"type": "object", "properties": {
 /// to the schema then cannot write a number into a text field or a schema into a value — what a
 /// small model did 5 times in 11 steps with an untyped `value`.
 fn typed_fields(tools: String, schema: &interview_session::study::OutputSchema) -> String {
-    let Some(start) = tools.find(ANY_FIELD_ITEM) else {
-        return tools; // a study with no output fields keeps the untyped item
+    // A study with no output fields keeps the untyped item (an empty `anyOf` is no schema).
+    let Some(start) = tools
+        .find(ANY_FIELD_ITEM)
+        .filter(|_| !schema.fields.is_empty())
+    else {
+        return tools;
     };
     let end_marker = r#"}, "required": ["field_id", "value", "confidence"]}"#;
     let end = start + tools[start..].find(end_marker).expect("the item ends") + end_marker.len();
@@ -135,7 +139,7 @@ fn typed_fields(tools: String, schema: &interview_session::study::OutputSchema) 
         "confidence": {CONFIDENCE},
         "evidence_turn_ids": {{"type": "array", "items": {{"type": "string", "pattern": "^t[1-9][0-9]{{0,3}}$"}}, "maxItems": 8}},
         "quote": {{"type": "string", "maxLength": 300}}
-      }}, "required": ["field_id", "value", "confidence"]}}"#,
+      }}, "required": ["field_id", "value", "confidence"], "additionalProperties": false}}"#,
                     value = value_schema(field)
                 ),
                 format!(
@@ -144,7 +148,7 @@ fn typed_fields(tools: String, schema: &interview_session::study::OutputSchema) 
         "value": {{"type": "null"}},
         "status": {{"type": "string", "enum": ["refused", "unknown", "skipped"]}},
         "confidence": {CONFIDENCE}
-      }}, "required": ["field_id", "value", "status", "confidence"]}}"#
+      }}, "required": ["field_id", "value", "status", "confidence"], "additionalProperties": false}}"#
                 ),
             ]
         })

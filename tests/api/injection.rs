@@ -53,6 +53,8 @@ fn quoted_line(line: &str) -> bool {
             .is_some_and(|(n, rest)| n.parse::<u32>().is_ok() && rest.contains(": \""));
     turn || line.starts_with("- ") && line.contains(" = \"")
         || line.starts_with("- your last decision: ")
+        || line.starts_with("- one way to say it (improve on it if you can): \"")
+        || line.starts_with("- the summary could read: \"")
         || line.starts_with("(The participant's reply to the summary: \"")
 }
 

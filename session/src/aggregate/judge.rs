@@ -95,6 +95,16 @@ impl Session {
         })
     }
 
+    /// The action the guards would carry out for a proposal of `action`, whatever its words,
+    /// widget or fields (those are checked on the proposal itself): what a policy may be offered.
+    pub fn allowed(
+        &self,
+        action: AgentAction,
+        at: DateTime<Utc>,
+    ) -> Result<AgentAction, SessionError> {
+        self.allowed_action(action, at)
+    }
+
     /// The action the session's rules allow instead of `action`, or why none is: the guards in
     /// the order they apply.
     fn allowed_action(
