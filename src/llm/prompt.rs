@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::harness::conversation::Conversation;
 use crate::llm::gateway::ModelRequest;
-pub use crate::llm::schemas::{extraction_tool, tools, tools_without_extraction, TOOLS};
+pub use crate::llm::schemas::{extraction_tool, tools, TOOLS};
 
 const SYSTEM_TEMPLATE: &str = "\
 You are a warm, curious research interviewer running a one-to-one interview in natural conversation.

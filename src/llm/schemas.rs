@@ -10,38 +10,6 @@ use serde_json::Value;
 /// properties reach the model in the contract's order (its target before its text).
 pub const TOOLS: &str = include_str!("tools.json");
 
-/// The tools without `extract_fields`: offered for the next step when the extraction of the
-/// participant's input runs alongside it (as written, like [`TOOLS`]).
-pub fn tools_without_extraction() -> &'static str {
-    static TEXT: OnceLock<String> = OnceLock::new();
-    TEXT.get_or_init(|| {
-        let all: Vec<&serde_json::value::RawValue> =
-            serde_json::from_str(TOOLS).expect("tools.json is a list");
-        let kept: Vec<&str> = all
-            .iter()
-            .map(|t| t.get())
-            .filter(|t| !t.contains("\"name\": \"extract_fields\""))
-            .collect();
-        format!("[{}]", kept.join(",\n"))
-    })
-}
-
-/// Only the tools named, as written.
-pub fn only(names: &[&str]) -> String {
-    let all: Vec<&serde_json::value::RawValue> =
-        serde_json::from_str(TOOLS).expect("tools.json is a list");
-    let kept: Vec<&str> = all
-        .iter()
-        .map(|t| t.get())
-        .filter(|t| {
-            names
-                .iter()
-                .any(|n| t.contains(&format!("\"name\": \"{n}\"")))
-        })
-        .collect();
-    format!("[{}]", kept.join(",\n"))
-}
-
 /// The tools as one study's requests send them: `objective_id` and `field_id` limited to the
 /// study's own ids (an `enum`), so a server that constrains decoding to the schema (llama.cpp,
 /// vLLM, Ollama) cannot write an id the guards would refuse (`"1"`, `"}],"` and
