@@ -13,8 +13,8 @@
 //! - no participant-visible text carries an internal id, JSON, markup or a failure code;
 //! - model calls per participant input stay within bounds, and no session passed its budget;
 //! - `replay verify --all` passes;
-//! - the model's share of the interviewer's decisions (counted per interview), reported against
-//!   the aim of most, not held yet.
+//! - the model's share of the interviewer's decisions (counted per interview), reported per
+//!   store against the aim of most, and held across the stores at more than a third.
 
 use std::collections::BTreeMap;
 
@@ -42,14 +42,21 @@ struct Counted {
     errors: BTreeMap<String, usize>,
     /// The first message of each code, for the report.
     messages: BTreeMap<String, String>,
+    /// What the participant read from the model's own steps: each decision's next interviewer
+    /// turn (the report shows the model's words, so its share is read with its quality).
+    said: Vec<String>,
 }
 
 /// Calls per participant input allowed on average: a step (and its unstreamed retry, once),
 /// an extraction alongside, a screening verdict now and then.
 const CALLS_PER_INPUT: f64 = 3.0;
 
-/// Of the interviewer's steps the model was asked for, the share it must decide itself.
+/// Of the interviewer's steps the model was asked for, the share it should decide itself (the
+/// aim, reported per store).
 const MODEL_SHARE: f64 = 0.5;
+
+/// The share held across the stores (`report`).
+const MODEL_FLOOR: f64 = 1.0 / 3.0;
 
 /// Whether a decision is an interviewer step (not an extraction, not a consent or screening
 /// widget, not the closing the runtime says itself).
@@ -91,6 +98,23 @@ fn count(r: &Record) -> Counted {
         refused: 0,
         errors: BTreeMap::new(),
         messages: BTreeMap::new(),
+        said: Vec::new(),
+    };
+    let transcript: Vec<&Value> = r.session["transcript"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    // A decision names the turn it follows; its words are the next interviewer turn after it.
+    let words_after = |turn: Option<&str>| {
+        let from = turn
+            .and_then(|id| transcript.iter().position(|t| t["turn_id"] == id))
+            .map_or(0, |i| i + 1);
+        transcript[from.min(transcript.len())..]
+            .iter()
+            .find(|t| t["role"] == "assistant")
+            .and_then(|t| t["content"].as_str())
+            .map(String::from)
     };
     for d in decisions
         .iter()
@@ -102,6 +126,7 @@ fn count(r: &Record) -> Counted {
             c.fallback += 1;
         } else {
             c.model += 1;
+            c.said.extend(words_after(d["turn_id"].as_str()));
         }
     }
     for e in r.session["errors"].as_array().into_iter().flatten() {
@@ -172,6 +197,8 @@ fn leak_in(text: &str, r: &Record) -> Option<String> {
         "exactly one call",
         "rationale",
         "participant_input",
+        "following functions",
+        "()",
     ] {
         if lower.contains(marker) {
             return Some(format!("{marker:?}"));
@@ -330,8 +357,9 @@ pub async fn check(
         .map(|c| c.model + c.fallback + c.refused)
         .sum();
     let share = model_decisions as f64 / asked.max(1) as f64;
-    // The aim (issue 32), reported, not yet held: SmolLM2-135M decides between a sixth and
-    // three quarters of its steps from run to run. That it answers with tool calls is held by R3.
+    // The aim (issue 32), reported per store: with the schemas' patterns SmolLM2-135M decided
+    // between three fifths and four fifths of its steps in the runs of December 2026. A floor
+    // is held across the stores (`report`); that it answers with tool calls is held by R3.
     let aim = format!(
         "{model_decisions} of {asked} ({:.0} %); aim: more than {:.0} %",
         share * 100.0,
@@ -398,6 +426,15 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
             );
         }
     }
+    println!("\nWhat participants read from the model's own steps:\n");
+    for run in runs {
+        for c in &run.interviews {
+            for text in &c.said {
+                let short: String = text.replace('\n', " / ").chars().take(160).collect();
+                println!("- {} {}: {short}", run.store, c.persona);
+            }
+        }
+    }
     println!();
     for run in runs {
         let mut seen = BTreeMap::new();
@@ -419,6 +456,26 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
                 }
             }
         }
+    }
+    // R7 held as a floor across the stores (about twenty steps): a third. The aim, most of them,
+    // is reported per store above; with ten steps a store the share swings too much from run to
+    // run to hold the aim itself without failing good runs, and a third is well above what the
+    // runtime reached before its schemas constrained the words (a tenth to a quarter).
+    let (model, asked) = runs
+        .iter()
+        .flat_map(|run| &run.interviews)
+        .fold((0, 0), |(m, a), c| {
+            (m + c.model, a + c.model + c.fallback + c.refused)
+        });
+    let held = model as f64 > asked as f64 * MODEL_FLOOR;
+    println!(
+        "  {} R7 the model's share across the stores: {model} of {asked}, floor more than a third",
+        if held { "ok  " } else { "FAIL" }
+    );
+    if !held {
+        failures.push(format!(
+            "R7 the model decided {model} of {asked} steps across the stores"
+        ));
     }
     failures
 }

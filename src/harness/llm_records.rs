@@ -322,7 +322,7 @@ pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool
     // Only where the guards would take an extraction now (not, say, after a confirmed summary).
     if !has_fields
         || !session.interviewing()
-        || !super::llm_step::accepted_as_is(
+        || !super::streamed::accepted_as_is(
             session,
             interview_session::decision::AgentAction::ExtractFields,
             chrono::Utc::now(),

@@ -11,6 +11,7 @@ use interview_session::Session;
 use uuid::Uuid;
 
 use super::conversation::Conversation;
+use super::streamed::Progress;
 use super::{rules, Harness};
 use crate::live::stream_hub::Live;
 use crate::llm::visible::{Refused, Visible};
@@ -34,104 +35,6 @@ pub(super) enum Shown {
     /// Part of a message that will not stand; the committed utterance (another text) replaces
     /// it on the participant's screen (`message.completed` carries the full text).
     Replaced,
-}
-
-/// Whether the guards would carry out `action` as is (so its text may be shown now).
-pub(super) fn accepted_as_is(session: &Session, action: AgentAction, now: DateTime<Utc>) -> bool {
-    let stub = Proposal {
-        action,
-        rationale: "pre-check".into(),
-        message: Some("pre-check".into()),
-        interaction: None,
-        fields: Vec::new(),
-        summary: Some("pre-check".into()),
-        input_summary: String::new(),
-        provenance: Provenance {
-            model: String::new(),
-            prompt_version_id: String::new(),
-            latency_ms: 0,
-            token_usage: Default::default(),
-        },
-        input_class: None,
-        refused: None,
-    };
-    match session.judge(&stub, Some(Uuid::nil().to_string()), now) {
-        Ok(j) => {
-            j.proposed.is_none()
-                // A closing message stands whatever reason the runtime records.
-                || matches!(
-                    (&j.action, &stub.action),
-                    (AgentAction::Conclude { .. }, AgentAction::Conclude { .. })
-                )
-        }
-        Err(_) => false,
-    }
-}
-
-/// The streaming side of one call: what was shown, and what the check decided.
-struct Progress<'a> {
-    session: &'a Session,
-    visible: &'a Visible,
-    now: DateTime<Utc>,
-    /// The action the shown text was judged for: `None` until known; `Some(None)` when the
-    /// guards would rewrite it (nothing is shown).
-    verdict: Option<Option<AgentAction>>,
-    /// Set when the text was judged for the objective the session expected because the model
-    /// sent its words before naming one.
-    assumed: bool,
-    shown: String,
-    /// The message argument arrived whole and all of it was shown.
-    complete: bool,
-    refused: Option<Refused>,
-}
-
-impl Progress<'_> {
-    /// The part of the message that may be shown now, beyond what already was.
-    fn advance(&mut self, name: &str, args: &str) -> Option<String> {
-        if self.refused.is_some() {
-            return None;
-        }
-        let message = tools::partial_message(args);
-        if self.verdict.is_none() {
-            // The guard needs the tool and its target; a model that writes its words first gets
-            // them judged for the objective the session expects (docs/llm-contract.md).
-            let action = match tools::partial_action(name, args) {
-                Some(action) => Some(action),
-                None if message.is_some() => {
-                    self.assumed = true;
-                    tools::expected_action(name, self.session)
-                }
-                None => None,
-            };
-            if let Some(action) = action {
-                let ok = accepted_as_is(self.session, action.clone(), self.now);
-                self.verdict = Some(ok.then_some(action));
-            }
-        }
-        let Some(Some(_)) = &self.verdict else {
-            return None;
-        };
-        let (message, complete) = message?;
-        match self.visible.check(&message, complete) {
-            Err(refused) => {
-                self.refused = Some(refused);
-                None
-            }
-            Ok(ready) => {
-                let ready = &message[..ready];
-                let delta = ready
-                    .strip_prefix(self.shown.as_str())
-                    .filter(|d| !d.is_empty())
-                    .map(String::from);
-                if delta.is_some() {
-                    self.shown = ready.to_string();
-                }
-                // Whole only when everything the model wrote is what was shown.
-                self.complete = complete && self.shown == message;
-                delta
-            }
-        }
-    }
 }
 
 impl Harness {

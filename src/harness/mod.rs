@@ -32,6 +32,7 @@ mod llm_step;
 mod offered;
 mod records;
 mod step_text;
+mod streamed;
 mod unclaimed;
 mod verdicts;
 

@@ -171,6 +171,20 @@ pub(crate) fn widget_texts(spec: &InteractionSpec) -> Vec<&str> {
     texts
 }
 
+/// What OpenAI-compatible servers' chat templates wrap the tools in, which a small model reads
+/// as part of its prompt and echoes like the runtime's own instructions: SmolLM2-135M behind
+/// llama-cpp-python's `chatml-function-calling` wrote "You have access to the following
+/// functions: list, request.add(function), …" as a question.
+const SERVER_TEMPLATE_TEXTS: [&str; 4] = [
+    // llama-cpp-python, `chatml-function-calling`.
+    "You have access to the following functions. You can respond to users messages with either a single message or one or more function calls. To respond with a message begin the message with 'message:', use the following format: message: <message>. To respond with one or more function calls begin the message with 'functions.<function_name>:', use the following format",
+    // llama-cpp-python, `functionary` and the legacy function-calling formats.
+    "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, detailed, and polite answers to the user's questions. The assistant calls functions with appropriate input when necessary",
+    // Hermes-style templates (vLLM, Ollama, llama.cpp's generic tool format).
+    "You are a function calling AI model. You are provided with function signatures within tools XML tags. You may call one or more functions to assist with the user query. Don't make assumptions about what values to plug into functions.",
+    "You have access to the following tools. Respond with a JSON object containing the tool to call and its arguments.",
+];
+
 impl Leaks {
     pub fn for_study(study: &PinnedStudy, fold: impl Fn(&str) -> String) -> Self {
         let config = &study.study_config;
@@ -179,6 +193,7 @@ impl Leaks {
         public.extend(config.completion_redirect_url.as_deref());
         let mut internal: Vec<&str> = vec![&study.agent_config.instructions];
         internal.extend(super::prompt::runtime_texts());
+        internal.extend(SERVER_TEMPLATE_TEXTS);
         for o in &config.objectives {
             public.extend([o.title.as_str(), o.opening_question.as_str()]);
             public.extend(o.probe_hints.iter().map(String::as_str));

@@ -114,6 +114,8 @@ fn the_runtime_s_own_instructions_repeated_are_refused() {
     for echo in [
         "You can call exactly one of the tools offered, never with plain text.",
         "I am a warm, curious research interviewer running a one-to-one interview here.",
+        // The server's chat template, read back (llama-cpp-python's chatml-function-calling).
+        "You have access to the following functions: list, request.add(function), and more.",
     ] {
         let (shown, refused) = stream(&v, echo);
         assert!(refused.is_some(), "{echo:?} was shown");

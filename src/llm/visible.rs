@@ -15,9 +15,10 @@ use super::leaks::Leaks;
 /// Terms that never reach a participant (ASCII ones are matched case-insensitively, as whole
 /// words where they start or end with a letter).
 const TERMS: &[&str] = &[
-    // Raw JSON, markup and model control text.
+    // Raw JSON, markup, code and model control text.
     "{",
     "}",
+    "()",
     "```",
     "\":",
     "<think",
@@ -48,6 +49,19 @@ const TERMS: &[&str] = &[
     // decision is to stop").
     "participant",
     "your last decision",
+    "asked true",
+    "asked false",
+    "covered true",
+    "covered false",
+    "widget shown",
+    "one way to say it",
+    "the summary could read",
+    "your objective",
+    "the user",
+    // The schema's own words, echoed from the tool definitions ("maxLength: 500, type: string").
+    "maxlength",
+    "minlength",
+    "type: string",
     // FR-04-27's internal terms (unless the study itself uses the word).
     "tool",
     "agent",

@@ -73,6 +73,15 @@ fn internal_talk_is_refused_before_it_shows() {
         ("Let me ask about planning_habits next.", "planning_habits"),
         ("作为人工智能，我想问你", "作为人工智能"),
         ("My rationale: they were vague.", "rationale"),
+        ("Use addToCart() for it?", "()"),
+        (
+            "The user asked you to answer a question about food.",
+            "the user",
+        ),
+        (
+            "Your objective is to plan your weekly shopping.",
+            "your objective",
+        ),
     ] {
         let (shown, refused) = stream(&v, text);
         let expected = if term.contains('_') {

@@ -202,6 +202,29 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
         "{said}"
     );
 
+    // A text that begins as no sentence does ("./pickup.json: …", seen from a 135M model) is
+    // held from its first character, not shown and then replaced.
+    let path = "./pickup.json: What do you plan first?";
+    let refusals = |s: &serde_json::Value| {
+        s["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["code"] == "model_text_refused")
+            .count()
+    };
+    let before = refusals(&s);
+    let s = llm
+        .say(&session, &token, "Mostly on Sundays.", vec![Reply::Realistic(
+            "probe",
+            json!({"objective_id": "planning_habits", "trigger": "vague", "message": path, "rationale": "r"}),
+        )])
+        .await;
+    let frames = until_said(&mut sse).await;
+    assert!(!deltas(&frames).concat().contains("pickup"), "{frames:?}");
+    assert!(!last_assistant(&s).contains("pickup"));
+    assert_eq!(refusals(&s), before + 1);
+
     // Reasoning text before the call is never shown.
     let s = llm
         .say(&session, &token, "Mostly me.", vec![Reply::Thinking(
