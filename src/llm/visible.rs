@@ -58,6 +58,8 @@ const TERMS: &[&str] = &[
     "the summary could read",
     "your objective",
     "the user",
+    "the last step",
+    "calls for it",
     // The schema's own words, echoed from the tool definitions ("maxLength: 500, type: string").
     "maxlength",
     "minlength",

@@ -107,7 +107,45 @@ async fn one_request_at_a_time_to_a_single_slot_server(store: Store) {
     assert_eq!(ready["model"]["max_concurrent_requests"], 1, "{ready}");
 }
 
+/// When the model's extraction fails, the runtime copies the answer as said; the next step's
+/// prompt marks that copy as a placeholder, not as a value known at 0.90 that the model would
+/// trust and echo (issue 32; seen with SmolLM2-135M, which copied such values as its question).
+async fn a_copied_answer_is_a_placeholder_in_the_prompt(store: Store) {
+    // Concrete enough that the rules extract it rather than probe.
+    const ANSWER: &str = "Every Sunday evening my partner and I pick the meals for the week and I write the list on my phone.";
+    let llm = Llm::start_custom(store, |s| s.model_max_concurrent_requests = Some(1), |_| {}).await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you plan your shopping?", "rationale": "open"}),
+        )])
+        .await;
+    let probe = "Who else adds things to that list?";
+    let s = llm
+        .say(&session, &token, ANSWER, vec![
+            Reply::Garbage,
+            Reply::Realistic(
+                "probe",
+                json!({"objective_id": "planning_habits", "trigger": "missing_field", "message": probe, "rationale": "household"}),
+            ),
+        ])
+        .await;
+    assert_eq!(last_assistant(&s), probe, "{s}");
+    let requests = llm.model.requests();
+    let user = requests.last().unwrap()["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        user.contains(
+            &format!("- planning_method = \"{ANSWER}\" (a placeholder: the answer as said, not extracted yet)")
+        ),
+        "{user}"
+    );
+}
+
 crate::both_stores!(
     steps_go_unstreamed_to_a_server_that_streams_only_named_tools,
-    one_request_at_a_time_to_a_single_slot_server
+    one_request_at_a_time_to_a_single_slot_server,
+    a_copied_answer_is_a_placeholder_in_the_prompt
 );
