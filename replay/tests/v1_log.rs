@@ -9,6 +9,7 @@
 mod common;
 
 use common::replay;
+use interview_session::commands as cmd;
 
 use interview_projections::Db;
 use interview_runtime::settings::Secret;
@@ -186,7 +187,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
         .store
         .execute(
             &session,
-            interview_session::SessionCommand::Expire { at: later },
+            interview_session::SessionCommand::Expire(cmd::Expire { at: later }),
             interview_runtime::command::store::Actor::System,
             "v1-test",
         )
@@ -246,7 +247,10 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
                 .unwrap()
         }
     };
-    system(interview_session::SessionCommand::Expire { at: later }).await;
+    system(interview_session::SessionCommand::Expire(cmd::Expire {
+        at: later,
+    }))
+    .await;
     // An edit of a version 2 payload, under the session.
     let sql = match store {
         Store::Sqlite => format!("UPDATE events SET payload = json_set(payload, '$.reason', 'participant_requested_end') WHERE aggregate_id = '{session}' AND event_type = 'session.abandoned'"),
@@ -271,12 +275,12 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
         .store
         .execute(
             &session,
-            interview_session::SessionCommand::RecordError {
+            interview_session::SessionCommand::RecordError(cmd::RecordError {
                 source: "test".into(),
                 code: "after_the_edit".into(),
                 message: "written by a cold process".into(),
                 at: later,
-            },
+            }),
             interview_runtime::command::store::Actor::System,
             "test",
         )

@@ -234,181 +234,27 @@ impl Aggregate for Session {
         // One function per command, by who sends it: lifecycle.rs, participant.rs,
         // interviewer.rs, system.rs, erase.rs (the guards they share are below).
         match command {
-            C::Create {
-                session_id,
-                study,
-                participant_ref,
-                participant_token_sha256,
-                preview,
-                chain_secret,
-                at,
-            } => {
-                let created = EventBody::SessionCreated {
-                    session_id,
-                    study,
-                    participant_ref,
-                    participant_token_sha256,
-                    preview,
-                    chain_secret,
-                };
-                self.create(sink, created, at).await
-            }
-            C::Start { at } => self.start(sink, at).await,
-            C::PostMessage {
-                turn_id,
-                client_message_id,
-                content,
-                at,
-            } => {
-                self.post_message(sink, turn_id, client_message_id, content, false, at)
-                    .await
-            }
-            C::StartAgentMessage {
-                message_id,
-                run_id,
-                process_id,
-                takes_over,
-                at,
-            } => {
-                self.claim_utterance(sink, message_id, run_id, process_id, takes_over, at)
-                    .await
-            }
-            C::CompleteAgentMessage {
-                message_id,
-                content,
-                await_reply,
-                at,
-            } => {
-                self.complete_utterance(sink, message_id, content, await_reply, at)
-                    .await
-            }
-            C::RenderInteraction { interaction, at } => {
-                self.render_interaction(sink, interaction, at).await
-            }
-            C::Decide {
-                message_id,
-                interaction_id,
-                proposal,
-                at,
-            } => {
-                self.decide(sink, message_id, interaction_id, proposal, at)
-                    .await
-            }
-            C::DecideUnclaimed {
-                after_hash,
-                message_id,
-                run_id,
-                process_id,
-                interaction_id,
-                proposal,
-                at,
-            } => {
-                let step = interviewer::Unclaimed {
-                    after_hash,
-                    message_id,
-                    run_id,
-                    process_id,
-                    interaction_id,
-                };
-                self.decide_unclaimed(sink, step, proposal, at).await
-            }
-            C::RecordExtraction {
-                message_id,
-                proposal,
-                at,
-            } => {
-                self.record_extraction_alongside(sink, message_id, proposal, at)
-                    .await
-            }
-            C::SubmitInteraction {
-                interaction_id,
-                turn_id,
-                status,
-                value,
-                client_context,
-                at,
-            } => {
-                self.submit_interaction(
-                    sink,
-                    interaction_id,
-                    turn_id,
-                    status,
-                    value,
-                    client_context,
-                    at,
-                )
-                .await
-            }
-            C::SubmitThenPostMessage {
-                interaction_id,
-                turn_id,
-                status,
-                value,
-                client_context,
-                message,
-                at,
-            } => {
-                self.submit_then_post_message(
-                    sink,
-                    interaction_id,
-                    turn_id,
-                    status,
-                    value,
-                    client_context,
-                    message,
-                    at,
-                )
-                .await
-            }
-            C::EvaluateScreening {
-                eligible,
-                rationale,
-                decided_by,
-                at,
-            } => {
-                self.evaluate_screening(sink, eligible, rationale, decided_by, at)
-                    .await
-            }
-            C::ConfirmSummary {
-                confirmed,
-                addition,
-                at,
-            } => self.confirm_summary(sink, confirmed, addition, at).await,
-            C::StartFinalExtraction { extraction_id, at } => {
-                self.start_final_extraction(sink, extraction_id, at).await
-            }
-            C::CompleteFinalExtraction {
-                extraction_id,
-                fields,
-                decided_by,
-                at,
-            } => {
-                self.complete_final_extraction(sink, extraction_id, fields, decided_by, at)
-                    .await
-            }
-            C::RecordError {
-                source,
-                code,
-                message,
-                at,
-            } => self.record_error(sink, source, code, message, at).await,
-            C::Complete {
-                summary,
-                summary_confirmed,
-                reason,
-                at,
-            } => {
-                self.complete(sink, summary, summary_confirmed, reason, at)
-                    .await
-            }
-            C::Expire { at } => self.expire(sink, at).await,
-            C::RequestEnd { at } => self.end_by_participant(sink, at).await,
-            C::Abandon { reason, at } => self.abandon(sink, reason, at).await,
-            C::RecordErasure {
-                erasure,
-                head_hash,
-                at,
-            } => self.record_erasure(sink, erasure, &head_hash, at).await,
+            C::Create(c) => self.create(sink, c).await,
+            C::Start(c) => self.start(sink, c).await,
+            C::PostMessage(c) => self.post_message(sink, c, false).await,
+            C::StartAgentMessage(c) => self.claim_utterance(sink, c).await,
+            C::CompleteAgentMessage(c) => self.complete_utterance(sink, c).await,
+            C::RenderInteraction(c) => self.render_interaction(sink, c).await,
+            C::Decide(c) => self.decide(sink, c).await,
+            C::DecideUnclaimed(c) => self.decide_unclaimed(sink, c).await,
+            C::RecordExtraction(c) => self.record_extraction_alongside(sink, c).await,
+            C::SubmitInteraction(c) => self.submit_interaction(sink, c).await,
+            C::SubmitThenPostMessage(c) => self.submit_then_post_message(sink, c).await,
+            C::EvaluateScreening(c) => self.evaluate_screening(sink, c).await,
+            C::ConfirmSummary(c) => self.confirm_summary(sink, c).await,
+            C::StartFinalExtraction(c) => self.start_final_extraction(sink, c).await,
+            C::CompleteFinalExtraction(c) => self.complete_final_extraction(sink, c).await,
+            C::RecordError(c) => self.record_error(sink, c).await,
+            C::Complete(c) => self.complete(sink, c).await,
+            C::Expire(c) => self.expire(sink, c).await,
+            C::RequestEnd(c) => self.end_by_participant(sink, c).await,
+            C::Abandon(c) => self.abandon(sink, c).await,
+            C::RecordErasure(c) => self.record_erasure(sink, c).await,
         }
     }
 

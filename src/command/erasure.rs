@@ -8,6 +8,7 @@
 use chrono::Utc;
 use cqrs_es::AggregateError;
 use interview_projections::erasure::{self, Receipt};
+use interview_session::commands as cmd;
 use interview_session::erasure::{ErasedBy, Erasure};
 use interview_session::{SessionCommand, SessionError};
 
@@ -46,7 +47,7 @@ pub async fn erase(
         let prepared = erasure::prepare(&state.db, session_id)
             .await?
             .ok_or_else(ApiError::session_not_found)?;
-        let command = SessionCommand::RecordErasure {
+        let command = SessionCommand::RecordErasure(cmd::RecordErasure {
             erasure: Erasure {
                 by,
                 reason: reason.clone(),
@@ -56,7 +57,7 @@ pub async fn erase(
             },
             head_hash: prepared.head_hash.clone(),
             at: Utc::now(),
-        };
+        });
         match state
             .store
             .execute(session_id, command, actor(by), request_id)

@@ -1,7 +1,7 @@
 //! The cqrs-es `EventStore` the server runs commands on: what cqrs-es's plain event store does
 //! (load by folding the stream, commit by appending), plus the folded `Session` of recently used
-//! sessions kept in memory. Events are read with `interview_projections::log` (the table is the
-//! one postgres-es and sqlite-es define, plus the `hash` column their reads do not return) and
+//! sessions kept in memory. Events are read with `interview_projections::log` (the table has the
+//! layout postgres-es and sqlite-es define, plus the `hash` column their reads do not return) and
 //! decoded through the one decode point (`interview_session::codec`), so a session goes on from
 //! the hash that is stored, never from one recomputed from a payload a store may have rewritten;
 //! they are appended through the projector, typed and encoded side by side, with the views they

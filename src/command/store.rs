@@ -158,7 +158,7 @@ impl SessionStore {
                 // An unclaimed decision is not judged again on a state its run did not see.
                 Err(AggregateError::AggregateConflict)
                     if attempt < CONFLICT_RETRIES
-                        && !matches!(command, SessionCommand::DecideUnclaimed { .. }) =>
+                        && !matches!(command, SessionCommand::DecideUnclaimed(_)) =>
                 {
                     attempt += 1
                 }
@@ -181,26 +181,26 @@ impl SessionStore {
 
 fn command_name(command: &SessionCommand) -> &'static str {
     match command {
-        SessionCommand::Create { .. } => "create",
-        SessionCommand::Start { .. } => "start",
-        SessionCommand::PostMessage { .. } => "post_message",
-        SessionCommand::SubmitThenPostMessage { .. } => "submit_then_post_message",
-        SessionCommand::StartAgentMessage { .. } => "start_agent_message",
-        SessionCommand::CompleteAgentMessage { .. } => "complete_agent_message",
-        SessionCommand::RenderInteraction { .. } => "render_interaction",
-        SessionCommand::SubmitInteraction { .. } => "submit_interaction",
-        SessionCommand::Decide { .. } => "decide",
-        SessionCommand::DecideUnclaimed { .. } => "decide_unclaimed",
-        SessionCommand::RecordExtraction { .. } => "record_extraction",
-        SessionCommand::EvaluateScreening { .. } => "evaluate_screening",
-        SessionCommand::ConfirmSummary { .. } => "confirm_summary",
-        SessionCommand::RecordError { .. } => "record_error",
-        SessionCommand::Complete { .. } => "complete",
-        SessionCommand::Expire { .. } => "expire",
-        SessionCommand::StartFinalExtraction { .. } => "start_final_extraction",
-        SessionCommand::CompleteFinalExtraction { .. } => "complete_final_extraction",
-        SessionCommand::Abandon { .. } => "abandon",
-        SessionCommand::RequestEnd { .. } => "request_end",
-        SessionCommand::RecordErasure { .. } => "record_erasure",
+        SessionCommand::Create(_) => "create",
+        SessionCommand::Start(_) => "start",
+        SessionCommand::PostMessage(_) => "post_message",
+        SessionCommand::SubmitThenPostMessage(_) => "submit_then_post_message",
+        SessionCommand::StartAgentMessage(_) => "start_agent_message",
+        SessionCommand::CompleteAgentMessage(_) => "complete_agent_message",
+        SessionCommand::RenderInteraction(_) => "render_interaction",
+        SessionCommand::SubmitInteraction(_) => "submit_interaction",
+        SessionCommand::Decide(_) => "decide",
+        SessionCommand::DecideUnclaimed(_) => "decide_unclaimed",
+        SessionCommand::RecordExtraction(_) => "record_extraction",
+        SessionCommand::EvaluateScreening(_) => "evaluate_screening",
+        SessionCommand::ConfirmSummary(_) => "confirm_summary",
+        SessionCommand::RecordError(_) => "record_error",
+        SessionCommand::Complete(_) => "complete",
+        SessionCommand::Expire(_) => "expire",
+        SessionCommand::StartFinalExtraction(_) => "start_final_extraction",
+        SessionCommand::CompleteFinalExtraction(_) => "complete_final_extraction",
+        SessionCommand::Abandon(_) => "abandon",
+        SessionCommand::RequestEnd(_) => "request_end",
+        SessionCommand::RecordErasure(_) => "record_erasure",
     }
 }

@@ -7,6 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_es::AggregateError;
+use interview_session::commands as cmd;
 use interview_session::decision::{AgentAction, Proposal, RefusedProposal};
 use interview_session::events::SessionEvent;
 use interview_session::study::AgentMode;
@@ -39,13 +40,13 @@ impl Harness {
             Some(open) if self.claim_is_dead(open.process_id).await? => Some(open.run_id),
             _ => None,
         };
-        let claim = SessionCommand::StartAgentMessage {
+        let claim = SessionCommand::StartAgentMessage(cmd::StartAgentMessage {
             message_id,
             run_id,
             process_id: Some(self.process_id),
             takes_over,
             at: now,
-        };
+        });
         match self.execute(session_id, claim, run_id).await {
             Ok(()) => {}
             Err(AggregateError::UserError(
@@ -98,12 +99,12 @@ impl Harness {
                 self.hub.publish_words(session_id, &message_id, text);
             }
         }
-        let decide = SessionCommand::Decide {
+        let decide = SessionCommand::Decide(cmd::Decide {
             message_id,
             interaction_id: Some(interaction_id),
             proposal: Box::new(proposal),
             at: now,
-        };
+        });
         self.execute(session_id, decide, run_id).await?;
         Ok(RunOutcome::Yielded)
     }

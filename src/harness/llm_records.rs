@@ -2,6 +2,7 @@
 //! verdict on what the study's rules leave open, and the extraction of a participant's input
 //! that runs alongside the next step (`docs/llm-contract.md`).
 
+use interview_session::commands as cmd;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -111,12 +112,12 @@ impl Harness {
             Ok((fields, call)) => (fields, Some(call)),
             Err((code, message)) => {
                 let message = crate::llm::redact::redact(&message, None);
-                let command = interview_session::SessionCommand::RecordError {
+                let command = interview_session::SessionCommand::RecordError(cmd::RecordError {
                     source: "final_extraction".into(),
                     code,
                     message: format!("{message}; the rules copier made the final extraction"),
                     at: Utc::now().max(now),
-                };
+                });
                 if let Err(e) = self
                     .store
                     .execute(

@@ -36,6 +36,7 @@ mod streamed;
 mod unclaimed;
 mod verdicts;
 
+use interview_session::commands as cmd;
 use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
@@ -159,7 +160,7 @@ impl Harness {
             let now = Utc::now();
             match loaded.session.status() {
                 SessionStatus::Created => {
-                    let start = SessionCommand::Start { at: now };
+                    let start = SessionCommand::Start(cmd::Start { at: now });
                     self.execute_unless_done(session_id, start, run_id).await?;
                     continue;
                 }

@@ -4,6 +4,7 @@
 
 use chrono::Utc;
 use cqrs_es::AggregateError;
+use interview_session::commands as cmd;
 use interview_session::decision::Proposal;
 use interview_session::{SessionCommand, SessionError};
 use uuid::Uuid;
@@ -20,11 +21,11 @@ impl Harness {
         proposal: Proposal,
         run_id: Uuid,
     ) -> Result<(), HarnessError> {
-        let command = SessionCommand::RecordExtraction {
+        let command = SessionCommand::RecordExtraction(cmd::RecordExtraction {
             message_id,
             proposal: Box::new(proposal),
             at: Utc::now(),
-        };
+        });
         match self.execute(session_id, command, run_id).await {
             Ok(()) => Ok(()),
             Err(AggregateError::UserError(refusal)) => {
@@ -67,12 +68,12 @@ impl Harness {
             detail = message,
             "handled failure; falling back"
         );
-        let command = SessionCommand::RecordError {
+        let command = SessionCommand::RecordError(cmd::RecordError {
             source: source.into(),
             code: code.into(),
             message: message.into(),
             at: Utc::now(),
-        };
+        });
         if let Err(e) = self.execute(session_id, command, run_id).await {
             tracing::error!(session_id, error = %e, "cannot record a harness error");
         }

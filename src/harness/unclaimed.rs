@@ -7,6 +7,7 @@
 
 use chrono::Utc;
 use cqrs_es::AggregateError;
+use interview_session::commands as cmd;
 use interview_session::decision::Proposal;
 use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand};
@@ -55,7 +56,7 @@ impl Harness {
         if !as_proposed {
             return Ok(Unclaimed::NotTaken(Some(Box::new(proposal))));
         }
-        let decide = SessionCommand::DecideUnclaimed {
+        let decide = SessionCommand::DecideUnclaimed(cmd::DecideUnclaimed {
             after_hash: session.head_hash().to_string(),
             message_id: Uuid::new_v4(),
             run_id,
@@ -63,7 +64,7 @@ impl Harness {
             interaction_id: Some(interaction_id),
             proposal: Box::new(proposal),
             at: now,
-        };
+        });
         match self.execute(session_id, decide, run_id).await {
             Ok(()) => Ok(Unclaimed::Committed),
             // The session moved after the run loaded it (another run's step, the participant's

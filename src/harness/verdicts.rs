@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use cqrs_es::AggregateError;
+use interview_session::commands as cmd;
 use interview_session::input_class::classify;
 use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
@@ -34,11 +35,11 @@ impl Harness {
             .study()
             .map_or(&[][..], |s| &s.agent_config.end_phrases[..]);
         let adds = classify(reply, ends).is_answer();
-        let command = SessionCommand::ConfirmSummary {
+        let command = SessionCommand::ConfirmSummary(cmd::ConfirmSummary {
             confirmed,
             addition: (!confirmed && adds).then(|| reply.to_string()),
             at: now,
-        };
+        });
         self.execute_unless_done(session_id, command, run_id).await
     }
 
@@ -71,12 +72,12 @@ impl Harness {
                 (eligible, rationale, None)
             }
         };
-        let command = SessionCommand::EvaluateScreening {
+        let command = SessionCommand::EvaluateScreening(cmd::EvaluateScreening {
             eligible,
             rationale,
             decided_by,
             at: now,
-        };
+        });
         self.execute_unless_done(session_id, command, run_id).await
     }
 

@@ -10,6 +10,7 @@
 //! sweep: one claim at a time, one completion; a claim abandoned by a dead process is retried
 //! once it is stale, which is also the backoff after a failure (recorded as `error.recorded`).
 
+use interview_session::commands as cmd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,10 +74,10 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, Api
 pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Result<bool, ApiError> {
     let id = id.to_string();
     let extraction_id = Uuid::new_v4();
-    let claim = SessionCommand::StartFinalExtraction {
+    let claim = SessionCommand::StartFinalExtraction(cmd::StartFinalExtraction {
         extraction_id,
         at: now,
-    };
+    });
     match state
         .store
         .execute(&id, claim, Actor::System, "final-extraction")
@@ -99,12 +100,12 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
             // In llm mode one model call over the whole transcript; the rules copier
             // otherwise, and as the recorded fallback.
             let (fields, decided_by) = state.harness.final_fields(&id, &loaded, now).await;
-            let complete = SessionCommand::CompleteFinalExtraction {
+            let complete = SessionCommand::CompleteFinalExtraction(cmd::CompleteFinalExtraction {
                 extraction_id,
                 fields,
                 decided_by,
                 at: Utc::now().max(now),
-            };
+            });
             match state
                 .store
                 .execute(&id, complete, Actor::System, "final-extraction")
@@ -135,12 +136,12 @@ pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Resu
                 detail = message,
                 "final extraction failed; it will be retried"
             );
-            let error = SessionCommand::RecordError {
+            let error = SessionCommand::RecordError(cmd::RecordError {
                 source: "final_extraction".into(),
                 code: "final_extraction_failed".into(),
                 message,
                 at: Utc::now().max(now),
-            };
+            });
             let _ = state
                 .store
                 .execute(&id, error, Actor::System, "final-extraction")

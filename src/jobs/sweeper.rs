@@ -6,6 +6,7 @@
 //! safe on several processes at once and against a participant who comes back at the last
 //! moment: whoever commits first wins the optimistic lock and the other is refused.
 
+use interview_session::commands as cmd;
 use std::time::Duration;
 
 use actix_web::web;
@@ -30,7 +31,7 @@ pub async fn sweep_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, A
             .store
             .execute(
                 &id,
-                SessionCommand::Expire { at: now },
+                SessionCommand::Expire(cmd::Expire { at: now }),
                 Actor::System,
                 "sweeper",
             )

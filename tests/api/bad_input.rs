@@ -1,6 +1,7 @@
 //! Table-driven bad input: each case asserts the status, the error code, and that nothing was
 //! written (no event, no study).
 
+use interview_session::commands as cmd;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -95,10 +96,10 @@ async fn bad_input_is_refused_with_a_clear_error_and_writes_nothing(store: Store
     app.run(&ended).await;
     app.execute(
         &ended,
-        interview_session::SessionCommand::Abandon {
+        interview_session::SessionCommand::Abandon(cmd::Abandon {
             reason: interview_session::ConcludeReason::Timeout,
             at: chrono::Utc::now(),
-        },
+        }),
     )
     .await;
     // A paused study and a draft that names a slug but was never published.

@@ -3,6 +3,7 @@
 //! session's rebuild, a rebuild of every session) gives the same overview.
 
 use chrono::{DateTime, Duration, Utc};
+use interview_session::commands as cmd;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -155,9 +156,9 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     let idle_phase = s["current_phase"].as_str().unwrap().to_string();
     app.execute(
         &idle,
-        interview_session::SessionCommand::Expire {
+        interview_session::SessionCommand::Expire(cmd::Expire {
             at: Utc::now() + Duration::hours(30),
-        },
+        }),
     )
     .await;
     // Still at the consent; and a researcher's preview, which is not counted.
@@ -278,12 +279,12 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     let first = completed[0]["session_id"].as_str().unwrap();
     app.execute(
         first,
-        interview_session::SessionCommand::RecordError {
+        interview_session::SessionCommand::RecordError(cmd::RecordError {
             source: "model".into(),
             code: "model_timeout".into(),
             message: "the model did not answer".into(),
             at: Utc::now(),
-        },
+        }),
     )
     .await;
     let o = overview(&app, &study).await;

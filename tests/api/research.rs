@@ -1,5 +1,6 @@
 //! Researcher read APIs and exports over interviews run by the rules interviewer.
 
+use interview_session::commands as cmd;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -386,10 +387,10 @@ async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store:
     let stale = uuid::Uuid::new_v4();
     app.execute(
         &session,
-        interview_session::SessionCommand::StartFinalExtraction {
+        interview_session::SessionCommand::StartFinalExtraction(cmd::StartFinalExtraction {
             extraction_id: stale,
             at: chrono::Utc::now(),
-        },
+        }),
     )
     .await;
     let now = chrono::Utc::now();

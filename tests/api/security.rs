@@ -2,6 +2,7 @@
 //! and never their body, too many connections from one address, a command the database refuses
 //! inside a full batch, error bodies from places other than our routes, HEAD.
 
+use interview_session::commands as cmd;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -156,12 +157,12 @@ async fn a_poisoned_command_fails_alone_in_a_full_batch(store: Store) {
             };
             let session = session.clone();
             tokio::spawn(async move {
-                let command = interview_session::SessionCommand::PostMessage {
+                let command = interview_session::SessionCommand::PostMessage(cmd::PostMessage {
                     turn_id: uuid::Uuid::new_v4(),
                     client_message_id: None,
                     content,
                     at: chrono::Utc::now(),
-                };
+                });
                 store
                     .execute(
                         &session,

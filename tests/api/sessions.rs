@@ -1,5 +1,6 @@
 //! The participant contract: create, message, submit, read; tokens; idempotency; the log.
 
+use interview_session::commands as cmd;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -547,12 +548,12 @@ async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) 
             .unwrap();
     });
     // Straight to the store: the HTTP route would refuse the token of a reset view.
-    let command = interview_session::SessionCommand::PostMessage {
+    let command = interview_session::SessionCommand::PostMessage(cmd::PostMessage {
         turn_id: uuid::Uuid::new_v4(),
         client_message_id: None,
         content: "two".into(),
         at: chrono::Utc::now(),
-    };
+    });
     app.state
         .store
         .execute(&session, command, Actor::Participant, "test")
@@ -594,11 +595,13 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
         interview_runtime::jobs::extraction::Completions::ignored(),
         app.state.data_kek.clone(),
     ));
-    let record = |n: usize| interview_session::SessionCommand::RecordError {
-        source: "test".into(),
-        code: format!("c{n}"),
-        message: "racing".into(),
-        at: chrono::Utc::now(),
+    let record = |n: usize| {
+        interview_session::SessionCommand::RecordError(cmd::RecordError {
+            source: "test".into(),
+            code: format!("c{n}"),
+            message: "racing".into(),
+            at: chrono::Utc::now(),
+        })
     };
     let writers = (0..2).map(|w| {
         let store = if w == 0 {
@@ -678,11 +681,13 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
     use std::sync::Arc;
     let app = TestApp::spawn(store).await;
     let (session, _) = app.interviewing("demo").await;
-    let message = |text: &str| interview_session::SessionCommand::PostMessage {
-        turn_id: uuid::Uuid::new_v4(),
-        client_message_id: None,
-        content: text.into(),
-        at: chrono::Utc::now(),
+    let message = |text: &str| {
+        interview_session::SessionCommand::PostMessage(cmd::PostMessage {
+            turn_id: uuid::Uuid::new_v4(),
+            client_message_id: None,
+            content: text.into(),
+            at: chrono::Utc::now(),
+        })
     };
     // Straight to the store: no interviewer run is triggered here, so this process keeps the
     // session as "the interviewer's turn".

@@ -1,5 +1,6 @@
 //! One given/when/then test per guard on interviewer decisions.
 
+use crate::commands as cmd;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use uuid::Uuid;
@@ -38,22 +39,22 @@ fn proposal(action: A, message: Option<&str>) -> Proposal {
 }
 
 fn claim(n: u128) -> C {
-    C::StartAgentMessage {
+    C::StartAgentMessage(cmd::StartAgentMessage {
         message_id: Uuid::from_u128(n),
         run_id: Uuid::from_u128(n + 1000),
         process_id: None,
         takes_over: None,
         at: at(),
-    }
+    })
 }
 
 fn decide_with(n: u128, p: Proposal) -> C {
-    C::Decide {
+    C::Decide(cmd::Decide {
         message_id: Uuid::from_u128(n),
         interaction_id: Some(format!("int-{n}")),
         proposal: Box::new(p),
         at: at(),
-    }
+    })
 }
 
 fn decide(n: u128, action: A, message: Option<&str>) -> C {
@@ -66,14 +67,14 @@ fn step(n: u128, action: A, message: Option<&str>) -> Vec<C> {
 }
 
 fn answer_consent(n: u128, accepted: bool) -> C {
-    C::SubmitInteraction {
+    C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: format!("int-{n}"),
         turn_id: Uuid::from_u128(n + 500),
         status: SubmitStatus::Submitted,
         value: Some(json!({ "accepted": accepted })),
         client_context: None,
         at: at(),
-    }
+    })
 }
 
 fn ask(objective: &str) -> A {
@@ -102,7 +103,7 @@ fn summarized() -> Vec<C> {
 }
 
 fn consented() -> Vec<C> {
-    let mut c = vec![create(), C::Start { at: at() }];
+    let mut c = vec![create(), C::Start(cmd::Start { at: at() })];
     c.extend(step(1, A::RenderInteraction { objective_id: None }, None));
     c.push(answer_consent(1, true));
     c
@@ -178,7 +179,7 @@ async fn unclaimed_after(given: &[C], n: u128, p: Proposal) -> C {
 }
 
 fn unclaimed_on(after_hash: String, n: u128, p: Proposal) -> C {
-    C::DecideUnclaimed {
+    C::DecideUnclaimed(cmd::DecideUnclaimed {
         after_hash,
         message_id: Uuid::from_u128(n),
         run_id: Uuid::from_u128(1000 + n),
@@ -186,7 +187,7 @@ fn unclaimed_on(after_hash: String, n: u128, p: Proposal) -> C {
         interaction_id: Some(format!("int-{n}")),
         proposal: Box::new(p),
         at: at(),
-    }
+    })
 }
 
 fn extraction(confidence: f64) -> Proposal {
@@ -285,12 +286,12 @@ async fn a_decision_that_shows_no_words_needs_no_claim() {
     // Decided on a state that has moved since (anything committed after it) it is refused.
     let seen = unclaimed_after(&given, 7, extraction(0.9)).await;
     let mut moved = given;
-    moved.push(C::RecordError {
+    moved.push(C::RecordError(cmd::RecordError {
         source: "model".into(),
         code: "timeout".into(),
         message: "the model did not answer".into(),
         at: at(),
-    });
+    }));
     expect_error(moved, seen, refused).await;
 }
 
@@ -307,7 +308,7 @@ async fn an_unclaimed_decision_is_taken_as_proposed_or_not_at_all() {
     expect_error(consented(), decided, refused.clone()).await;
     // Before consent every step becomes the consent widget, which shows no words: decided as
     // that widget it is taken unclaimed; as anything else it is refused, not rewritten.
-    let started = vec![create(), C::Start { at: at() }];
+    let started = vec![create(), C::Start(cmd::Start { at: at() })];
     let consent = A::RenderInteraction { objective_id: None };
     let decided = unclaimed_after(&started, 1, proposal(consent.clone(), None)).await;
     let events = when(started.clone(), decided).await.unwrap();
@@ -358,26 +359,26 @@ async fn an_unclaimed_decision_with_words_writes_its_claim_in_the_same_commit() 
 async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
     let mut given = consented();
     given.push(claim(2));
-    let fresh = C::StartAgentMessage {
+    let fresh = C::StartAgentMessage(cmd::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
         process_id: None,
         takes_over: None,
         at: later(10),
-    };
+    });
     expect_error(
         given.clone(),
         fresh,
         SessionError::InvalidState { status: S::Active },
     )
     .await;
-    let stale = C::StartAgentMessage {
+    let stale = C::StartAgentMessage(cmd::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
         process_id: None,
         takes_over: None,
         at: later(121),
-    };
+    });
     assert_eq!(when(given, stale).await.unwrap().len(), 1);
 }
 
@@ -385,12 +386,14 @@ async fn a_stale_claim_can_be_taken_over_but_a_fresh_one_cannot() {
 async fn a_fresh_claim_is_taken_over_only_by_naming_its_dead_run() {
     let mut given = consented();
     given.push(claim(2)); // run 1002 holds message 2
-    let takeover = |dead: u128| C::StartAgentMessage {
-        message_id: Uuid::from_u128(7),
-        run_id: Uuid::from_u128(8),
-        process_id: Some(Uuid::from_u128(99)),
-        takes_over: Some(Uuid::from_u128(dead)),
-        at: later(1),
+    let takeover = |dead: u128| {
+        C::StartAgentMessage(cmd::StartAgentMessage {
+            message_id: Uuid::from_u128(7),
+            run_id: Uuid::from_u128(8),
+            process_id: Some(Uuid::from_u128(99)),
+            takes_over: Some(Uuid::from_u128(dead)),
+            at: later(1),
+        })
     };
     expect_error(
         given.clone(),
@@ -411,7 +414,7 @@ async fn a_fresh_claim_is_taken_over_only_by_naming_its_dead_run() {
 
 #[tokio::test]
 async fn consent_comes_before_any_question() {
-    let mut given = vec![create(), C::Start { at: at() }, claim(1)];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() }), claim(1)];
     given.truncate(3);
     let events = when(given, decide(1, ask("o1"), Some("How do you make coffee?")))
         .await
@@ -431,7 +434,7 @@ async fn consent_comes_before_any_question() {
 
 #[tokio::test]
 async fn a_declined_consent_abandons_the_session_with_a_kind_word() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(step(1, A::RenderInteraction { objective_id: None }, None));
     given.push(answer_consent(1, false));
     given.push(claim(2));
@@ -513,14 +516,14 @@ async fn probes_stop_at_the_objectives_cap() {
         },
         None,
     ));
-    given.push(C::SubmitInteraction {
+    given.push(C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: "int-4".into(),
         turn_id: Uuid::from_u128(12),
         status: SubmitStatus::Submitted,
         value: Some(json!(4)),
         client_context: None,
         at: at(),
-    });
+    }));
     given.push(claim(5));
     let events = when(given, decide(5, probe("o1"), Some("And?")))
         .await
@@ -554,11 +557,11 @@ async fn at_the_turn_limit_questions_give_way_to_the_summary_then_the_conclusion
         .any(|e| matches!(e.body, EventBody::SummaryProposed { .. })));
     given.push(decide(9, A::SummarizeAndConfirm, None));
     given.push(message(30, "yes"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: true,
         addition: None,
         at: at(),
-    });
+    }));
     given.push(claim(10));
     let events = when(given, decide(10, probe("o2"), Some("And?")))
         .await
@@ -656,19 +659,19 @@ async fn questioning_stops_at_the_duration_limit() {
     let mut given = consented();
     given.extend(step(2, ask("o1"), None));
     given.push(message(10, "every day with a moka pot"));
-    given.push(C::StartAgentMessage {
+    given.push(C::StartAgentMessage(cmd::StartAgentMessage {
         message_id: Uuid::from_u128(3),
         run_id: Uuid::from_u128(4),
         process_id: None,
         takes_over: None,
         at: later(31 * 60),
-    });
-    let late = C::Decide {
+    }));
+    let late = C::Decide(cmd::Decide {
         message_id: Uuid::from_u128(3),
         interaction_id: None,
         proposal: Box::new(proposal(ask("o2"), None)),
         at: later(31 * 60),
-    };
+    });
     let events = when(given, late).await.unwrap();
     assert_eq!(decision(&events).0, A::SummarizeAndConfirm);
 }
@@ -774,11 +777,11 @@ async fn covered_must_objectives_allow_concluding_after_the_summary() {
     );
     given.push(decide(4, A::SummarizeAndConfirm, None));
     given.push(message(11, "yes"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: true,
         addition: None,
         at: at(),
-    });
+    }));
     given.push(claim(5));
     for reason in [R::AllMustObjectivesCovered, R::ConfidenceThresholdMet] {
         let events = when(given.clone(), decide(5, A::Conclude { reason }, None))
@@ -895,15 +898,17 @@ async fn an_idle_session_is_abandoned_for_timeout() {
     let day = 24 * 60 * 60;
     expect_error(
         given.clone(),
-        C::Expire {
+        C::Expire(cmd::Expire {
             at: later(day - 10),
-        },
+        }),
         SessionError::InvalidState {
             status: S::WaitingForUser,
         },
     )
     .await;
-    let events = when(given, C::Expire { at: later(day + 1) }).await.unwrap();
+    let events = when(given, C::Expire(cmd::Expire { at: later(day + 1) }))
+        .await
+        .unwrap();
     assert!(events
         .iter()
         .any(|e| matches!(e.body, EventBody::SessionAbandoned { reason: R::Timeout })));
@@ -915,9 +920,9 @@ async fn a_session_idle_at_the_summary_is_completed_unconfirmed() {
     let given = summarized();
     let events = when(
         given,
-        C::Expire {
+        C::Expire(cmd::Expire {
             at: later(24 * 60 * 60 + 1),
-        },
+        }),
     )
     .await
     .unwrap();
@@ -949,7 +954,7 @@ fn screened_study() -> crate::study::PinnedStudy {
 }
 
 fn screened() -> Vec<C> {
-    let create = C::Create {
+    let create = C::Create(cmd::Create {
         session_id: Uuid::nil(),
         study: Box::new(screened_study()),
         participant_ref: None,
@@ -957,22 +962,22 @@ fn screened() -> Vec<C> {
         preview: false,
         chain_secret: None,
         at: at(),
-    };
-    let mut c = vec![create, C::Start { at: at() }];
+    });
+    let mut c = vec![create, C::Start(cmd::Start { at: at() })];
     c.extend(step(1, A::RenderInteraction { objective_id: None }, None));
     c.push(answer_consent(1, true));
     c
 }
 
 fn answer(n: u128, value: serde_json::Value) -> C {
-    C::SubmitInteraction {
+    C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: format!("int-{n}"),
         turn_id: Uuid::from_u128(n + 500),
         status: SubmitStatus::Submitted,
         value: Some(value),
         client_context: None,
         at: at(),
-    }
+    })
 }
 
 #[tokio::test]
@@ -998,11 +1003,13 @@ async fn screening_questions_follow_consent() {
 #[tokio::test]
 async fn a_screening_verdict_needs_every_answer_and_a_failed_one_abandons() {
     let mut given = screened();
-    let verdict = |eligible| C::EvaluateScreening {
-        eligible,
-        rationale: "drinks: false disqualifies".into(),
-        decided_by: None,
-        at: at(),
+    let verdict = |eligible| {
+        C::EvaluateScreening(cmd::EvaluateScreening {
+            eligible,
+            rationale: "drinks: false disqualifies".into(),
+            decided_by: None,
+            at: at(),
+        })
     };
     expect_error(
         given.clone(),
@@ -1056,12 +1063,12 @@ async fn a_safety_pattern_ends_the_session_with_a_supportive_word() {
     let mut given = screened();
     given.extend(step(2, A::RenderInteraction { objective_id: None }, None));
     given.push(answer(2, json!(true)));
-    given.push(C::EvaluateScreening {
+    given.push(C::EvaluateScreening(cmd::EvaluateScreening {
         eligible: true,
         rationale: "ok".into(),
         decided_by: None,
         at: at(),
-    });
+    }));
     given.extend(step(3, ask("o1"), None));
     given.push(message(10, "Some days I want to hurt myself"));
     given.push(claim(4));
@@ -1094,11 +1101,11 @@ async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
     // every must objective was asked. The confirmation concludes, whatever is proposed next.
     let mut given = summarized();
     given.push(message(31, "yes"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: true,
         addition: None,
         at: at(),
-    });
+    }));
     for proposal in [
         A::Conclude {
             reason: R::ConfidenceThresholdMet,
@@ -1128,11 +1135,11 @@ async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
 async fn after_an_addition_one_extraction_then_the_summary_again() {
     let mut given = summarized();
     given.push(message(31, "add: and a notebook"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: false,
         addition: Some("add: and a notebook".into()),
         at: at(),
-    });
+    }));
     given.extend(extract(4, 0.8));
     // A second extraction is not allowed before the participant sees the summary again.
     let mut p = proposal(A::ExtractFields, None);
@@ -1156,11 +1163,11 @@ async fn a_correction_to_the_summary_is_confirmed_before_the_end() {
     // the participant corrected.
     let mut given = summarized();
     given.push(message(31, "Correction: I use a paper notebook"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: false,
         addition: Some("Correction: I use a paper notebook".into()),
         at: at(),
-    });
+    }));
     given.push(claim(4));
     let conclude = A::Conclude {
         reason: R::AllMustObjectivesCovered,
@@ -1172,11 +1179,11 @@ async fn a_correction_to_the_summary_is_confirmed_before_the_end() {
     // Once the second summary is answered, the conclusion is carried out.
     given.push(decide(4, A::SummarizeAndConfirm, None));
     given.push(message(32, "yes"));
-    given.push(C::ConfirmSummary {
+    given.push(C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: true,
         addition: None,
         at: at(),
-    });
+    }));
     given.push(claim(5));
     let events = when(given, decide(5, conclude, None)).await.unwrap();
     assert!(
@@ -1189,11 +1196,11 @@ async fn a_correction_to_the_summary_is_confirmed_before_the_end() {
 async fn a_reply_to_the_summary_is_recorded_once() {
     let mut given = summarized();
     given.push(message(10, "yes"));
-    let confirm = C::ConfirmSummary {
+    let confirm = C::ConfirmSummary(cmd::ConfirmSummary {
         confirmed: true,
         addition: None,
         at: at(),
-    };
+    });
     assert_eq!(when(given.clone(), confirm.clone()).await.unwrap().len(), 1);
     given.push(confirm.clone());
     expect_error(
@@ -1205,7 +1212,7 @@ async fn a_reply_to_the_summary_is_recorded_once() {
 }
 
 fn end() -> C {
-    C::RequestEnd { at: at() }
+    C::RequestEnd(cmd::RequestEnd { at: at() })
 }
 
 fn types(events: &[SessionEvent]) -> Vec<&'static str> {
@@ -1214,7 +1221,7 @@ fn types(events: &[SessionEvent]) -> Vec<&'static str> {
 
 #[tokio::test]
 async fn ending_before_consent_abandons_the_session() {
-    let given = vec![create(), C::Start { at: at() }];
+    let given = vec![create(), C::Start(cmd::Start { at: at() })];
     let events = when(given, end()).await.unwrap();
     assert!(events.iter().any(|e| matches!(
         e.body,

@@ -2,7 +2,7 @@
 //! the stored events is the store's (`codec::erased`); the rules are here.
 
 use super::*;
-use crate::erasure::Erasure;
+use crate::commands as cmd;
 
 impl Session {
     /// Records an erasure of every event so far — the caller erased the events it read, and one
@@ -12,10 +12,13 @@ impl Session {
     pub(super) async fn record_erasure(
         &mut self,
         sink: &EventSink<Self>,
-        erasure: Erasure,
-        head_hash: &str,
-        at: DateTime<Utc>,
+        c: cmd::RecordErasure,
     ) -> Result<(), SessionError> {
+        let cmd::RecordErasure {
+            erasure,
+            head_hash,
+            at,
+        } = c;
         if self.session_id.is_none() {
             return Err(SessionError::NotCreated);
         }
@@ -84,18 +87,21 @@ mod tests {
         );
 
         // An event with nothing personal in it is not salted.
-        let started = when(vec![create()], C::Start { at: at() }).await.unwrap();
+        let started = when(vec![create()], C::Start(cmd::Start { at: at() }))
+            .await
+            .unwrap();
         assert!(started.iter().all(|e| e.salt.is_none()), "{started:?}");
         // The same commands give the same events: the aggregate draws nothing itself.
         assert_eq!(when(vec![], create()).await.unwrap(), events);
     }
+    use crate::commands as cmd;
     use crate::commands::SessionCommand as C;
     use crate::erasure::{ErasedBy, Erasure};
     use crate::error::SessionError;
     use crate::events::{ConcludeReason, EventBody};
 
     fn erase(events: u64, head_hash: &str) -> C {
-        C::RecordErasure {
+        C::RecordErasure(cmd::RecordErasure {
             erasure: Erasure {
                 by: ErasedBy::Participant,
                 reason: None,
@@ -105,16 +111,16 @@ mod tests {
             },
             head_hash: head_hash.into(),
             at: at(),
-        }
+        })
     }
 
     fn ended() -> Vec<C> {
         vec![
             create(),
-            C::Abandon {
+            C::Abandon(cmd::Abandon {
                 reason: ConcludeReason::Withdrawn,
                 at: at(),
-            },
+            }),
         ]
     }
 
@@ -134,7 +140,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_running_session_is_withdrawn_and_erased_in_one_commit() {
-        let given = vec![create(), C::Start { at: at() }];
+        let given = vec![create(), C::Start(cmd::Start { at: at() })];
         let events = history(given.clone()).await;
         let head = events.last().unwrap().hash.clone();
         let written = when(given, erase(events.len() as u64, &head))
@@ -176,10 +182,10 @@ mod tests {
         let all = history(erased.clone()).await;
         let again = erase(all.len() as u64, &all.last().unwrap().hash);
         assert_eq!(when(erased.clone(), again).await, Err(SessionError::Erased));
-        let final_extraction = C::StartFinalExtraction {
+        let final_extraction = C::StartFinalExtraction(cmd::StartFinalExtraction {
             extraction_id: uuid::Uuid::nil(),
             at: at(),
-        };
+        });
         assert_eq!(
             when(erased.clone(), final_extraction).await,
             Err(SessionError::Erased)
@@ -195,7 +201,7 @@ mod tests {
         let given = history(ended()).await;
         let head = given.last().unwrap().hash.clone();
         let mut command = erase(given.len() as u64, &head);
-        if let C::RecordErasure { erasure, .. } = &mut command {
+        if let C::RecordErasure(cmd::RecordErasure { erasure, .. }) = &mut command {
             erasure.reason = Some("x".repeat(501));
         }
         assert!(matches!(
@@ -206,13 +212,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_withdrawal_abandons_a_running_session() {
-        let given = vec![create(), C::Start { at: at() }];
+        let given = vec![create(), C::Start(cmd::Start { at: at() })];
         let events = when(
             given,
-            C::Abandon {
+            C::Abandon(cmd::Abandon {
                 reason: ConcludeReason::Withdrawn,
                 at: at(),
-            },
+            }),
         )
         .await
         .unwrap();
@@ -226,9 +232,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_erased_form_of_every_event_holds_nothing_personal_and_erases_to_itself() {
-        let mut commands = vec![create(), C::Start { at: at() }, likert("i1")];
+        let mut commands = vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")];
         let mut answer = submit("i1", serde_json::json!(4));
-        if let C::SubmitInteraction { client_context, .. } = &mut answer {
+        if let C::SubmitInteraction(cmd::SubmitInteraction { client_context, .. }) = &mut answer {
             *client_context = Some(serde_json::json!({"note": "zebra context"}));
         }
         commands.push(answer);

@@ -3,18 +3,8 @@
 //! verdict, and the participant's reply to the summary.
 
 use super::*;
-use crate::decision::{Proposal, Provenance};
+use crate::commands as cmd;
 use crate::events::SessionStatus::*;
-
-/// What names an unclaimed step: the chain head its run decided on, the run (named in the claim
-/// a step with words writes), and the ids it seeds.
-pub(super) struct Unclaimed {
-    pub after_hash: String,
-    pub message_id: Uuid,
-    pub run_id: Uuid,
-    pub process_id: Option<Uuid>,
-    pub interaction_id: Option<String>,
-}
 
 impl Session {
     /// The interviewer claims the next utterance; only one may be open at a time. An open claim
@@ -23,12 +13,15 @@ impl Session {
     pub(super) async fn claim_utterance(
         &mut self,
         sink: &EventSink<Self>,
-        message_id: Uuid,
-        run_id: Uuid,
-        process_id: Option<Uuid>,
-        takes_over: Option<Uuid>,
-        at: DateTime<Utc>,
+        c: cmd::StartAgentMessage,
     ) -> Result<(), SessionError> {
+        let cmd::StartAgentMessage {
+            message_id,
+            run_id,
+            process_id,
+            takes_over,
+            at,
+        } = c;
         self.ensure_open()?;
         self.ensure_status(&[Active])?;
         let mut replaced = None;
@@ -62,11 +55,14 @@ impl Session {
     pub(super) async fn complete_utterance(
         &mut self,
         sink: &EventSink<Self>,
-        message_id: Uuid,
-        content: String,
-        await_reply: bool,
-        at: DateTime<Utc>,
+        c: cmd::CompleteAgentMessage,
     ) -> Result<(), SessionError> {
+        let cmd::CompleteAgentMessage {
+            message_id,
+            content,
+            await_reply,
+            at,
+        } = c;
         self.ensure_open()?;
         if self.open_message.map(|c| c.message_id) != Some(message_id) {
             return Err(SessionError::InvalidState {
@@ -92,9 +88,9 @@ impl Session {
     pub(super) async fn render_interaction(
         &mut self,
         sink: &EventSink<Self>,
-        interaction: Box<InteractionToolCall>,
-        at: DateTime<Utc>,
+        c: cmd::RenderInteraction,
     ) -> Result<(), SessionError> {
+        let cmd::RenderInteraction { interaction, at } = c;
         self.ensure_open()?;
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
@@ -108,11 +104,14 @@ impl Session {
     pub(super) async fn decide(
         &mut self,
         sink: &EventSink<Self>,
-        message_id: Uuid,
-        interaction_id: Option<String>,
-        proposal: Box<Proposal>,
-        at: DateTime<Utc>,
+        c: cmd::Decide,
     ) -> Result<(), SessionError> {
+        let cmd::Decide {
+            message_id,
+            interaction_id,
+            proposal,
+            at,
+        } = c;
         self.ensure_open()?;
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
@@ -132,10 +131,9 @@ impl Session {
     pub(super) async fn decide_unclaimed(
         &mut self,
         sink: &EventSink<Self>,
-        step: Unclaimed,
-        proposal: Box<Proposal>,
-        at: DateTime<Utc>,
+        step: cmd::DecideUnclaimed,
     ) -> Result<(), SessionError> {
+        let at = step.at;
         self.ensure_open()?;
         // Only on the state its run weighed: anything committed since refuses it.
         if self.head_hash() != step.after_hash {
@@ -145,7 +143,7 @@ impl Session {
         }
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
-        let judged = self.judge(&proposal, step.interaction_id, at)?;
+        let judged = self.judge(&step.proposal, step.interaction_id, at)?;
         // An open claim holds the turn for its run; and a decision its run did not weigh as it
         // stands is not taken for it.
         if self.open_message.is_some() || judged.proposed.is_some() {
@@ -154,17 +152,16 @@ impl Session {
             });
         }
         if judged.message().is_some() {
-            self.claim_utterance(
-                sink,
-                step.message_id,
-                step.run_id,
-                step.process_id,
-                None,
+            let claim = cmd::StartAgentMessage {
+                message_id: step.message_id,
+                run_id: step.run_id,
+                process_id: step.process_id,
+                takes_over: None,
                 at,
-            )
-            .await?;
+            };
+            self.claim_utterance(sink, claim).await?;
         }
-        self.carry_out(sink, step.message_id, *proposal, judged, at)
+        self.carry_out(sink, step.message_id, *step.proposal, judged, at)
             .await
     }
 
@@ -174,10 +171,13 @@ impl Session {
     pub(super) async fn record_extraction_alongside(
         &mut self,
         sink: &EventSink<Self>,
-        message_id: Uuid,
-        proposal: Box<Proposal>,
-        at: DateTime<Utc>,
+        c: cmd::RecordExtraction,
     ) -> Result<(), SessionError> {
+        let cmd::RecordExtraction {
+            message_id,
+            proposal,
+            at,
+        } = c;
         self.ensure_open()?;
         self.ensure_status(&[Active])?;
         if self.open_message.map(|c| c.message_id) != Some(message_id) {
@@ -195,11 +195,14 @@ impl Session {
     pub(super) async fn evaluate_screening(
         &mut self,
         sink: &EventSink<Self>,
-        eligible: bool,
-        rationale: String,
-        decided_by: Option<Provenance>,
-        at: DateTime<Utc>,
+        c: cmd::EvaluateScreening,
     ) -> Result<(), SessionError> {
+        let cmd::EvaluateScreening {
+            eligible,
+            rationale,
+            decided_by,
+            at,
+        } = c;
         self.ensure_open()?;
         if self.consent != Some(true) || !self.screening_awaits_verdict() {
             return Err(SessionError::InvalidState {
@@ -227,10 +230,13 @@ impl Session {
     pub(super) async fn confirm_summary(
         &mut self,
         sink: &EventSink<Self>,
-        confirmed: bool,
-        addition: Option<String>,
-        at: DateTime<Utc>,
+        c: cmd::ConfirmSummary,
     ) -> Result<(), SessionError> {
+        let cmd::ConfirmSummary {
+            confirmed,
+            addition,
+            at,
+        } = c;
         self.ensure_open()?;
         // One reply per proposed summary: a second run classifying the same reply is
         // refused (a new proposal resets this).

@@ -2,21 +2,28 @@
 //! expired when idle, abandoned.
 
 use super::*;
+use crate::commands as cmd;
 use crate::events::SessionStatus::*;
 
 impl Session {
-    /// A participant opens the public link (FR-04-1); pins the study (FR-04-2). `created` is
-    /// the `session.created` the command describes.
+    /// A participant opens the public link (FR-04-1); pins the study (FR-04-2).
     pub(super) async fn create(
         &mut self,
         sink: &EventSink<Self>,
-        created: EventBody,
-        at: DateTime<Utc>,
+        c: cmd::Create,
     ) -> Result<(), SessionError> {
         if self.session_id.is_some() {
             return Err(SessionError::AlreadyCreated);
         }
-        self.emit(sink, created, at).await;
+        let created = EventBody::SessionCreated {
+            session_id: c.session_id,
+            study: c.study,
+            participant_ref: c.participant_ref,
+            participant_token_sha256: c.participant_token_sha256,
+            preview: c.preview,
+            chain_secret: c.chain_secret,
+        };
+        self.emit(sink, created, c.at).await;
         Ok(())
     }
 
@@ -24,8 +31,9 @@ impl Session {
     pub(super) async fn start(
         &mut self,
         sink: &EventSink<Self>,
-        at: DateTime<Utc>,
+        c: cmd::Start,
     ) -> Result<(), SessionError> {
+        let cmd::Start { at } = c;
         self.ensure_open()?;
         self.ensure_status(&[Created])?;
         self.change_status(sink, Active, at).await;
@@ -37,11 +45,14 @@ impl Session {
     pub(super) async fn complete(
         &mut self,
         sink: &EventSink<Self>,
-        summary: String,
-        summary_confirmed: bool,
-        reason: ConcludeReason,
-        at: DateTime<Utc>,
+        c: cmd::Complete,
     ) -> Result<(), SessionError> {
+        let cmd::Complete {
+            summary,
+            summary_confirmed,
+            reason,
+            at,
+        } = c;
         self.ensure_open()?;
         self.ensure_status(&[Active, WaitingForUser, WaitingForTool])?;
         if reason.abandons() {
@@ -66,8 +77,9 @@ impl Session {
     pub(super) async fn expire(
         &mut self,
         sink: &EventSink<Self>,
-        at: DateTime<Utc>,
+        c: cmd::Expire,
     ) -> Result<(), SessionError> {
+        let cmd::Expire { at } = c;
         self.ensure_open()?;
         let ttl = self
             .study
@@ -103,9 +115,9 @@ impl Session {
     pub(super) async fn abandon(
         &mut self,
         sink: &EventSink<Self>,
-        reason: ConcludeReason,
-        at: DateTime<Utc>,
+        c: cmd::Abandon,
     ) -> Result<(), SessionError> {
+        let cmd::Abandon { reason, at } = c;
         self.ensure_open()?;
         self.emit(sink, EventBody::SessionAbandoned { reason }, at)
             .await;

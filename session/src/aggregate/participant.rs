@@ -2,9 +2,9 @@
 //! widget answer followed by a message), and ending the interview.
 
 use super::*;
-use crate::commands::FollowingMessage;
+use crate::commands as cmd;
 use crate::input_class::{classify, InputClass};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The largest `client_context` an answer carries, as compact JSON.
 pub const MAX_CLIENT_CONTEXT_BYTES: usize = 2048;
@@ -13,37 +13,36 @@ impl Session {
     /// A widget answer followed by a participant message in the same turn, before the interviewer
     /// takes it up — AG-UI's resume with a new user message ("answer in my own words instead":
     /// skip the widget, then say it). Both are written, in that order, or neither.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn submit_then_post_message(
         &mut self,
         sink: &EventSink<Self>,
-        interaction_id: String,
-        turn_id: Uuid,
-        status: SubmitStatus,
-        value: Option<Value>,
-        client_context: Option<Value>,
-        message: FollowingMessage,
-        at: DateTime<Utc>,
+        c: cmd::SubmitThenPostMessage,
     ) -> Result<(), SessionError> {
-        self.submit_interaction(
-            sink,
+        let cmd::SubmitThenPostMessage {
+            interaction_id,
+            turn_id,
+            status,
+            value,
+            client_context,
+            message,
+            at,
+        } = c;
+        let answer = cmd::SubmitInteraction {
             interaction_id,
             turn_id,
             status,
             value,
             client_context,
             at,
-        )
-        .await?;
-        self.post_message(
-            sink,
-            message.turn_id,
-            message.client_message_id,
-            message.content,
-            true,
+        };
+        self.submit_interaction(sink, answer).await?;
+        let said = cmd::PostMessage {
+            turn_id: message.turn_id,
+            client_message_id: message.client_message_id,
+            content: message.content,
             at,
-        )
-        .await?;
+        };
+        self.post_message(sink, said, true).await?;
         Ok(())
     }
 
@@ -51,8 +50,9 @@ impl Session {
     pub(super) async fn end_by_participant(
         &mut self,
         sink: &EventSink<Self>,
-        at: DateTime<Utc>,
+        c: cmd::RequestEnd,
     ) -> Result<(), SessionError> {
+        let cmd::RequestEnd { at } = c;
         self.ensure_open()?;
         self.request_end(sink, at).await;
         Ok(())
@@ -63,12 +63,15 @@ impl Session {
     pub(super) async fn post_message(
         &mut self,
         sink: &EventSink<Self>,
-        turn_id: Uuid,
-        client_message_id: Option<String>,
-        content: String,
+        c: cmd::PostMessage,
         after_answer: bool,
-        at: DateTime<Utc>,
     ) -> Result<(), SessionError> {
+        let cmd::PostMessage {
+            turn_id,
+            client_message_id,
+            content,
+            at,
+        } = c;
         if let Some(digest) = self.turn_ids.get(&turn_id) {
             // A retry of an accepted message: the first answer stands, nothing is written. The
             // same id with other text is a client's mistake, said plainly.
@@ -115,17 +118,19 @@ impl Session {
     }
 
     /// A participant answers (or skips) the pending widget.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn submit_interaction(
         &mut self,
         sink: &EventSink<Self>,
-        interaction_id: String,
-        turn_id: Uuid,
-        status: SubmitStatus,
-        value: Option<serde_json::Value>,
-        client_context: Option<serde_json::Value>,
-        at: DateTime<Utc>,
+        c: cmd::SubmitInteraction,
     ) -> Result<(), SessionError> {
+        let cmd::SubmitInteraction {
+            interaction_id,
+            turn_id,
+            status,
+            value,
+            client_context,
+            at,
+        } = c;
         self.ensure_open()?;
         if self.answered.contains(&interaction_id) {
             return Err(SessionError::InteractionAlreadyAnswered { interaction_id });

@@ -2,7 +2,7 @@
 //! and handled failures kept for auditors.
 
 use super::*;
-use crate::decision::Provenance;
+use crate::commands as cmd;
 use crate::events::SessionStatus::*;
 
 impl Session {
@@ -10,9 +10,9 @@ impl Session {
     pub(super) async fn start_final_extraction(
         &mut self,
         sink: &EventSink<Self>,
-        extraction_id: Uuid,
-        at: DateTime<Utc>,
+        c: cmd::StartFinalExtraction,
     ) -> Result<(), SessionError> {
+        let cmd::StartFinalExtraction { extraction_id, at } = c;
         // System work after the end: only on a completed session, once, one worker at a
         // time (a claim older than CLAIM_TIMEOUT_SECS is presumed dead and retried).
         if self.status != Completed {
@@ -49,11 +49,14 @@ impl Session {
     pub(super) async fn complete_final_extraction(
         &mut self,
         sink: &EventSink<Self>,
-        extraction_id: Uuid,
-        fields: Vec<ExtractedField>,
-        decided_by: Option<Provenance>,
-        at: DateTime<Utc>,
+        c: cmd::CompleteFinalExtraction,
     ) -> Result<(), SessionError> {
+        let cmd::CompleteFinalExtraction {
+            extraction_id,
+            fields,
+            decided_by,
+            at,
+        } = c;
         match self.final_extraction {
             Some((id, _, false)) if id == extraction_id => {}
             _ => {
@@ -84,11 +87,14 @@ impl Session {
     pub(super) async fn record_error(
         &mut self,
         sink: &EventSink<Self>,
-        source: String,
-        code: String,
-        message: String,
-        at: DateTime<Utc>,
+        c: cmd::RecordError,
     ) -> Result<(), SessionError> {
+        let cmd::RecordError {
+            source,
+            code,
+            message,
+            at,
+        } = c;
         if self.session_id.is_none() {
             return Err(SessionError::NotCreated);
         }

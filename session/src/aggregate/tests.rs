@@ -1,5 +1,6 @@
 //! One given/when/then test per rule of the Session aggregate.
 
+use crate::commands as cmd;
 use chrono::{DateTime, TimeZone, Utc};
 use cqrs_es::event_sink::EventSink;
 use cqrs_es::test::TestFramework;
@@ -42,7 +43,7 @@ pub(crate) fn study() -> PinnedStudy {
 }
 
 pub(super) fn create() -> C {
-    C::Create {
+    C::Create(cmd::Create {
         session_id: Uuid::nil(),
         study: Box::new(study()),
         participant_ref: Some("p-7".into()),
@@ -50,16 +51,16 @@ pub(super) fn create() -> C {
         preview: false,
         chain_secret: Some("5ec2e7".repeat(8)),
         at: at(),
-    }
+    })
 }
 
 pub(super) fn message(turn: u128, content: &str) -> C {
-    C::PostMessage {
+    C::PostMessage(cmd::PostMessage {
         turn_id: Uuid::from_u128(turn),
         client_message_id: None,
         content: content.into(),
         at: at(),
-    }
+    })
 }
 
 pub(super) fn likert(id: &str) -> C {
@@ -71,7 +72,7 @@ pub(super) fn likert(id: &str) -> C {
             labels: vec![],
         },
     };
-    C::RenderInteraction {
+    C::RenderInteraction(cmd::RenderInteraction {
         interaction: Box::new(InteractionToolCall::new(
             id.into(),
             format!("tc-{id}"),
@@ -79,7 +80,7 @@ pub(super) fn likert(id: &str) -> C {
             &spec,
         )),
         at: at(),
-    }
+    })
 }
 
 fn consent(id: &str) -> C {
@@ -91,7 +92,7 @@ fn consent(id: &str) -> C {
             consent_version: "1".into(),
         },
     };
-    C::RenderInteraction {
+    C::RenderInteraction(cmd::RenderInteraction {
         interaction: Box::new(InteractionToolCall::new(
             id.into(),
             format!("tc-{id}"),
@@ -99,53 +100,53 @@ fn consent(id: &str) -> C {
             &spec,
         )),
         at: at(),
-    }
+    })
 }
 
 pub(super) fn submit(id: &str, value: serde_json::Value) -> C {
-    C::SubmitInteraction {
+    C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: id.into(),
         turn_id: Uuid::from_u128(900),
         status: SubmitStatus::Submitted,
         value: Some(value),
         client_context: None,
         at: at(),
-    }
+    })
 }
 
 pub(super) fn agent_says(message: u128, await_reply: bool) -> Vec<C> {
     let message_id = Uuid::from_u128(message);
     vec![
-        C::StartAgentMessage {
+        C::StartAgentMessage(cmd::StartAgentMessage {
             message_id,
             run_id: Uuid::from_u128(message + 1),
             process_id: None,
             takes_over: None,
             at: at(),
-        },
-        C::CompleteAgentMessage {
+        }),
+        C::CompleteAgentMessage(cmd::CompleteAgentMessage {
             message_id,
             content: "Tell me more.".into(),
             await_reply,
             at: at(),
-        },
+        }),
     ]
 }
 
 pub(super) fn complete() -> C {
-    C::Complete {
+    C::Complete(cmd::Complete {
         summary: "You drink coffee daily.".into(),
         summary_confirmed: true,
         reason: ConcludeReason::AllMustObjectivesCovered,
         at: at(),
-    }
+    })
 }
 
 fn abandon() -> C {
-    C::Abandon {
+    C::Abandon(cmd::Abandon {
         reason: ConcludeReason::Timeout,
         at: at(),
-    }
+    })
 }
 
 /// Runs commands against a fresh aggregate and returns the events they wrote.
@@ -217,17 +218,17 @@ async fn event_time_is_kept_to_the_microsecond_and_never_runs_backwards() {
     // A command stamped with nanoseconds: the event keeps whole microseconds (what the stores
     // keep), so stored rows and rows rebuilt from the log agree.
     let mut create = create();
-    if let C::Create { at: t, .. } = &mut create {
+    if let C::Create(cmd::Create { at: t, .. }) = &mut create {
         *t = at() + chrono::Duration::nanoseconds(1_234_567);
     }
     let events = when(vec![], create.clone()).await.unwrap();
     assert_eq!(events[0].at, at() + chrono::Duration::microseconds(1_234));
     // A command decided on an earlier clock reading than the last event is stamped with the
     // last event's time.
-    let late = C::Abandon {
+    let late = C::Abandon(cmd::Abandon {
         reason: ConcludeReason::Timeout,
         at: at() - chrono::Duration::seconds(5),
-    };
+    });
     let events = when(vec![create], late).await.unwrap();
     assert!(events.len() >= 2);
     let kept = at() + chrono::Duration::microseconds(1_234);
@@ -243,7 +244,7 @@ async fn a_session_is_created_once() {
 async fn commands_on_a_session_that_does_not_exist_are_refused() {
     for command in [
         message(1, "hi"),
-        C::Start { at: at() },
+        C::Start(cmd::Start { at: at() }),
         abandon(),
         complete(),
     ] {
@@ -253,15 +254,17 @@ async fn commands_on_a_session_that_does_not_exist_are_refused() {
 
 #[tokio::test]
 async fn starting_moves_created_to_active() {
-    let events = when(vec![create()], C::Start { at: at() }).await.unwrap();
+    let events = when(vec![create()], C::Start(cmd::Start { at: at() }))
+        .await
+        .unwrap();
     assert_eq!(status_changes(&events), [(S::Created, S::Active)]);
 }
 
 #[tokio::test]
 async fn a_session_starts_only_once() {
     expect_error(
-        vec![create(), C::Start { at: at() }],
-        C::Start { at: at() },
+        vec![create(), C::Start(cmd::Start { at: at() })],
+        C::Start(cmd::Start { at: at() }),
         SessionError::InvalidState { status: S::Active },
     )
     .await;
@@ -271,13 +274,13 @@ async fn a_session_starts_only_once() {
 async fn a_message_is_refused_unless_the_session_waits_for_the_participant() {
     // Before the interviewer started, and while it holds the turn.
     let claimed = {
-        let mut given = vec![create(), C::Start { at: at() }];
+        let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
         given.push(agent_says(10, true).remove(0));
         given
     };
     for (given, status) in [
         (vec![create()], S::Created),
-        (vec![create(), C::Start { at: at() }], S::Active),
+        (vec![create(), C::Start(cmd::Start { at: at() })], S::Active),
         (claimed, S::Active),
     ] {
         expect_error(
@@ -291,7 +294,7 @@ async fn a_message_is_refused_unless_the_session_waits_for_the_participant() {
 
 #[tokio::test]
 async fn a_message_while_waiting_for_the_participant_returns_to_active() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(agent_says(10, true));
     let events = when(given, message(1, "daily")).await.unwrap();
     assert_eq!(status_changes(&events), [(S::WaitingForUser, S::Active)]);
@@ -299,7 +302,7 @@ async fn a_message_while_waiting_for_the_participant_returns_to_active() {
 
 #[tokio::test]
 async fn a_retried_message_writes_nothing() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(agent_says(10, true));
     given.push(message(1, "hello"));
     let events = when(given, message(1, "hello")).await.unwrap();
@@ -308,20 +311,20 @@ async fn a_retried_message_writes_nothing() {
 
 #[tokio::test]
 async fn a_message_id_reused_with_other_text_is_refused() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(agent_says(10, true));
-    given.push(C::PostMessage {
+    given.push(C::PostMessage(cmd::PostMessage {
         turn_id: Uuid::from_u128(1),
         client_message_id: Some("k".into()),
         content: "A".into(),
         at: at(),
-    });
-    let other = C::PostMessage {
+    }));
+    let other = C::PostMessage(cmd::PostMessage {
         turn_id: Uuid::from_u128(1),
         client_message_id: Some("k".into()),
         content: "B".into(),
         at: at(),
-    };
+    });
     expect_error(
         given,
         other,
@@ -334,7 +337,7 @@ async fn a_message_id_reused_with_other_text_is_refused() {
 
 #[tokio::test]
 async fn an_empty_message_is_refused() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(agent_says(10, true));
     expect_error(
         given,
@@ -350,7 +353,7 @@ async fn an_empty_message_is_refused() {
 #[tokio::test]
 async fn a_message_while_an_interaction_is_pending_is_refused() {
     expect_error(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         message(1, "hello"),
         SessionError::InteractionPending {
             interaction_id: "i1".into(),
@@ -361,7 +364,7 @@ async fn a_message_while_an_interaction_is_pending_is_refused() {
 
 #[tokio::test]
 async fn a_completed_utterance_that_awaits_a_reply_waits_for_the_participant() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     let mut says = agent_says(10, true);
     given.push(says.remove(0));
     let events = when(given, says.remove(0)).await.unwrap();
@@ -374,7 +377,7 @@ async fn a_completed_utterance_that_awaits_a_reply_waits_for_the_participant() {
 
 #[tokio::test]
 async fn only_one_utterance_can_be_claimed_at_a_time() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.push(agent_says(10, true).remove(0));
     let second = agent_says(20, true).remove(0);
     expect_error(
@@ -387,9 +390,12 @@ async fn only_one_utterance_can_be_claimed_at_a_time() {
 
 #[tokio::test]
 async fn rendering_an_interaction_waits_for_its_answer() {
-    let events = when(vec![create(), C::Start { at: at() }], likert("i1"))
-        .await
-        .unwrap();
+    let events = when(
+        vec![create(), C::Start(cmd::Start { at: at() })],
+        likert("i1"),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         types(&events),
         [
@@ -404,7 +410,7 @@ async fn rendering_an_interaction_waits_for_its_answer() {
 #[tokio::test]
 async fn at_most_one_interaction_is_pending() {
     expect_error(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         likert("i2"),
         SessionError::InteractionPending {
             interaction_id: "i1".into(),
@@ -416,7 +422,7 @@ async fn at_most_one_interaction_is_pending() {
 #[tokio::test]
 async fn submitting_the_pending_interaction_returns_to_active() {
     let events = when(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         submit("i1", json!(4)),
     )
     .await
@@ -437,7 +443,7 @@ async fn a_submitted_interaction_counts_as_a_turn_but_consent_does_not() {
     let mut session = Session::default();
     for e in history(vec![
         create(),
-        C::Start { at: at() },
+        C::Start(cmd::Start { at: at() }),
         consent("c1"),
         submit("c1", json!({"accepted": true})),
         likert("i1"),
@@ -452,17 +458,20 @@ async fn a_submitted_interaction_counts_as_a_turn_but_consent_does_not() {
 
 #[tokio::test]
 async fn a_skipped_interaction_is_recorded_as_skipped() {
-    let skip = C::SubmitInteraction {
+    let skip = C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: "i1".into(),
         turn_id: Uuid::from_u128(5),
         status: SubmitStatus::Skipped,
         value: None,
         client_context: Some(json!({"device": "phone"})),
         at: at(),
-    };
-    let events = when(vec![create(), C::Start { at: at() }, likert("i1")], skip)
-        .await
-        .unwrap();
+    });
+    let events = when(
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
+        skip,
+    )
+    .await
+    .unwrap();
     assert!(matches!(
         events[0].body,
         EventBody::InteractionSubmitted {
@@ -476,7 +485,7 @@ async fn a_skipped_interaction_is_recorded_as_skipped() {
 #[tokio::test]
 async fn a_value_outside_the_value_schema_is_refused() {
     expect_error(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         submit("i1", json!(9)),
         SessionError::InvalidValue {
             field: "value".into(),
@@ -490,13 +499,13 @@ async fn a_value_outside_the_value_schema_is_refused() {
 async fn a_client_context_over_2_kb_is_refused() {
     let with_context = |bytes: usize| {
         let mut command = submit("i1", json!(4));
-        if let C::SubmitInteraction { client_context, .. } = &mut command {
+        if let C::SubmitInteraction(cmd::SubmitInteraction { client_context, .. }) = &mut command {
             // `{"x":"…"}`: eight bytes around the text.
             *client_context = Some(json!({ "x": "a".repeat(bytes - 8) }));
         }
         command
     };
-    let given = vec![create(), C::Start { at: at() }, likert("i1")];
+    let given = vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")];
     assert!(when(given.clone(), with_context(2048)).await.is_ok());
     assert!(matches!(
         when(given, with_context(2049)).await,
@@ -507,7 +516,7 @@ async fn a_client_context_over_2_kb_is_refused() {
 #[tokio::test]
 async fn submitting_an_unknown_interaction_is_refused() {
     expect_error(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         submit("nope", json!(3)),
         SessionError::InteractionNotFound {
             interaction_id: "nope".into(),
@@ -521,7 +530,7 @@ async fn an_interaction_is_answered_once() {
     expect_error(
         vec![
             create(),
-            C::Start { at: at() },
+            C::Start(cmd::Start { at: at() }),
             likert("i1"),
             submit("i1", json!(3)),
         ],
@@ -535,7 +544,7 @@ async fn an_interaction_is_answered_once() {
 
 #[tokio::test]
 async fn completing_ends_the_session() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.extend(agent_says(10, true));
     let events = when(given, complete()).await.unwrap();
     assert_eq!(
@@ -557,14 +566,14 @@ async fn a_session_that_never_started_cannot_complete() {
 
 #[tokio::test]
 async fn any_open_session_can_be_abandoned() {
-    let mut waiting_for_user = vec![create(), C::Start { at: at() }];
+    let mut waiting_for_user = vec![create(), C::Start(cmd::Start { at: at() })];
     waiting_for_user.extend(agent_says(10, true));
     let cases = vec![
         (vec![create()], S::Created),
-        (vec![create(), C::Start { at: at() }], S::Active),
+        (vec![create(), C::Start(cmd::Start { at: at() })], S::Active),
         (waiting_for_user, S::WaitingForUser),
         (
-            vec![create(), C::Start { at: at() }, likert("i1")],
+            vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
             S::WaitingForTool,
         ),
     ];
@@ -582,18 +591,28 @@ async fn any_open_session_can_be_abandoned() {
 async fn ended_sessions_refuse_every_participant_and_interviewer_command() {
     let ended = [
         (
-            vec![create(), C::Start { at: at() }, likert("i1"), complete()],
+            vec![
+                create(),
+                C::Start(cmd::Start { at: at() }),
+                likert("i1"),
+                complete(),
+            ],
             S::Completed,
         ),
         (
-            vec![create(), C::Start { at: at() }, likert("i1"), abandon()],
+            vec![
+                create(),
+                C::Start(cmd::Start { at: at() }),
+                likert("i1"),
+                abandon(),
+            ],
             S::Abandoned,
         ),
     ];
     for (given, status) in ended {
         let commands = vec![
             message(77, "anyone there?"),
-            C::Start { at: at() },
+            C::Start(cmd::Start { at: at() }),
             submit("i1", json!(3)),
             likert("i2"),
             agent_says(30, true).remove(0),
@@ -608,7 +627,7 @@ async fn ended_sessions_refuse_every_participant_and_interviewer_command() {
 
 #[tokio::test]
 async fn every_event_is_chained_to_the_one_before() {
-    let mut commands = vec![create(), C::Start { at: at() }];
+    let mut commands = vec![create(), C::Start(cmd::Start { at: at() })];
     commands.extend(agent_says(10, true));
     commands.extend([
         message(1, "every morning"),
@@ -643,7 +662,7 @@ async fn every_event_is_chained_to_the_one_before() {
 async fn a_stored_stream_is_rechecked_against_the_rules() {
     let mut commands = vec![
         create(),
-        C::Start { at: at() },
+        C::Start(cmd::Start { at: at() }),
         likert("i1"),
         submit("i1", json!(2)),
     ];
@@ -653,7 +672,12 @@ async fn a_stored_stream_is_rechecked_against_the_rules() {
     assert_eq!(super::check_stream(&events), Vec::<String>::new());
 
     // Two pending interactions and an event after the end are both reported.
-    let mut broken = history(vec![create(), C::Start { at: at() }, likert("i1")]).await;
+    let mut broken = history(vec![
+        create(),
+        C::Start(cmd::Start { at: at() }),
+        likert("i1"),
+    ])
+    .await;
     broken.push(broken[3].clone());
     let ended = history(vec![create(), abandon()]).await;
     let mut after_end = ended.clone();
@@ -669,13 +693,13 @@ async fn a_stored_stream_is_rechecked_against_the_rules() {
 
 #[tokio::test]
 async fn an_open_session_can_complete_from_every_interview_status() {
-    let mut waiting_for_user = vec![create(), C::Start { at: at() }];
+    let mut waiting_for_user = vec![create(), C::Start(cmd::Start { at: at() })];
     waiting_for_user.extend(agent_says(10, true));
     let cases = vec![
-        (vec![create(), C::Start { at: at() }], S::Active),
+        (vec![create(), C::Start(cmd::Start { at: at() })], S::Active),
         (waiting_for_user, S::WaitingForUser),
         (
-            vec![create(), C::Start { at: at() }, likert("i1")],
+            vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
             S::WaitingForTool,
         ),
     ];
@@ -687,7 +711,7 @@ async fn an_open_session_can_complete_from_every_interview_status() {
 
 #[tokio::test]
 async fn an_utterance_completes_only_under_its_own_claim() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     given.push(agent_says(10, true).remove(0));
     let other = agent_says(20, true).remove(1);
     expect_error(
@@ -698,7 +722,7 @@ async fn an_utterance_completes_only_under_its_own_claim() {
     .await;
     let unclaimed = agent_says(30, true).remove(1);
     expect_error(
-        vec![create(), C::Start { at: at() }],
+        vec![create(), C::Start(cmd::Start { at: at() })],
         unclaimed,
         SessionError::InvalidState { status: S::Active },
     )
@@ -707,7 +731,7 @@ async fn an_utterance_completes_only_under_its_own_claim() {
 
 #[tokio::test]
 async fn an_utterance_that_expects_no_reply_keeps_the_session_active() {
-    let mut given = vec![create(), C::Start { at: at() }];
+    let mut given = vec![create(), C::Start(cmd::Start { at: at() })];
     let mut says = agent_says(10, false);
     given.push(says.remove(0));
     let events = when(given, says.remove(0)).await.unwrap();
@@ -722,7 +746,7 @@ async fn interactions_render_only_while_the_interviewer_holds_the_turn() {
         SessionError::InvalidState { status: S::Created },
     )
     .await;
-    let mut waiting = vec![create(), C::Start { at: at() }];
+    let mut waiting = vec![create(), C::Start(cmd::Start { at: at() })];
     waiting.extend(agent_says(10, true));
     expect_error(
         waiting,
@@ -739,7 +763,7 @@ async fn an_answered_interaction_is_never_rendered_again() {
     expect_error(
         vec![
             create(),
-            C::Start { at: at() },
+            C::Start(cmd::Start { at: at() }),
             likert("i1"),
             submit("i1", json!(1)),
         ],
@@ -753,16 +777,16 @@ async fn an_answered_interaction_is_never_rendered_again() {
 
 #[tokio::test]
 async fn a_submitted_answer_needs_a_value() {
-    let no_value = C::SubmitInteraction {
+    let no_value = C::SubmitInteraction(cmd::SubmitInteraction {
         interaction_id: "i1".into(),
         turn_id: Uuid::from_u128(5),
         status: SubmitStatus::Submitted,
         value: None,
         client_context: None,
         at: at(),
-    };
+    });
     expect_error(
-        vec![create(), C::Start { at: at() }, likert("i1")],
+        vec![create(), C::Start(cmd::Start { at: at() }), likert("i1")],
         no_value,
         SessionError::InvalidValue {
             field: "value".into(),

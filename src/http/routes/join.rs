@@ -5,6 +5,7 @@
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
+use interview_session::commands as cmd;
 use interview_session::events::SubmitStatus;
 use interview_session::study::{PinnedStudy, StudyConfig};
 use interview_session::SessionCommand;
@@ -283,7 +284,7 @@ async fn create_session(
     let session_id = Uuid::new_v4();
     let (token, token_sha256) = crate::http::auth::new_participant_token(session_id);
     let config_versions = (&pinned.config_versions).into();
-    let command = SessionCommand::Create {
+    let command = SessionCommand::Create(cmd::Create {
         session_id,
         study: Box::new(pinned),
         participant_ref: request.participant_ref,
@@ -291,7 +292,7 @@ async fn create_session(
         preview: request.preview,
         chain_secret: Some(chain_secret()),
         at: Utc::now(),
-    };
+    });
     state
         .store
         .execute(
@@ -308,8 +309,10 @@ async fn create_session(
 /// is taken.
 pub(crate) fn accepts_consent(command: &SessionCommand) -> bool {
     let (status, value) = match command {
-        SessionCommand::SubmitInteraction { status, value, .. }
-        | SessionCommand::SubmitThenPostMessage { status, value, .. } => (status, value),
+        SessionCommand::SubmitInteraction(cmd::SubmitInteraction { status, value, .. })
+        | SessionCommand::SubmitThenPostMessage(cmd::SubmitThenPostMessage {
+            status, value, ..
+        }) => (status, value),
         _ => return false,
     };
     *status == SubmitStatus::Submitted
@@ -357,10 +360,10 @@ where
     {
         Gate::Passed(done) => done,
         Gate::Refused(refusal) => {
-            let abandon = SessionCommand::Abandon {
+            let abandon = SessionCommand::Abandon(cmd::Abandon {
                 reason: refusal.end_reason(),
                 at: Utc::now(),
-            };
+            });
             state
                 .store
                 .execute(&id, abandon, Actor::System, &request_id(req))

@@ -4,6 +4,7 @@
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use interview_projections::{read, DecisionRow, SessionStateView, WidgetHistory};
+use interview_session::commands as cmd;
 use interview_session::events::SubmitStatus;
 use interview_session::SessionCommand;
 use serde::{Deserialize, Serialize};
@@ -245,12 +246,12 @@ pub async fn post_message(
         Some(id) => Uuid::new_v5(&session_id, id.as_bytes()),
         None => Uuid::new_v4(),
     };
-    let command = SessionCommand::PostMessage {
+    let command = SessionCommand::PostMessage(cmd::PostMessage {
         turn_id,
         client_message_id: request.client_message_id,
         content: request.content,
         at: Utc::now(),
-    };
+    });
     let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Accepted().json(PostMessageResponse { turn_id, status }))
 }
@@ -278,7 +279,7 @@ pub async fn submit_interaction(
         ShapeErrors::BadRequest,
     )
     .await?;
-    let command = SessionCommand::SubmitInteraction {
+    let command = SessionCommand::SubmitInteraction(cmd::SubmitInteraction {
         turn_id: Uuid::new_v5(
             &session_id,
             format!("interaction:{interaction_id}").as_bytes(),
@@ -288,7 +289,7 @@ pub async fn submit_interaction(
         value: request.value,
         client_context: request.client_context,
         at: Utc::now(),
-    };
+    });
     let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }
@@ -308,7 +309,7 @@ pub async fn end(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let session_id = authorize_participant(&state, &req, &path).await?;
-    let command = SessionCommand::RequestEnd { at: Utc::now() };
+    let command = SessionCommand::RequestEnd(cmd::RequestEnd { at: Utc::now() });
     let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
 }

@@ -12,6 +12,7 @@
 mod events;
 mod input;
 
+use interview_session::commands as cmd;
 use std::time::Duration;
 
 use actix_web::web::Bytes;
@@ -110,31 +111,33 @@ pub async fn run(
                 Some(serde_json::json!({ "via": "ag-ui", "run_id": input.run_id }));
             let at = Utc::now();
             Some(match message {
-                Some(message) => SessionCommand::SubmitThenPostMessage {
+                Some(message) => {
+                    SessionCommand::SubmitThenPostMessage(cmd::SubmitThenPostMessage {
+                        interaction_id,
+                        turn_id,
+                        status,
+                        value,
+                        client_context,
+                        message,
+                        at,
+                    })
+                }
+                None => SessionCommand::SubmitInteraction(cmd::SubmitInteraction {
                     interaction_id,
                     turn_id,
                     status,
                     value,
                     client_context,
-                    message,
                     at,
-                },
-                None => SessionCommand::SubmitInteraction {
-                    interaction_id,
-                    turn_id,
-                    status,
-                    value,
-                    client_context,
-                    at,
-                },
+                }),
             })
         }
-        (None, Some(message)) => Some(SessionCommand::PostMessage {
+        (None, Some(message)) => Some(SessionCommand::PostMessage(cmd::PostMessage {
             turn_id: message.turn_id,
             client_message_id: message.client_message_id,
             content: message.content,
             at: Utc::now(),
-        }),
+        })),
         (None, None) => None,
     };
     if let Some(command) = command {
