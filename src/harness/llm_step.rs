@@ -215,10 +215,10 @@ impl Harness {
         };
         let shown = std::mem::take(&mut progress.shown);
         let refused = progress.refused.clone().or_else(|| {
-            parsed
-                .as_ref()
-                .ok()
-                .and_then(|p| super::step_text::refused_text(&visible, p))
+            parsed.as_ref().ok().and_then(|p| {
+                super::step_text::refused_text(&visible, p)
+                    .or_else(|| super::step_text::said_before(p, events))
+            })
         });
         if let Some(Refused(term)) = refused {
             self.record_error(

@@ -3,6 +3,7 @@
 //! a summary that says nothing.
 
 use interview_session::decision::{AgentAction, Proposal};
+use interview_session::events::{EventBody, SessionEvent};
 
 use crate::llm::visible::{Refused, Visible};
 
@@ -137,6 +138,60 @@ pub(super) fn refused_start(text: &str) -> Option<Refused> {
         }
     }
     None
+}
+
+/// What the model says must be its own and new: a message that repeats an interviewer message
+/// word for word, or repeats ten words in a row of something the participant said, is refused.
+/// SmolLM2-135M asked the same opening question four times in one interview (the participant
+/// answered it each time and the interview ran to its budget), and sent a participant's whole
+/// answer back to them as its question. Quoting a few of their words stays possible.
+pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refused> {
+    let message = p.message.as_deref()?;
+    let said = words(message);
+    if said.is_empty() {
+        return None;
+    }
+    for e in events {
+        match &e.body {
+            EventBody::AgentMessageCompleted { content, .. } if words(content) == said => {
+                return Some(Refused("a message already said".into()));
+            }
+            EventBody::ParticipantMessageCreated { content, .. } => {
+                let theirs = words(content);
+                let run = QUOTED_WORDS.min(theirs.len());
+                if run >= 3
+                    && theirs
+                        .windows(run)
+                        .any(|w| said.windows(run).any(|s| s == w))
+                {
+                    return Some(Refused("the participant's own words".into()));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Words in a row of the participant's that a message may repeat (fewer than this).
+const QUOTED_WORDS: usize = 10;
+
+/// A text's words, lower-cased, without punctuation; a CJK character counts as a word.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if letter_weight(&c.to_string()) == 3 {
+            out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
+            out.push(c.to_string());
+        } else if c.is_alphanumeric() || c == '\'' {
+            word.extend(c.to_lowercase());
+        } else if !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+    }
+    out.extend((!word.is_empty()).then_some(word));
+    out
 }
 
 /// Letters in a row past which no word goes ("internationalization" has 20, German compounds
@@ -320,6 +375,47 @@ mod tests {
             "(Take your time.) What comes first?",
         ] {
             assert_eq!(not_words(fine), None, "{fine}");
+        }
+    }
+
+    #[test]
+    fn a_message_said_before_or_in_the_participant_s_words_is_refused() {
+        let event = |body: EventBody| SessionEvent {
+            body,
+            at: chrono::Utc::now(),
+            salt: None,
+            prev_hash: String::new(),
+            hash: String::new(),
+        };
+        let question = "What is the most frustrating part of planning your groceries?";
+        let answer = "Well, to be honest the most frustrating part is that vegetables go off before we get to them.";
+        let events = [
+            event(EventBody::AgentMessageCompleted {
+                message_id: uuid::Uuid::nil(),
+                content: question.into(),
+            }),
+            event(EventBody::ParticipantMessageCreated {
+                turn_id: uuid::Uuid::nil(),
+                client_message_id: None,
+                content: answer.into(),
+            }),
+        ];
+        let ask = |text: &str| Proposal {
+            message: Some(text.into()),
+            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
+        };
+        for bad in [
+            question,
+            "what is the most frustrating part of planning your groceries",
+            "Well, to be honest the most frustrating part is that vegetables go off?",
+        ] {
+            assert!(said_before(&ask(bad), &events).is_some(), "{bad}");
+        }
+        for fine in [
+            "What else frustrates you about planning your groceries?",
+            "You said vegetables go off before you get to them: which ones?",
+        ] {
+            assert_eq!(said_before(&ask(fine), &events), None, "{fine}");
         }
     }
 

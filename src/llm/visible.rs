@@ -60,6 +60,8 @@ const TERMS: &[&str] = &[
     "the user",
     "the last step",
     "calls for it",
+    "question back",
+    "json",
     // The schema's own words, echoed from the tool definitions ("maxLength: 500, type: string").
     "maxlength",
     "minlength",
