@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use interview_runtime::harness::reworded::WORDED_BY_RUNTIME;
 use serde_json::Value;
 
 use crate::drive::Record;
@@ -37,7 +38,10 @@ struct Counted {
     persona: String,
     session_id: String,
     status: String,
+    /// The model's decisions said in its own words.
     model: usize,
+    /// The model's decisions said in the runtime's words (its own were refused).
+    worded: usize,
     fallback: usize,
     refused: usize,
     errors: BTreeMap<String, usize>,
@@ -92,6 +96,7 @@ fn count(r: &Record) -> Counted {
         session_id: r.session_id.clone(),
         status: r.session["status"].as_str().unwrap_or_default().to_string(),
         model: 0,
+        worded: 0,
         fallback: 0,
         refused: 0,
         errors: BTreeMap::new(),
@@ -122,6 +127,11 @@ fn count(r: &Record) -> Counted {
             c.refused += 1;
         } else if d["model"] == "rules" {
             c.fallback += 1;
+        } else if d["rationale"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(WORDED_BY_RUNTIME))
+        {
+            c.worded += 1;
         } else {
             c.model += 1;
             c.said.extend(words_after(d["turn_id"].as_str()));
@@ -352,13 +362,15 @@ pub async fn check(
 
     let asked: usize = interviews
         .iter()
-        .map(|c| c.model + c.fallback + c.refused)
+        .map(|c| c.model + c.worded + c.fallback + c.refused)
         .sum();
-    let share = model_decisions as f64 / asked.max(1) as f64;
+    let worded: usize = interviews.iter().map(|c| c.worded).sum();
+    let decided = model_decisions + worded;
+    let share = decided as f64 / asked.max(1) as f64;
     // The aim (issue 32), reported, not held (`report` says why); that the model answers with
     // tool calls is held by R3.
     let aim = format!(
-        "{model_decisions} of {asked} ({:.0} %); aim: more than {:.0} %",
+        "{decided} of {asked} ({:.0} %: {model_decisions} in its own words, {worded} in the runtime's); aim: more than {:.0} %",
         share * 100.0,
         MODEL_SHARE * 100.0
     );
@@ -404,19 +416,20 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
     let mut failures = Vec::new();
     println!("\nReal model server: who decided the interviewer's steps\n");
     println!(
-        "| store | persona | session | status | model | fallback | refused | recorded failures |"
+        "| store | persona | session | status | model's words | model's decision, runtime's words | rules' step after a failure | refused by the guards | recorded failures |"
     );
-    println!("|---|---|---|---|---:|---:|---:|---|");
+    println!("|---|---|---|---|---:|---:|---:|---:|---|");
     for run in runs {
         for c in &run.interviews {
             let errors: Vec<String> = c.errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 run.store,
                 c.persona,
                 &c.session_id[..8.min(c.session_id.len())],
                 c.status,
                 c.model,
+                c.worded,
                 c.fallback,
                 c.refused,
                 errors.join(", ")
@@ -457,12 +470,19 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
     // R7 across the stores, reported with the per-store figures above: not held. How much of
     // the 135M model's words pass the checks swings from a tenth to four fifths between runs and
     // with every check added (docs/llm-contract.md, R7); a floor would fail good runs by chance.
-    let (model, asked) = runs
-        .iter()
-        .flat_map(|run| &run.interviews)
-        .fold((0, 0), |(m, a), c| {
-            (m + c.model, a + c.model + c.fallback + c.refused)
-        });
-    println!("  R7 the model's share across the stores: {model} of {asked}; aim: more than half");
+    let (model, worded, asked) =
+        runs.iter()
+            .flat_map(|run| &run.interviews)
+            .fold((0, 0, 0), |(m, w, a), c| {
+                (
+                    m + c.model,
+                    w + c.worded,
+                    a + c.model + c.worded + c.fallback + c.refused,
+                )
+            });
+    println!(
+        "  R7 the model's share across the stores: {} of {asked} ({model} in its own words, {worded} in the runtime's); aim: more than half",
+        model + worded
+    );
     failures
 }

@@ -37,6 +37,17 @@ pub(super) enum Shown {
     Replaced,
 }
 
+impl Shown {
+    /// What was shown of a text that another replaces: nothing, or a part to replace.
+    fn replacing(shown: &str) -> Self {
+        if shown.is_empty() {
+            Self::Nothing
+        } else {
+            Self::Replaced
+        }
+    }
+}
+
 impl Harness {
     /// A model call's provenance — the model that answered, as the endpoint names it (the
     /// configured one otherwise), and its tokens — counted against the daily cap.
@@ -229,6 +240,20 @@ impl Harness {
                 &format!("the model's text contained {term:?}; it was not shown"),
             )
             .await;
+            // The decision stands in the runtime's words when the guards take it as proposed.
+            let kept = parsed.ok().and_then(|p| {
+                super::reworded::in_runtime_words(
+                    session,
+                    conversation,
+                    &visible,
+                    &p,
+                    &term,
+                    step.now,
+                )
+            });
+            if let Some(proposal) = kept {
+                return (proposal, Shown::replacing(&shown));
+            }
             let why = format!("the model's text contained an internal term ({term:?})");
             return self.replacement(session, conversation, step, &why, provenance, &shown);
         }
@@ -260,6 +285,23 @@ impl Harness {
                             input_class: None,
                             refused: None,
                         };
+                        // Only once the whole text passes what any complete message must (its
+                        // ending, words, not said before): what streamed was checked as a start.
+                        let refused = super::step_text::refused_text(&visible, &proposal)
+                            .or_else(|| super::step_text::said_before(&proposal, events));
+                        if let Some(Refused(term)) = refused {
+                            let why =
+                                format!("a model failure ({code}) and a refused text ({term:?})");
+                            let provenance = proposal.provenance.clone();
+                            return self.replacement(
+                                session,
+                                conversation,
+                                step,
+                                &why,
+                                provenance,
+                                &shown,
+                            );
+                        }
                         (proposal, Shown::Streamed(shown))
                     }
                     _ => {
@@ -294,12 +336,7 @@ impl Harness {
         };
         fallback.provenance.latency_ms = failed_call.latency_ms;
         fallback.provenance.token_usage = failed_call.token_usage;
-        let shown = if shown.is_empty() {
-            Shown::Nothing
-        } else {
-            Shown::Replaced
-        };
-        (fallback, shown)
+        (fallback, Shown::replacing(shown))
     }
 
     /// A model that named its objective only after its words were shown: when the objective it

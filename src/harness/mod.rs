@@ -21,6 +21,7 @@
 pub mod budget;
 pub mod conversation;
 pub mod probing;
+pub mod reworded;
 pub mod rules;
 pub mod rules_fields;
 pub mod schedule;

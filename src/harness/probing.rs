@@ -666,6 +666,21 @@ pub fn choose_after(
     })
 }
 
+/// The runtime's words for a probe of `trigger` that was decided elsewhere (a model whose own
+/// words were refused): the first of the objective's fitting hints and the trigger's general
+/// questions not asked yet on it, or the first general one when all were.
+pub fn worded(trigger: ProbeTrigger, hints: &[String], asked: &[String], locale: &str) -> String {
+    let zh = locale.to_lowercase().starts_with("zh");
+    let general = generic(trigger, zh);
+    hints
+        .iter()
+        .filter(|h| hint_fits(h, trigger, None))
+        .map(|h| hint_question(h, zh))
+        .chain(general.iter().map(|q| q.to_string()))
+        .find(|q| !asked.contains(q))
+        .unwrap_or_else(|| general[0].to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,7 +75,7 @@ fn unfinished_message(p: &Proposal) -> Option<Refused> {
 fn letter_weight(text: &str) -> usize {
     text.chars()
         .map(|c| match c {
-            '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}' => 3,
+            c if is_cjk(c) => 3,
             c if c.is_alphabetic() => 1,
             _ => 0,
         })
@@ -127,7 +127,10 @@ pub(super) fn refused_start(text: &str) -> Option<Refused> {
         ));
     }
     let lower = text.to_lowercase();
-    if lower.contains("://") || lower.contains("www.") {
+    let www = lower
+        .match_indices("www.")
+        .any(|(i, _)| !lower[..i].ends_with(|c: char| c.is_alphanumeric()));
+    if lower.contains("://") || www {
         return Some(Refused("a link".into()));
     }
     let mut run = 0;
@@ -140,32 +143,31 @@ pub(super) fn refused_start(text: &str) -> Option<Refused> {
     None
 }
 
-/// What the model says must be its own and new: a message that repeats an interviewer message
-/// word for word, or repeats ten words in a row of something the participant said, is refused.
-/// SmolLM2-135M asked the same opening question four times in one interview (the participant
-/// answered it each time and the interview ran to its budget), and sent a participant's whole
-/// answer back to them as its question. Quoting a few of their words stays possible.
+/// What the model asks must be its own and new. A question or probe that repeats an
+/// interviewer message word for word is refused: SmolLM2-135M asked the same opening question
+/// four times in one interview (the participant answered it each time and the interview ran to
+/// its budget). Any message that sends the participant's words back as its own is refused: ten
+/// words in a row of a longer answer (twenty CJK characters), or a short answer whole with
+/// hardly a word added (the same model sent a participant's whole answer back as its question).
+/// A widget's lead-in or a second summary may say again what was said; quoting a few of the
+/// participant's words ("Which vegetables go off first?") stays possible.
 pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refused> {
     let message = p.message.as_deref()?;
     let said = words(message);
     if said.is_empty() {
         return None;
     }
+    let asks = matches!(
+        p.action,
+        AgentAction::AskQuestion { .. } | AgentAction::Probe { .. }
+    );
     for e in events {
         match &e.body {
-            EventBody::AgentMessageCompleted { content, .. } if words(content) == said => {
+            EventBody::AgentMessageCompleted { content, .. } if asks && words(content) == said => {
                 return Some(Refused("a message already said".into()));
             }
-            EventBody::ParticipantMessageCreated { content, .. } => {
-                let theirs = words(content);
-                let run = QUOTED_WORDS.min(theirs.len());
-                if run >= 3
-                    && theirs
-                        .windows(run)
-                        .any(|w| said.windows(run).any(|s| s == w))
-                {
-                    return Some(Refused("the participant's own words".into()));
-                }
+            EventBody::ParticipantMessageCreated { content, .. } if echoes(&said, content) => {
+                return Some(Refused("the participant's own words".into()));
             }
             _ => {}
         }
@@ -173,15 +175,47 @@ pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refus
     None
 }
 
+/// Whether `said` repeats the participant's `answer`: a run of [`QUOTED_WORDS`] of its words
+/// (a CJK character counting as a third of a word), or all of a shorter answer of three words
+/// or more with at most one word added.
+fn echoes(said: &[String], answer: &str) -> bool {
+    let theirs = words(answer);
+    let cjk = theirs.iter().filter(|w| is_cjk_word(w)).count();
+    let run = if cjk * 2 > theirs.len() {
+        QUOTED_WORDS * 2
+    } else {
+        QUOTED_WORDS
+    };
+    let contains = |run: usize| {
+        theirs
+            .windows(run)
+            .any(|w| said.windows(run).any(|s| s == w))
+    };
+    if theirs.len() >= run {
+        return contains(run);
+    }
+    theirs.len() >= 3 && said.len() <= theirs.len() + 1 && contains(theirs.len())
+}
+
 /// Words in a row of the participant's that a message may repeat (fewer than this).
 const QUOTED_WORDS: usize = 10;
+
+/// Whether `c` is written in a script without spaces between words (Chinese, Japanese, Korean),
+/// where one character carries about a word.
+fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}')
+}
+
+fn is_cjk_word(w: &str) -> bool {
+    w.chars().next().is_some_and(is_cjk)
+}
 
 /// A text's words, lower-cased, without punctuation; a CJK character counts as a word.
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     for c in text.chars() {
-        if letter_weight(&c.to_string()) == 3 {
+        if is_cjk(c) {
             out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
             out.push(c.to_string());
         } else if c.is_alphanumeric() || c == '\'' {
@@ -360,6 +394,7 @@ mod tests {
             "Anything else to add about squaresquaresquarerolloverdownloadedrolled?",
             "Ok 4.3, 6.7, 9.8, 12.3, 15.5, 19.3, 22.5?",
             "Could you look at https://example.com and tell me?",
+            "Could you look at www.example.com and tell me?",
             ", what do you plan?",
             "the last step is about to end, you can choose another one now.",
             "][0].text.trim() + 'You want to know what you should plan?'",
@@ -373,6 +408,7 @@ mod tests {
             "On a scale of 1 to 5, how easy is it?",
             "- Planning: a list on the phone; every Sunday\n- Frustration: vegetables go off",
             "(Take your time.) What comes first?",
+            "Awww. What happened then?",
         ] {
             assert_eq!(not_words(fine), None, "{fine}");
         }
@@ -401,9 +437,47 @@ mod tests {
             }),
         ];
         let ask = |text: &str| Proposal {
+            action: AgentAction::Probe {
+                objective_id: "o".into(),
+                based_on_turn_id: None,
+                trigger: interview_session::decision::ProbeTrigger::Vague,
+            },
             message: Some(text.into()),
             ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
         };
+        let short = [event(EventBody::ParticipantMessageCreated {
+            turn_id: uuid::Uuid::nil(),
+            client_message_id: None,
+            content: "Vegetables go off.".into(),
+        })];
+        let short_zh = [event(EventBody::ParticipantMessageCreated {
+            turn_id: uuid::Uuid::nil(),
+            client_message_id: None,
+            content: "我一般周日晚上列清单，然后周一去超市买一周的菜。".into(),
+        })];
+        // A short answer sent back whole is refused; quoting it in a question is not.
+        assert!(said_before(&ask("Vegetables go off?"), &short).is_some());
+        assert!(said_before(&ask("So vegetables go off?"), &short).is_some());
+        assert_eq!(
+            said_before(&ask("Which vegetables go off first?"), &short),
+            None
+        );
+        // Ten Chinese characters are a few words, not a copied answer; twenty are.
+        assert_eq!(
+            said_before(&ask("你说周日晚上列清单，清单上一般有什么？"), &short_zh),
+            None
+        );
+        assert!(said_before(
+            &ask("我一般周日晚上列清单，然后周一去超市买一周的菜吗？"),
+            &short_zh
+        )
+        .is_some());
+        // A widget's lead-in, or the summary again, may repeat an interviewer message.
+        let lead_in = Proposal {
+            message: Some(question.into()),
+            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
+        };
+        assert_eq!(said_before(&lead_in, &events), None);
         for bad in [
             question,
             "what is the most frustrating part of planning your groceries",

@@ -56,10 +56,19 @@ const TERMS: &[&str] = &[
     "widget shown",
     "one way to say it",
     "the summary could read",
-    "your objective",
-    "the user",
-    "the last step",
-    "calls for it",
+    // Phrases, not single words: "What is your objective when you shop?" and "the user
+    // interface" are fair questions; "Your objective is to plan…" and "The user asked you…"
+    // (seen from SmolLM2-135M) are the prompt talking.
+    "your objective is",
+    "the user asked",
+    "the user is",
+    "the user said",
+    "the user wants",
+    "the user's",
+    "ask the user",
+    "the last step (",
+    "the runtime's",
+    "message calls for it",
     "question back",
     "json",
     // The schema's own words, echoed from the tool definitions ("maxLength: 500, type: string").
@@ -72,7 +81,8 @@ const TERMS: &[&str] = &[
     "harness",
     "langgraph",
     // Talk about being an AI ("an AI assistant" in a question is fine; "as an AI" is not).
-    // No phrase starts with a word as common as "the", so the hold-back rarely delays a word.
+    // A phrase that starts with a common word ("the user is", "ask the user") holds that word
+    // back until the next one shows it is not the phrase: a word's delay, not a refusal.
     "as an ai",
     "as a language model",
     "i am an ai",

@@ -54,6 +54,11 @@ fn plain_questions_pass_whole() {
         "What would an AI assistant need to do for you?",
         "你平时怎么计划每周买菜？",
         "Could you describe it as an aid to memory?",
+        // The phrases the prompt talks in, said as an interviewer would (issue 32's review).
+        "What is your objective when you shop for the week?",
+        "How could the user interface of the app be clearer?",
+        "What in your week calls for it?",
+        "How long was the last step of your trip?",
     ] {
         assert_eq!(stream(&v, text), (text.to_string(), None), "{text}");
     }
@@ -76,11 +81,11 @@ fn internal_talk_is_refused_before_it_shows() {
         ("Use addToCart() for it?", "()"),
         (
             "The user asked you to answer a question about food.",
-            "the user",
+            "the user asked",
         ),
         (
             "Your objective is to plan your weekly shopping.",
-            "your objective",
+            "your objective is",
         ),
     ] {
         let (shown, refused) = stream(&v, text);

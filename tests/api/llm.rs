@@ -319,24 +319,37 @@ async fn an_echoed_key_never_reaches_the_event_log(store: Store) {
     }
 }
 
-/// A call that drops after its whole message was shown: the message stands. One that drops
-/// mid-message: the broken-off words are replaced by a whole question.
+/// A call that drops after its whole message was shown: the message stands, once it passes
+/// what any whole message must. One that drops mid-message: the broken-off words are replaced
+/// by a whole question.
 async fn a_dropped_call_never_leaves_a_broken_off_question(store: Store) {
     let llm = Llm::start(store).await;
-    let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries.", "rationale": "open"}"#;
+    let raw = r#"{"objective_id": "planning_habits", "message": "Welcome! When did you last plan your groceries?", "rationale": "open"}"#;
     let whole = raw.find(", \"rationale\"").unwrap();
     let (_, _, s) = llm
         .consented(vec![Reply::Drop("ask_question", raw, whole + 3)])
         .await;
     assert_eq!(
         last_assistant(&s),
-        "Welcome! Tell me about the last time you planned your groceries."
+        "Welcome! When did you last plan your groceries?"
     );
     assert_eq!(s["errors"][0]["code"], "model_stream_dropped");
     assert!(last_decision(&s)["rationale"]
         .as_str()
         .unwrap()
         .contains("the message stands"));
+
+    // Shown whole, but no question (a question ends with its mark): replaced after all.
+    let statement = r#"{"objective_id": "planning_habits", "message": "Welcome! Tell me about the last time you planned your groceries.", "rationale": "open"}"#;
+    let whole = statement.find(", \"rationale\"").unwrap();
+    let (_, _, s) = llm
+        .consented(vec![Reply::Drop("ask_question", statement, whole + 3)])
+        .await;
+    assert_eq!(last_assistant(&s), OPENING);
+    assert!(last_decision(&s)["rationale"]
+        .as_str()
+        .unwrap()
+        .contains("a refused text"));
 
     let (_, _, s) = llm
         .consented(vec![Reply::Drop("ask_question", raw, 70)])

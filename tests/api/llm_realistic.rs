@@ -148,6 +148,14 @@ async fn words_stream_whatever_the_argument_order(store: Store) {
     assert_eq!(pieces.concat(), probe);
 }
 
+/// A decision the model made whose words were refused, carried out in the runtime's words.
+fn worded_by_the_runtime(decision: &Value) -> bool {
+    decision["model"] != "rules"
+        && decision["rationale"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(interview_runtime::harness::reworded::WORDED_BY_RUNTIME))
+}
+
 /// "As an AI agent I will now call the ask_question tool: {…}" never shows; a bad turn later
 /// in a message replaces the part shown; either way the participant reads a whole question.
 async fn internal_talk_never_reaches_the_participant(store: Store) {
@@ -177,7 +185,14 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
         (error["source"].as_str(), error["code"].as_str()),
         (Some("guard"), Some("model_text_refused"))
     );
-    assert_eq!(last_decision(&s)["model"], "rules");
+    // The decision was a fair one (the first objective's question): it stands, in the runtime's
+    // words, recorded as the model's with why its words were not said.
+    let d = last_decision(&s);
+    assert_eq!(
+        d["selected_action"],
+        json!({"action": "ask_question", "objective_id": "planning_habits"})
+    );
+    assert!(worded_by_the_runtime(&d), "{d}");
 
     let late = "Thanks, that helps. Next I will call extract_fields and then ask more.";
     let s = llm
@@ -224,6 +239,12 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
     assert!(!deltas(&frames).concat().contains("pickup"), "{frames:?}");
     assert!(!last_assistant(&s).contains("pickup"));
     assert_eq!(refusals(&s), before + 1);
+    // The probe it decided on is asked, in the runtime's words for a vague answer.
+    let d = last_decision(&s);
+    assert_eq!(d["selected_action"]["action"], "probe", "{d}");
+    assert_eq!(d["selected_action"]["trigger"], "vague", "{d}");
+    assert!(worded_by_the_runtime(&d), "{d}");
+    assert!(last_assistant(&s).ends_with('?'), "{s}");
 
     // Reasoning text before the call is never shown.
     let s = llm
@@ -236,6 +257,23 @@ async fn internal_talk_never_reaches_the_participant(store: Store) {
     assert_eq!(last_assistant(&s), "Could you give me an example?");
     let frames = until_said(&mut sse).await;
     assert!(!deltas(&frames).concat().contains("think"));
+
+    // Asking an objective already asked, in words that are refused, is no decision kept: the
+    // rules' step is taken (a model that lost the thread asks its first question again).
+    let s = llm
+        .say(
+            &session,
+            &token,
+            "That is all about it.",
+            vec![Reply::Realistic(
+                "ask_question",
+                ask("./again: How do you usually plan your groceries?"),
+            )],
+        )
+        .await;
+    let d = last_decision(&s);
+    assert_eq!(d["model"], "rules", "{d}");
+    assert!(!last_assistant(&s).contains("again"));
 }
 
 /// A stall mid-message: the participant, who waited (2 s of silence here), is told in plain

@@ -1,0 +1,94 @@
+//! A model's decision kept when only its words are refused.
+//!
+//! A small model often picks a fair next step and words it badly: SmolLM2-135M chose to probe a
+//! vague answer and wrote "./pickup.json: …", or chose to ask the next objective and copied a
+//! prompt line after the question. Its words are never shown (`step_text`, `visible`), but the
+//! decision need not be thrown away with them: when the guards would carry out the action as
+//! proposed, it is carried out in the runtime's own words — the objective's opening question,
+//! a probe question for the model's trigger (`probing::worded`), the configured widget, the
+//! runtime's summary, the study's closing. The decision log records it as the model's, with a
+//! rationale that starts with [`WORDED_BY_RUNTIME`], so a researcher (and `scripts/eval`'s R7)
+//! can tell it from a decision said in the model's own words.
+
+use chrono::{DateTime, Utc};
+use interview_session::decision::{AgentAction, Proposal};
+use interview_session::Session;
+use uuid::Uuid;
+
+use super::conversation::Conversation;
+use super::{probing, rules, step_text, streamed};
+use crate::llm::visible::Visible;
+
+/// How the rationale of a decision kept this way begins (the refused term follows in brackets,
+/// then the model's own rationale).
+pub const WORDED_BY_RUNTIME: &str = "The model's decision in the runtime's words";
+
+/// The model's proposal with the runtime's words in place of its refused ones, if the guards
+/// would carry it out as proposed; `None` when the rules' step should be taken instead.
+pub(super) fn in_runtime_words(
+    session: &Session,
+    conversation: &Conversation,
+    visible: &Visible,
+    model: &Proposal,
+    term: &str,
+    now: DateTime<Utc>,
+) -> Option<Proposal> {
+    let study = session.study()?;
+    let mut p = model.clone();
+    p.message = None;
+    p.summary = None;
+    // A widget the model wrote goes with its words when they are what was refused: the
+    // objective's configured widget is shown, or (none configured) the rules decide.
+    if p.interaction.is_some() && step_text::refused_text(visible, &p).is_some() {
+        p.interaction = None;
+    }
+    match &model.action {
+        AgentAction::AskQuestion { objective_id } if session.objective(objective_id).asked => {
+            // Asking an objective again is what a model that lost the thread does (SmolLM2-135M
+            // asked one opening question four times): kept only when the rules would ask it
+            // again too — a question back — and then in their other words.
+            let rules = rules::propose(session, conversation, now);
+            if rules.action != model.action {
+                return None;
+            }
+            p.message = rules.message;
+        }
+        AgentAction::AskQuestion { .. } => {} // the objective's opening question
+        AgentAction::Probe {
+            objective_id,
+            trigger,
+            ..
+        } => {
+            let objective = study
+                .study_config
+                .objectives
+                .iter()
+                .find(|o| &o.id == objective_id)?;
+            let asked = conversation
+                .probes_asked
+                .get(objective_id)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            p.message = Some(probing::worded(
+                *trigger,
+                &objective.probe_hints,
+                asked,
+                &study.study_config.locale,
+            ));
+        }
+        // Nothing an extraction says reaches a participant; nothing of it was refused as words.
+        AgentAction::ExtractFields => return None,
+        AgentAction::RenderInteraction { .. }
+        | AgentAction::SummarizeAndConfirm
+        | AgentAction::Conclude { .. } => {}
+    }
+    if !streamed::accepted_as_is(session, p.action.clone(), now) {
+        return None;
+    }
+    session.judge(&p, Some(Uuid::nil().to_string()), now).ok()?;
+    p.rationale = format!(
+        "{WORDED_BY_RUNTIME} (its own contained {term:?}): {}",
+        model.rationale
+    );
+    Some(p)
+}
