@@ -228,7 +228,7 @@ impl Harness {
         let refused = progress.refused.clone().or_else(|| {
             parsed.as_ref().ok().and_then(|p| {
                 super::step_text::refused_text(&visible, p)
-                    .or_else(|| super::step_text::said_before(p, events))
+                    .or_else(|| super::said::said_before(p, events))
             })
         });
         if let Some(Refused(term)) = refused {
@@ -288,7 +288,7 @@ impl Harness {
                         // Only once the whole text passes what any complete message must (its
                         // ending, words, not said before): what streamed was checked as a start.
                         let refused = super::step_text::refused_text(&visible, &proposal)
-                            .or_else(|| super::step_text::said_before(&proposal, events));
+                            .or_else(|| super::said::said_before(&proposal, events));
                         if let Some(Refused(term)) = refused {
                             let why =
                                 format!("a model failure ({code}) and a refused text ({term:?})");

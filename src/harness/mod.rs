@@ -32,6 +32,7 @@ mod llm_records;
 mod llm_step;
 mod offered;
 mod records;
+mod said;
 mod step_text;
 mod streamed;
 mod unclaimed;

@@ -3,7 +3,6 @@
 //! a summary that says nothing.
 
 use interview_session::decision::{AgentAction, Proposal};
-use interview_session::events::{EventBody, SessionEvent};
 
 use crate::llm::visible::{Refused, Visible};
 
@@ -25,6 +24,7 @@ pub(super) fn refused_text(visible: &Visible, p: &Proposal) -> Option<Refused> {
         .into_iter()
         .find_map(|t| visible.refuses(t))
         .or_else(|| unfinished_message(p))
+        .or_else(|| super::said::out_of_manner(p))
         .or_else(|| empty_summary(p))
         .or_else(|| {
             p.message
@@ -75,7 +75,7 @@ fn unfinished_message(p: &Proposal) -> Option<Refused> {
 fn letter_weight(text: &str) -> usize {
     text.chars()
         .map(|c| match c {
-            c if is_cjk(c) => 3,
+            c if super::said::is_cjk(c) => 3,
             c if c.is_alphabetic() => 1,
             _ => 0,
         })
@@ -143,101 +143,17 @@ pub(super) fn refused_start(text: &str) -> Option<Refused> {
     None
 }
 
-/// What the model asks must be its own and new. A question or probe that repeats an
-/// interviewer message word for word is refused: SmolLM2-135M asked the same opening question
-/// four times in one interview (the participant answered it each time and the interview ran to
-/// its budget). Any message that sends the participant's words back as its own is refused: ten
-/// words in a row of a longer answer (twenty CJK characters), or a short answer whole with
-/// hardly a word added (the same model sent a participant's whole answer back as its question).
-/// A widget's lead-in or a second summary may say again what was said; quoting a few of the
-/// participant's words ("Which vegetables go off first?") stays possible.
-pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refused> {
-    let message = p.message.as_deref()?;
-    let said = words(message);
-    if said.is_empty() {
-        return None;
-    }
-    let asks = matches!(
-        p.action,
-        AgentAction::AskQuestion { .. } | AgentAction::Probe { .. }
-    );
-    for e in events {
-        match &e.body {
-            EventBody::AgentMessageCompleted { content, .. } if asks && words(content) == said => {
-                return Some(Refused("a message already said".into()));
-            }
-            EventBody::ParticipantMessageCreated { content, .. } if echoes(&said, content) => {
-                return Some(Refused("the participant's own words".into()));
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Whether `said` repeats the participant's `answer`: a run of [`QUOTED_WORDS`] of its words
-/// (a CJK character counting as a third of a word), or all of a shorter answer of three words
-/// or more with at most one word added.
-fn echoes(said: &[String], answer: &str) -> bool {
-    let theirs = words(answer);
-    let cjk = theirs.iter().filter(|w| is_cjk_word(w)).count();
-    let run = if cjk * 2 > theirs.len() {
-        QUOTED_WORDS * 2
-    } else {
-        QUOTED_WORDS
-    };
-    let contains = |run: usize| {
-        theirs
-            .windows(run)
-            .any(|w| said.windows(run).any(|s| s == w))
-    };
-    if theirs.len() >= run {
-        return contains(run);
-    }
-    theirs.len() >= 3 && said.len() <= theirs.len() + 1 && contains(theirs.len())
-}
-
-/// Words in a row of the participant's that a message may repeat (fewer than this).
-const QUOTED_WORDS: usize = 10;
-
-/// Whether `c` is written in a script without spaces between words (Chinese, Japanese, Korean),
-/// where one character carries about a word.
-fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{ac00}'..='\u{d7af}')
-}
-
-fn is_cjk_word(w: &str) -> bool {
-    w.chars().next().is_some_and(is_cjk)
-}
-
-/// A text's words, lower-cased, without punctuation; a CJK character counts as a word.
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    for c in text.chars() {
-        if is_cjk(c) {
-            out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
-            out.push(c.to_string());
-        } else if c.is_alphanumeric() || c == '\'' {
-            word.extend(c.to_lowercase());
-        } else if !word.is_empty() {
-            out.push(std::mem::take(&mut word));
-        }
-    }
-    out.extend((!word.is_empty()).then_some(word));
-    out
-}
-
 /// Letters in a row past which no word goes ("internationalization" has 20, German compounds
 /// rarely pass 30).
 const LONGEST_WORD: usize = 30;
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use interview_session::decision::Provenance;
 
-    fn proposal(interaction: serde_json::Value) -> Proposal {
+    /// A widget proposal with a lead-in, for the checks' tests (here and in `said.rs`).
+    pub(in crate::harness) fn proposal(interaction: serde_json::Value) -> Proposal {
         Proposal {
             action: AgentAction::RenderInteraction {
                 objective_id: Some("pain_points".into()),
@@ -411,85 +327,6 @@ mod tests {
             "Awww. What happened then?",
         ] {
             assert_eq!(not_words(fine), None, "{fine}");
-        }
-    }
-
-    #[test]
-    fn a_message_said_before_or_in_the_participant_s_words_is_refused() {
-        let event = |body: EventBody| SessionEvent {
-            body,
-            at: chrono::Utc::now(),
-            salt: None,
-            prev_hash: String::new(),
-            hash: String::new(),
-        };
-        let question = "What is the most frustrating part of planning your groceries?";
-        let answer = "Well, to be honest the most frustrating part is that vegetables go off before we get to them.";
-        let events = [
-            event(EventBody::AgentMessageCompleted {
-                message_id: uuid::Uuid::nil(),
-                content: question.into(),
-            }),
-            event(EventBody::ParticipantMessageCreated {
-                turn_id: uuid::Uuid::nil(),
-                client_message_id: None,
-                content: answer.into(),
-            }),
-        ];
-        let ask = |text: &str| Proposal {
-            action: AgentAction::Probe {
-                objective_id: "o".into(),
-                based_on_turn_id: None,
-                trigger: interview_session::decision::ProbeTrigger::Vague,
-            },
-            message: Some(text.into()),
-            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
-        };
-        let short = [event(EventBody::ParticipantMessageCreated {
-            turn_id: uuid::Uuid::nil(),
-            client_message_id: None,
-            content: "Vegetables go off.".into(),
-        })];
-        let short_zh = [event(EventBody::ParticipantMessageCreated {
-            turn_id: uuid::Uuid::nil(),
-            client_message_id: None,
-            content: "我一般周日晚上列清单，然后周一去超市买一周的菜。".into(),
-        })];
-        // A short answer sent back whole is refused; quoting it in a question is not.
-        assert!(said_before(&ask("Vegetables go off?"), &short).is_some());
-        assert!(said_before(&ask("So vegetables go off?"), &short).is_some());
-        assert_eq!(
-            said_before(&ask("Which vegetables go off first?"), &short),
-            None
-        );
-        // Ten Chinese characters are a few words, not a copied answer; twenty are.
-        assert_eq!(
-            said_before(&ask("你说周日晚上列清单，清单上一般有什么？"), &short_zh),
-            None
-        );
-        assert!(said_before(
-            &ask("我一般周日晚上列清单，然后周一去超市买一周的菜吗？"),
-            &short_zh
-        )
-        .is_some());
-        // A widget's lead-in, or the summary again, may repeat an interviewer message.
-        let lead_in = Proposal {
-            message: Some(question.into()),
-            ..proposal(serde_json::json!({"type": "yes_no", "prompt": "p", "research_intent": "r"}))
-        };
-        assert_eq!(said_before(&lead_in, &events), None);
-        for bad in [
-            question,
-            "what is the most frustrating part of planning your groceries",
-            "Well, to be honest the most frustrating part is that vegetables go off?",
-        ] {
-            assert!(said_before(&ask(bad), &events).is_some(), "{bad}");
-        }
-        for fine in [
-            "What else frustrates you about planning your groceries?",
-            "You said vegetables go off before you get to them: which ones?",
-        ] {
-            assert_eq!(said_before(&ask(fine), &events), None, "{fine}");
         }
     }
 
