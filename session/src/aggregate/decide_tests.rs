@@ -1096,6 +1096,34 @@ async fn a_summary_before_any_must_objective_is_asked_becomes_its_question() {
 }
 
 #[tokio::test]
+async fn the_words_that_present_a_summary_hold_it() {
+    let mut given = consented();
+    given.extend(step(2, ask("o1"), None));
+    given.push(message(30, "I use a moka pot every morning before work"));
+    given.push(claim(3));
+    let summary = "- Coffee: a moka pot every morning";
+    let presented = |message: &str| {
+        let mut p = proposal(A::SummarizeAndConfirm, Some(message));
+        p.summary = Some(summary.into());
+        decide_with(3, p)
+    };
+    // Words without the summary: the participant would confirm what they never read.
+    let events = when(
+        given.clone(),
+        presented("Your summary is ready. You can now proceed."),
+    )
+    .await
+    .unwrap();
+    let shown = said(&events).unwrap();
+    assert!(shown.contains(summary), "{shown}");
+    assert!(!shown.contains("Your summary is ready"), "{shown}");
+    // Words that hold it stand.
+    let own = format!("Here is what I heard:\n{summary}\nDid I get that right?");
+    let events = when(given, presented(&own)).await.unwrap();
+    assert_eq!(said(&events), Some(own));
+}
+
+#[tokio::test]
 async fn a_confirmed_summary_always_concludes_even_when_coverage_never_held() {
     // o1 asked and answered, its field never at the threshold: questioning stopped because
     // every must objective was asked. The confirmation concludes, whatever is proposed next.

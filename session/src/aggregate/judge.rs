@@ -347,13 +347,18 @@ impl Session {
             }
             AgentAction::SummarizeAndConfirm => {
                 let summary = own(&p.summary).unwrap_or_else(|| self.default_summary());
-                let message = own(&p.message).unwrap_or_else(|| {
-                    format!(
-                        "{}\n{summary}\n{}",
-                        phrases::summary_intro(locale),
-                        phrases::confirm_question(locale)
-                    )
-                });
+                // The participant confirms what they read: words that present the summary
+                // without it ("Your summary is ready. You can now proceed with the interview.",
+                // seen from a 135M model) give way to the runtime's, which hold it.
+                let message = own(&p.message)
+                    .filter(|m| m.contains(summary.trim()))
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{}\n{summary}\n{}",
+                            phrases::summary_intro(locale),
+                            phrases::confirm_question(locale)
+                        )
+                    });
                 Carried::Summary { summary, message }
             }
             AgentAction::Conclude { reason } => Carried::Close {
