@@ -70,10 +70,7 @@ impl DecisionRow {
             session_id: session_id.to_string(),
             decision_id: decision_id.to_string(),
             turn_id: turn_id.map(|t| t.to_string()),
-            phase: json(serde_json::to_value(phase))
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
+            phase: phase.as_ref().to_string(),
             selected_action: json(serde_json::to_value(selected_action)),
             proposed_action: proposed_action
                 .as_ref()

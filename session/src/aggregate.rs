@@ -236,7 +236,7 @@ impl Aggregate for Session {
         match command {
             C::Create(c) => self.create(sink, c).await,
             C::Start(c) => self.start(sink, c).await,
-            C::PostMessage(c) => self.post_message(sink, c, false).await,
+            C::PostMessage(c) => self.post_message(sink, c).await,
             C::StartAgentMessage(c) => self.claim_utterance(sink, c).await,
             C::CompleteAgentMessage(c) => self.complete_utterance(sink, c).await,
             C::RenderInteraction(c) => self.render_interaction(sink, c).await,

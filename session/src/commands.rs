@@ -11,7 +11,10 @@ use crate::events::{ConcludeReason, SubmitStatus};
 use crate::interaction::InteractionToolCall;
 use crate::study::PinnedStudy;
 
-#[derive(Debug, Clone, PartialEq)]
+/// A command's name (`submit_interaction`) is its variant's, in snake case (`strum`): the
+/// metric and trace label.
+#[derive(Debug, Clone, PartialEq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionCommand {
     /// A participant opens the public link (FR-04-1); pins the study (FR-04-2).
     Create(Create),
@@ -156,13 +159,8 @@ pub struct SubmitInteraction {
 /// See [`SessionCommand::SubmitThenPostMessage`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmitThenPostMessage {
-    pub interaction_id: String,
-    pub turn_id: Uuid,
-    pub status: SubmitStatus,
-    pub value: Option<Value>,
-    pub client_context: Option<Value>,
-    pub message: FollowingMessage,
-    pub at: DateTime<Utc>,
+    pub answer: SubmitInteraction,
+    pub message: PostMessage,
 }
 
 /// See [`SessionCommand::Decide`].
@@ -266,12 +264,4 @@ pub struct RecordErasure {
     pub erasure: crate::erasure::Erasure,
     pub head_hash: String,
     pub at: DateTime<Utc>,
-}
-
-/// The message of a [`SessionCommand::SubmitThenPostMessage`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct FollowingMessage {
-    pub turn_id: Uuid,
-    pub client_message_id: Option<String>,
-    pub content: String,
 }

@@ -10,7 +10,10 @@ use crate::events::Phase;
 use crate::interaction::InteractionSpec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::AsRefStr, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ProbeTrigger {
     Vague,
     StrongEmotion,
@@ -20,7 +23,10 @@ pub enum ProbeTrigger {
 
 /// Why a session ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::AsRefStr, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ConcludeReason {
     AllMustObjectivesCovered,
     /// Every must objective was asked, not all of them covered (answers below the threshold,
@@ -100,9 +106,7 @@ impl AgentAction {
     /// `conclude(max_turns_reached)`.
     pub fn label(&self) -> String {
         let detail = match self {
-            Self::Conclude { reason } => serde_json::to_value(reason)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from)),
+            Self::Conclude { reason } => Some(reason.as_ref().to_string()),
             other => other.objective_id().map(String::from),
         };
         match detail {

@@ -19,7 +19,10 @@ use crate::interaction::{Choice, InteractionKind, InteractionToolCall};
 
 /// Who asked for an erasure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ErasedBy {
     /// The participant withdrew, with their session token.
     Participant,
@@ -30,12 +33,9 @@ pub enum ErasedBy {
 }
 
 impl ErasedBy {
+    /// The name as the events spell it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Participant => "participant",
-            Self::Researcher => "researcher",
-            Self::Retention => "retention",
-        }
+        self.into()
     }
 }
 

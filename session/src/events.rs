@@ -21,7 +21,10 @@ pub const EVENT_VERSION: &str = crate::codec::CURRENT_VERSION;
 /// Session status (FR-04-3): `created → active → waiting_for_user | waiting_for_tool → active →
 /// … → completed | abandoned`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionStatus {
     #[default]
     Created,
@@ -48,15 +51,9 @@ impl SessionStatus {
         }
     }
 
+    /// The name as the events and the API spell it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Created => "created",
-            Self::Active => "active",
-            Self::WaitingForUser => "waiting_for_user",
-            Self::WaitingForTool => "waiting_for_tool",
-            Self::Completed => "completed",
-            Self::Abandoned => "abandoned",
-        }
+        self.into()
     }
 }
 
@@ -70,7 +67,10 @@ impl Phase {
 
 /// Harness phases (FR-04-9).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(strum::AsRefStr, strum::IntoStaticStr)]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum Phase {
     #[default]
     LoadContext,

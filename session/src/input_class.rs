@@ -9,7 +9,10 @@ use crate::text::{is_cjk, normalize};
 /// the rules below judge it, or in `llm` mode the model (`participant_input`), which may also
 /// tell a partial answer and an off-topic remark apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::AsRefStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum InputClass {
     /// Says something about the question: may feed a field.
     Answer,

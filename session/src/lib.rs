@@ -25,7 +25,7 @@ pub mod study;
 pub mod text;
 
 pub use aggregate::Session;
-pub use commands::{FollowingMessage, SessionCommand};
+pub use commands::SessionCommand;
 pub use error::{ErrorKind, SessionError};
 pub use events::{
     ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,
@@ -34,3 +34,6 @@ pub use study::{PinnedStudy, StudyDefinition};
 
 /// The cqrs-es aggregate type name; the `aggregate_type` column of every session event.
 pub const AGGREGATE_TYPE: &str = "Session";
+
+#[cfg(test)]
+mod names_tests;

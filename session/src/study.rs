@@ -188,7 +188,10 @@ pub struct OutputSchema {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::AsRefStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum FieldType {
     String,
     Number,

@@ -21,8 +21,9 @@ use crate::live::stream_hub::{StreamHub, StreamNotifier};
 
 type Cqrs = CqrsFramework<Session, CachingEventStore>;
 
-/// Who sent a command; stored in each event's metadata.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who sent a command; stored in each event's metadata as its snake-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Actor {
     Participant,
     Agent,
@@ -32,12 +33,7 @@ pub enum Actor {
 
 impl Actor {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Actor::Participant => "participant",
-            Actor::Agent => "agent",
-            Actor::System => "system",
-            Actor::Researcher => "researcher",
-        }
+        self.into()
     }
 }
 
@@ -179,28 +175,7 @@ impl SessionStore {
     }
 }
 
+/// The command's name (`submit_interaction`), derived from its variant.
 fn command_name(command: &SessionCommand) -> &'static str {
-    match command {
-        SessionCommand::Create(_) => "create",
-        SessionCommand::Start(_) => "start",
-        SessionCommand::PostMessage(_) => "post_message",
-        SessionCommand::SubmitThenPostMessage(_) => "submit_then_post_message",
-        SessionCommand::StartAgentMessage(_) => "start_agent_message",
-        SessionCommand::CompleteAgentMessage(_) => "complete_agent_message",
-        SessionCommand::RenderInteraction(_) => "render_interaction",
-        SessionCommand::SubmitInteraction(_) => "submit_interaction",
-        SessionCommand::Decide(_) => "decide",
-        SessionCommand::DecideUnclaimed(_) => "decide_unclaimed",
-        SessionCommand::RecordExtraction(_) => "record_extraction",
-        SessionCommand::EvaluateScreening(_) => "evaluate_screening",
-        SessionCommand::ConfirmSummary(_) => "confirm_summary",
-        SessionCommand::RecordError(_) => "record_error",
-        SessionCommand::Complete(_) => "complete",
-        SessionCommand::Expire(_) => "expire",
-        SessionCommand::StartFinalExtraction(_) => "start_final_extraction",
-        SessionCommand::CompleteFinalExtraction(_) => "complete_final_extraction",
-        SessionCommand::Abandon(_) => "abandon",
-        SessionCommand::RequestEnd(_) => "request_end",
-        SessionCommand::RecordErasure(_) => "record_erasure",
-    }
+    command.into()
 }

@@ -15,6 +15,8 @@ use crate::http::error::ApiError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
 pub enum StudyStatus {
     Draft,
     Published,
@@ -23,19 +25,7 @@ pub enum StudyStatus {
 
 impl StudyStatus {
     fn as_str(self) -> &'static str {
-        match self {
-            StudyStatus::Draft => "draft",
-            StudyStatus::Published => "published",
-            StudyStatus::Paused => "paused",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "published" => StudyStatus::Published,
-            "paused" => StudyStatus::Paused,
-            _ => StudyStatus::Draft,
-        }
+        self.into()
     }
 }
 
@@ -73,7 +63,10 @@ where
     let published: Option<Value> = row.try_get("published")?;
     Ok(StudyRecord {
         study_id: row.try_get("study_id")?,
-        status: StudyStatus::parse(&status),
+        // A status this code does not know is a row it cannot serve (never a draft by default).
+        status: status
+            .parse()
+            .map_err(|e| ApiError::Internal(Box::new(e)))?,
         definition: serde_json::from_value(definition).map_err(corrupt)?,
         public_slug: row.try_get("public_slug")?,
         published: published

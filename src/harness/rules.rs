@@ -226,10 +226,7 @@ fn continue_objective(
                     format!(
                         "The answer about {:?} calls for a {} probe: {}; probe {} of {}.",
                         o.title,
-                        serde_json::to_value(probe.trigger)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default(),
+                        probe.trigger.as_ref(),
                         probe.because,
                         progress.probes + 1,
                         o.max_probe_count

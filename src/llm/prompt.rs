@@ -193,10 +193,7 @@ pub(crate) fn fields_block(s: &Session) -> String {
         .iter()
         .map(|f| {
             // The type as the schema names it (never a Rust name), and an enum's values.
-            let kind = serde_json::to_value(f.field_type)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
+            let kind = f.field_type.as_ref();
             let values = match f.field_type {
                 interview_session::study::FieldType::Enum => format!(
                     ": one of {}",
@@ -252,20 +249,15 @@ fn progress_block(s: &Session, at: DateTime<Utc>) -> String {
     let minutes = s.created_at().map_or(0, |c| (at - c).num_minutes().max(0));
     let stop = s
         .stop_reason(at)
-        .map(|r| {
-            format!(
-                "; questioning must stop: {}",
-                serde_json::to_value(r).unwrap_or_default()
-            )
-        })
+        .map(|r| format!("; questioning must stop: \"{}\"", r.as_ref()))
         .unwrap_or_default();
     out.push(format!(
-        "- session: turn {} of {}, {} of {} minutes used, phase {}{stop}",
+        "- session: turn {} of {}, {} of {} minutes used, phase \"{}\"{stop}",
         s.turn_count(),
         limits.max_turn_count,
         minutes,
         limits.max_duration_minutes,
-        serde_json::to_value(s.phase()).unwrap_or_default()
+        s.phase().as_ref()
     ));
     out.join("\n")
 }
@@ -501,7 +493,6 @@ pub fn expected_next(
     judged: Option<&Judged>,
     extraction_offered: bool,
 ) -> String {
-    let name = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
     let what = match expected {
         AgentAction::AskQuestion { objective_id } => {
             format!("ask_question with objective_id \"{objective_id}\": {NEXT_ASK}")
@@ -512,7 +503,7 @@ pub fn expected_next(
             ..
         } => format!(
             "probe with objective_id \"{objective_id}\" and trigger \"{}\": {NEXT_PROBE}",
-            name(serde_json::to_value(trigger).unwrap_or_default())
+            trigger.as_ref()
         ),
         AgentAction::RenderInteraction { objective_id } => format!(
             "render_interaction with objective_id \"{}\": {NEXT_WIDGET}",
@@ -523,7 +514,7 @@ pub fn expected_next(
         AgentAction::SummarizeAndConfirm => format!("summarize_and_confirm: {NEXT_SUMMARY}"),
         AgentAction::Conclude { reason } => format!(
             "conclude with reason \"{}\": {NEXT_CONCLUDE}",
-            name(serde_json::to_value(reason).unwrap_or_default())
+            reason.as_ref()
         ),
     };
     let wording = match judged.map(|j| &j.carried) {

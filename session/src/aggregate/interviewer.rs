@@ -133,17 +133,25 @@ impl Session {
         sink: &EventSink<Self>,
         step: cmd::DecideUnclaimed,
     ) -> Result<(), SessionError> {
-        let at = step.at;
+        let cmd::DecideUnclaimed {
+            after_hash,
+            message_id,
+            run_id,
+            process_id,
+            interaction_id,
+            proposal,
+            at,
+        } = step;
         self.ensure_open()?;
         // Only on the state its run weighed: anything committed since refuses it.
-        if self.head_hash() != step.after_hash {
+        if self.head_hash() != after_hash {
             return Err(SessionError::InvalidState {
                 status: self.status,
             });
         }
         self.ensure_no_pending()?;
         self.ensure_status(&[Active])?;
-        let judged = self.judge(&step.proposal, step.interaction_id, at)?;
+        let judged = self.judge(&proposal, interaction_id, at)?;
         // An open claim holds the turn for its run; and a decision its run did not weigh as it
         // stands is not taken for it.
         if self.open_message.is_some() || judged.proposed.is_some() {
@@ -153,15 +161,15 @@ impl Session {
         }
         if judged.message().is_some() {
             let claim = cmd::StartAgentMessage {
-                message_id: step.message_id,
-                run_id: step.run_id,
-                process_id: step.process_id,
+                message_id,
+                run_id,
+                process_id,
                 takes_over: None,
                 at,
             };
             self.claim_utterance(sink, claim).await?;
         }
-        self.carry_out(sink, step.message_id, *step.proposal, judged, at)
+        self.carry_out(sink, message_id, *proposal, judged, at)
             .await
     }
 

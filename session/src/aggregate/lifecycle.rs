@@ -12,18 +12,27 @@ impl Session {
         sink: &EventSink<Self>,
         c: cmd::Create,
     ) -> Result<(), SessionError> {
+        let cmd::Create {
+            session_id,
+            study,
+            participant_ref,
+            participant_token_sha256,
+            preview,
+            chain_secret,
+            at,
+        } = c;
         if self.session_id.is_some() {
             return Err(SessionError::AlreadyCreated);
         }
         let created = EventBody::SessionCreated {
-            session_id: c.session_id,
-            study: c.study,
-            participant_ref: c.participant_ref,
-            participant_token_sha256: c.participant_token_sha256,
-            preview: c.preview,
-            chain_secret: c.chain_secret,
+            session_id,
+            study,
+            participant_ref,
+            participant_token_sha256,
+            preview,
+            chain_secret,
         };
-        self.emit(sink, created, c.at).await;
+        self.emit(sink, created, at).await;
         Ok(())
     }
 

@@ -103,7 +103,7 @@ impl Session {
         }
         let facts = &self.outcome;
         let reason = facts.end_reason;
-        let phase = facts.stopped_in.map_or("UNKNOWN".into(), phase_name);
+        let phase = facts.stopped_in.map_or("UNKNOWN", <&str>::from);
         match self.status {
             SessionStatus::Completed => {}
             SessionStatus::Abandoned => {
@@ -123,7 +123,7 @@ impl Session {
         }
         add("completed".into(), 1);
         if let Some(reason) = reason {
-            add(format!("completed_reason:{}", reason_name(reason)), 1);
+            add(format!("completed_reason:{}", reason.as_ref()), 1);
         }
         if let (Some(start), Some(end)) = (self.created_at, facts.ended_at) {
             add(
@@ -177,22 +177,6 @@ impl Session {
             .is_some_and(|s| !s.study_config.screening.questions.is_empty());
         self.consent == Some(true) && (!screens || self.screening == Some(true))
     }
-}
-
-/// A phase as the events spell it (`ASK_OR_PROBE`).
-fn phase_name(phase: Phase) -> String {
-    serde_json::to_value(phase)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
-/// An end reason as the events spell it (`max_turns_reached`).
-fn reason_name(reason: ConcludeReason) -> String {
-    serde_json::to_value(reason)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -18,32 +18,9 @@ impl Session {
         sink: &EventSink<Self>,
         c: cmd::SubmitThenPostMessage,
     ) -> Result<(), SessionError> {
-        let cmd::SubmitThenPostMessage {
-            interaction_id,
-            turn_id,
-            status,
-            value,
-            client_context,
-            message,
-            at,
-        } = c;
-        let answer = cmd::SubmitInteraction {
-            interaction_id,
-            turn_id,
-            status,
-            value,
-            client_context,
-            at,
-        };
+        let cmd::SubmitThenPostMessage { answer, message } = c;
         self.submit_interaction(sink, answer).await?;
-        let said = cmd::PostMessage {
-            turn_id: message.turn_id,
-            client_message_id: message.client_message_id,
-            content: message.content,
-            at,
-        };
-        self.post_message(sink, said, true).await?;
-        Ok(())
+        self.message_after_answer(sink, message).await
     }
 
     /// The participant ends the interview (`POST …/end`).
@@ -58,13 +35,63 @@ impl Session {
         Ok(())
     }
 
-    /// A participant message: while the session waits for the participant, or (`after_answer`)
-    /// right after the participant's own answer, before the interviewer takes the turn.
+    /// A participant message, while the session waits for the participant.
     pub(super) async fn post_message(
         &mut self,
         sink: &EventSink<Self>,
         c: cmd::PostMessage,
-        after_answer: bool,
+    ) -> Result<(), SessionError> {
+        if !self.fresh_message(&c)? {
+            return Ok(());
+        }
+        // A message while a widget waits, or while the interviewer holds the turn, would
+        // advance nothing: it is refused, naming the widget or the status.
+        self.ensure_no_pending()?;
+        self.ensure_status(&[SessionStatus::WaitingForUser])?;
+        self.record_message(sink, c).await
+    }
+
+    /// A participant message right after the participant's own answer, before the interviewer
+    /// takes the turn (the second half of [`Self::submit_then_post_message`]).
+    async fn message_after_answer(
+        &mut self,
+        sink: &EventSink<Self>,
+        c: cmd::PostMessage,
+    ) -> Result<(), SessionError> {
+        if !self.fresh_message(&c)? {
+            return Ok(());
+        }
+        if !(self.may_add_message && self.status == SessionStatus::Active) {
+            return Err(SessionError::InvalidState {
+                status: self.status,
+            });
+        }
+        self.record_message(sink, c).await
+    }
+
+    /// Whether the message is new to an open session. A retry of one accepted before is not:
+    /// the first answer stands and nothing is written. The same id with other text is a
+    /// client's mistake, said plainly.
+    fn fresh_message(&self, c: &cmd::PostMessage) -> Result<bool, SessionError> {
+        match self.turn_ids.get(&c.turn_id) {
+            None => self.ensure_open().map(|()| true),
+            Some(digest)
+                if digest.as_deref() == Some(&crate::hash::sha256_hex(c.content.as_bytes())) =>
+            {
+                Ok(false)
+            }
+            Some(_) => Err(SessionError::IdempotencyKeyReused {
+                client_message_id: c.client_message_id.clone(),
+            }),
+        }
+    }
+
+    /// Writes a message the session may take now: its words, an end wish said in them, and the
+    /// interviewer's turn.
+    async fn record_message(
+        &mut self,
+        sink: &EventSink<Self>,
+        c: cmd::PostMessage,
     ) -> Result<(), SessionError> {
         let cmd::PostMessage {
             turn_id,
@@ -72,27 +99,6 @@ impl Session {
             content,
             at,
         } = c;
-        if let Some(digest) = self.turn_ids.get(&turn_id) {
-            // A retry of an accepted message: the first answer stands, nothing is written. The
-            // same id with other text is a client's mistake, said plainly.
-            if digest.as_deref() == Some(&crate::hash::sha256_hex(content.as_bytes())) {
-                return Ok(());
-            }
-            return Err(SessionError::IdempotencyKeyReused { client_message_id });
-        }
-        self.ensure_open()?;
-        if after_answer {
-            if !(self.may_add_message && self.status == SessionStatus::Active) {
-                return Err(SessionError::InvalidState {
-                    status: self.status,
-                });
-            }
-        } else {
-            // A message while a widget waits, or while the interviewer holds the turn, would
-            // advance nothing: it is refused, naming the widget or the status.
-            self.ensure_no_pending()?;
-            self.ensure_status(&[SessionStatus::WaitingForUser])?;
-        }
         if content.trim().is_empty() {
             return Err(SessionError::InvalidValue {
                 field: "content".into(),

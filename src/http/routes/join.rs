@@ -311,7 +311,8 @@ pub(crate) fn accepts_consent(command: &SessionCommand) -> bool {
     let (status, value) = match command {
         SessionCommand::SubmitInteraction(cmd::SubmitInteraction { status, value, .. })
         | SessionCommand::SubmitThenPostMessage(cmd::SubmitThenPostMessage {
-            status, value, ..
+            answer: cmd::SubmitInteraction { status, value, .. },
+            ..
         }) => (status, value),
         _ => return false,
     };

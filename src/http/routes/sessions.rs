@@ -346,11 +346,10 @@ pub async fn get(
         }
         Caller::Participant { .. } => None,
     };
-    let phase = serde_json::to_value(view.current_phase).expect("phases serialize");
     Ok(HttpResponse::Ok().json(SessionResponse {
         session_id: view.session_id.clone(),
         status: view.status.as_str().into(),
-        current_phase: phase.as_str().unwrap_or_default().into(),
+        current_phase: view.current_phase.as_ref().into(),
         turn_count: view.turn_count,
         config_versions: view.config_versions.as_ref().map(Into::into),
         transcript,

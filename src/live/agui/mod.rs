@@ -20,7 +20,7 @@ use actix_web::{post, web, HttpRequest, HttpResponse};
 use chrono::Utc;
 use interview_projections::{read, NewRows, SessionStateView};
 use interview_session::events::SubmitStatus;
-use interview_session::{FollowingMessage, SessionCommand, SessionEvent, SessionStatus};
+use interview_session::{SessionCommand, SessionEvent, SessionStatus};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use uuid::Uuid;
@@ -85,10 +85,11 @@ pub async fn run(
                     limit: state.settings.max_message_bytes,
                 });
             }
-            Some(FollowingMessage {
+            Some(cmd::PostMessage {
                 turn_id: Uuid::new_v5(&session_id, message_id.as_bytes()),
                 client_message_id: Some(message_id.to_string()),
                 content: text,
+                at: Utc::now(),
             })
         }
         None => None,
@@ -109,35 +110,30 @@ pub async fn run(
             let interaction_id = entry.interrupt_id.clone();
             let client_context =
                 Some(serde_json::json!({ "via": "ag-ui", "run_id": input.run_id }));
-            let at = Utc::now();
+            let answer = cmd::SubmitInteraction {
+                interaction_id,
+                turn_id,
+                status,
+                value,
+                client_context,
+                at: Utc::now(),
+            };
             Some(match message {
                 Some(message) => {
+                    // One turn, one moment: the message is written at the answer's time.
+                    let message = cmd::PostMessage {
+                        at: answer.at,
+                        ..message
+                    };
                     SessionCommand::SubmitThenPostMessage(cmd::SubmitThenPostMessage {
-                        interaction_id,
-                        turn_id,
-                        status,
-                        value,
-                        client_context,
+                        answer,
                         message,
-                        at,
                     })
                 }
-                None => SessionCommand::SubmitInteraction(cmd::SubmitInteraction {
-                    interaction_id,
-                    turn_id,
-                    status,
-                    value,
-                    client_context,
-                    at,
-                }),
+                None => SessionCommand::SubmitInteraction(answer),
             })
         }
-        (None, Some(message)) => Some(SessionCommand::PostMessage(cmd::PostMessage {
-            turn_id: message.turn_id,
-            client_message_id: message.client_message_id,
-            content: message.content,
-            at: Utc::now(),
-        })),
+        (None, Some(message)) => Some(SessionCommand::PostMessage(message)),
         (None, None) => None,
     };
     if let Some(command) = command {
