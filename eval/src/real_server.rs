@@ -13,9 +13,10 @@
 //! - no participant-visible text carries an internal id, JSON, markup or a failure code;
 //! - model calls per participant input stay within bounds, and no session passed its budget;
 //! - `replay verify --all` passes;
-//! - the model's share of the interviewer's decisions (counted per interview), reported per
-//!   store and across the stores against the aim of most, not held; and the words participants
-//!   read from the model's own steps.
+//! - the model's share of the interviewer's decisions (counted per interview: in its own words,
+//!   in the runtime's when only its words were refused, or the rules' step), reported per store
+//!   and held across the stores: more than half; and the words participants read from the
+//!   model's own steps.
 
 use std::collections::BTreeMap;
 
@@ -367,8 +368,8 @@ pub async fn check(
     let worded: usize = interviews.iter().map(|c| c.worded).sum();
     let decided = model_decisions + worded;
     let share = decided as f64 / asked.max(1) as f64;
-    // The aim (issue 32), reported, not held (`report` says why); that the model answers with
-    // tool calls is held by R3.
+    // Per store, reported; held across the stores (`report`). That the model answers with tool
+    // calls at all is held by R3.
     let aim = format!(
         "{decided} of {asked} ({:.0} %: {model_decisions} in its own words, {worded} in the runtime's); aim: more than {:.0} %",
         share * 100.0,
@@ -467,9 +468,12 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
             }
         }
     }
-    // R7 across the stores, reported with the per-store figures above: not held. How much of
-    // the 135M model's words pass the checks swings from a tenth to four fifths between runs and
-    // with every check added (docs/llm-contract.md, R7); a floor would fail good runs by chance.
+    // R7 across the stores, held: most steps the model was asked for are its decisions. Its
+    // words pass the checks or not (a tenth to four fifths of them from run to run, with every
+    // check added), but a refused text no longer costs the decision the guards take
+    // (`reworded.rs`), so the share follows whether the model answers with a usable tool call
+    // — 21 of 24 and 14 of 20 in the runs that kept decisions (docs/llm-contract.md, R7).
+    // Held across the stores, not per store: one store's two interviews are too few steps.
     let (model, worded, asked) =
         runs.iter()
             .flat_map(|run| &run.interviews)
@@ -480,9 +484,17 @@ pub fn report(runs: &[StoreRun]) -> Vec<String> {
                     a + c.model + c.worded + c.fallback + c.refused,
                 )
             });
-    println!(
-        "  R7 the model's share across the stores: {} of {asked} ({model} in its own words, {worded} in the runtime's); aim: more than half",
-        model + worded
+    let decided = model + worded;
+    let share = format!(
+        "{decided} of {asked} ({model} in its own words, {worded} in the runtime's); aim: more than half"
     );
+    if decided as f64 > asked as f64 * MODEL_SHARE {
+        println!("  ok   R7 the model decides most of its steps across the stores: {share}");
+    } else {
+        println!("  FAIL R7 the model decides most of its steps across the stores: {share}");
+        failures.push(format!(
+            "R7 the model decides most of its steps across the stores: {share}"
+        ));
+    }
     failures
 }
