@@ -302,6 +302,12 @@ pub enum SettingsError {
 }
 
 impl Settings {
+    /// The most a body carrying one participant message may be: the text, escaped at worst six
+    /// bytes a character in JSON, and the rest of the request (AG-UI's run input around it).
+    pub fn message_body_bytes(&self) -> usize {
+        self.max_message_bytes * 6 + 4096
+    }
+
     /// Flags and environment, over the `--config` file, over the defaults.
     pub fn load(cli: Overrides) -> Result<Self, SettingsError> {
         let file = match &cli.config {

@@ -264,8 +264,9 @@ pub async fn check(
         .collect();
     checks.push(("R1 every session ends", verdict(stuck)));
 
-    // Each step made in the model's place has its failure recorded (source `model` or `guard`):
-    // at least as many recorded failures as such steps, per session.
+    // Each step made in the model's place, or said in the runtime's words, has its failure
+    // recorded (source `model` or `guard`): at least as many recorded failures as such steps,
+    // per session.
     let unexplained: Vec<String> = records
         .iter()
         .zip(&interviews)
@@ -276,7 +277,7 @@ pub async fn check(
                 .flatten()
                 .filter(|e| matches!(e["source"].as_str(), Some("model" | "guard")))
                 .count();
-            let replaced = c.fallback + c.refused;
+            let replaced = c.fallback + c.refused + c.worded;
             (recorded < replaced).then(|| {
                 format!(
                     "{}: {replaced} steps made in the model's place, {recorded} failures recorded",

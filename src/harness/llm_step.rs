@@ -237,7 +237,13 @@ impl Harness {
                 step.run_id,
                 "guard",
                 "model_text_refused",
-                &format!("the model's text contained {term:?}; it was not shown"),
+                &if shown.is_empty() {
+                    format!("the model's text contained {term:?}; it was not shown")
+                } else {
+                    format!(
+                        "the model's text contained {term:?}; what was shown of it was replaced"
+                    )
+                },
             )
             .await;
             // The decision stands in the runtime's words when the guards take it as proposed.
@@ -251,7 +257,14 @@ impl Harness {
                     step.now,
                 )
             });
-            if let Some(proposal) = kept {
+            if let Some(mut proposal) = kept {
+                if !shown.is_empty() {
+                    proposal.rationale = format!(
+                        "{} (the {} characters of its own already shown were replaced)",
+                        proposal.rationale,
+                        shown.chars().count()
+                    );
+                }
                 return (proposal, Shown::replacing(&shown));
             }
             let why = format!("the model's text contained an internal term ({term:?})");

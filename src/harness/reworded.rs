@@ -5,13 +5,14 @@
 //! prompt line after the question. Its words are never shown (`step_text`, `visible`), but the
 //! decision need not be thrown away with them: when the guards would carry out the action as
 //! proposed, it is carried out in the runtime's own words — the objective's opening question,
-//! a probe question for the model's trigger (`probing::worded`), the configured widget, the
-//! runtime's summary, the study's closing. The decision log records it as the model's, with a
+//! for a probe of the answer just given the rules' probe question when they would probe it too,
+//! else a question that claims nothing about the answer (`probing::worded`), the configured
+//! widget, the runtime's summary, the study's closing. The decision log records it as the model's, with a
 //! rationale that starts with [`WORDED_BY_RUNTIME`], so a researcher (and `scripts/eval`'s R7)
 //! can tell it from a decision said in the model's own words.
 
 use chrono::{DateTime, Utc};
-use interview_session::decision::{AgentAction, Proposal};
+use interview_session::decision::{AgentAction, ProbeTrigger, Proposal};
 use interview_session::Session;
 use uuid::Uuid;
 
@@ -36,10 +37,11 @@ pub(super) fn in_runtime_words(
     let study = session.study()?;
     let mut p = model.clone();
     p.message = None;
-    p.summary = None;
-    // A widget the model wrote goes with its words when they are what was refused: the
-    // objective's configured widget is shown, or (none configured) the rules decide.
-    if p.interaction.is_some() && step_text::refused_text(visible, &p).is_some() {
+    // A summary or a widget the model wrote goes with its words when they are what was refused:
+    // the runtime's summary, the objective's configured widget (or, none configured, the rules
+    // decide). Either stays when only the message was refused.
+    if step_text::refused_text(visible, &p).is_some() {
+        p.summary = None;
         p.interaction = None;
     }
     match &model.action {
@@ -59,22 +61,47 @@ pub(super) fn in_runtime_words(
             trigger,
             ..
         } => {
-            let objective = study
-                .study_config
-                .objectives
-                .iter()
-                .find(|o| &o.id == objective_id)?;
-            let asked = conversation
-                .probes_asked
-                .get(objective_id)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            p.message = Some(probing::worded(
-                *trigger,
-                &objective.probe_hints,
-                asked,
-                &study.study_config.locale,
-            ));
+            // A probe follows up the answer just given to the objective under discussion; its
+            // words must fit that answer, which the model's trigger alone does not vouch for.
+            let answered = rules::input_class(session, conversation).is_some_and(|c| c.is_answer());
+            if session.current_objective() != Some(objective_id.as_str()) || !answered {
+                return None;
+            }
+            let rules = rules::propose(session, conversation, now);
+            p.message = match rules.action {
+                // The rules would probe it too: their question fits what was said.
+                AgentAction::Probe {
+                    objective_id: ref theirs,
+                    ..
+                } if theirs == objective_id => rules.message,
+                // Otherwise a question that claims nothing about the answer: no "that sounds
+                // like it matters a lot to you", no "earlier it sounded different" on the
+                // model's word alone.
+                _ => {
+                    let objective = study
+                        .study_config
+                        .objectives
+                        .iter()
+                        .find(|o| &o.id == objective_id)?;
+                    let asked = conversation
+                        .probes_asked
+                        .get(objective_id)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    let neutral = match trigger {
+                        ProbeTrigger::StrongEmotion | ProbeTrigger::Contradiction => {
+                            ProbeTrigger::Vague
+                        }
+                        other => *other,
+                    };
+                    Some(probing::worded(
+                        neutral,
+                        &objective.probe_hints,
+                        asked,
+                        &study.study_config.locale,
+                    ))
+                }
+            };
         }
         // Nothing an extraction says reaches a participant; nothing of it was refused as words.
         AgentAction::ExtractFields => return None,

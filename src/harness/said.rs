@@ -1,6 +1,7 @@
-//! How an interviewer speaks, checked on the model's whole message before a participant reads
-//! it: one question at a time, briefly, in its own role, in words not said before — neither its
-//! own earlier messages again nor the participant's answer sent back. Each rule answers what
+//! How an interviewer speaks, checked on the model's message: one question at a time and
+//! briefly (while it streams, so no more of a broken message is shown), not over and over, and
+//! in words not said before — neither its own earlier messages again nor the participant's
+//! answer sent back (once it is whole). Each rule answers what
 //! SmolLM2-135M did on a real server (`docs/llm-contract.md`, "What the participant reads");
 //! what a refusal costs is the model's words, not its decision, when the guards take the
 //! decision as proposed (`reworded.rs`).
@@ -11,42 +12,43 @@ use interview_session::events::{EventBody, SessionEvent};
 use crate::llm::visible::Refused;
 
 /// A message out of an interviewer's manner: more than one question at a time, a question in a
-/// closing, longer than a participant reads at once, or words that speak from the wrong side
-/// of the interview.
+/// closing, or longer than a participant reads at once. (Words from the wrong side of the
+/// interview — "You asked me to…", "Your response is too long" — are refused with the internal
+/// terms, `crate::llm::visible`, so they are held back while they stream.)
 pub(super) fn out_of_manner(p: &Proposal) -> Option<Refused> {
-    let text = p.message.as_deref()?;
-    let questions = text.matches(['?', '？']).count();
-    let limit = match p.action {
+    manner_so_far(&p.action, p.message.as_deref()?)
+}
+
+/// [`out_of_manner`] on the part of a message streamed so far: each rule, once broken, stays
+/// broken as more text comes, so the rest of it is never shown.
+pub(super) fn manner_so_far(action: &AgentAction, text: &str) -> Option<Refused> {
+    let limit = match action {
         // One question at a time, as interview guides teach: "What did you plan? The question
-        // you asked yourself last week…?" (seen) is two, and a run-on.
-        AgentAction::AskQuestion { .. } | AgentAction::Probe { .. } => {
-            if questions > 1 {
+        // you asked yourself last week…?" (seen) is two, and a run-on. A short question before
+        // it ("Really? What happened then?", "是吗？后来呢？") is a reaction, not a question.
+        AgentAction::AskQuestion { .. }
+        | AgentAction::Probe { .. }
+        | AgentAction::RenderInteraction { .. } => {
+            let mut asked: Vec<&str> = text.split_inclusive(['?', '？']).collect();
+            if !asked.last().is_some_and(|q| q.ends_with(['?', '？'])) {
+                asked.pop(); // the text after the last question mark
+            }
+            asked.pop(); // the question itself
+            if asked.iter().any(|q| word_weight(q) > REACTION_WORDS) {
                 return Some(Refused("more than one question at a time".into()));
             }
             MOST_WORDS_ASKED
         }
         AgentAction::Conclude { .. } => {
-            if questions > 0 {
+            if text.contains(['?', '？']) {
                 return Some(Refused("a question in a closing".into()));
             }
             MOST_WORDS_SAID
         }
-        AgentAction::RenderInteraction { .. } => MOST_WORDS_ASKED,
         // The summary's message carries the summary itself; its length is the summary's.
         AgentAction::SummarizeAndConfirm | AgentAction::ExtractFields => usize::MAX,
     };
-    if word_weight(text) > limit {
-        return Some(Refused("a message longer than one reads at once".into()));
-    }
-    let lower = text.to_lowercase();
-    WRONG_SIDE
-        .iter()
-        .find(|phrase| lower.contains(*phrase))
-        .map(|phrase| {
-            Refused(format!(
-                "words from the wrong side of the interview ({phrase:?})"
-            ))
-        })
+    (word_weight(text) > limit).then(|| Refused("a message longer than one reads at once".into()))
 }
 
 /// Words a question, a probe or a widget's lead-in may run to: an interviewer's question is a
@@ -56,20 +58,21 @@ const MOST_WORDS_ASKED: usize = 40;
 /// Words a closing may run to.
 const MOST_WORDS_SAID: usize = 50;
 
-/// The interviewer talking as if it were the one interviewed, or grading the participant — all
-/// seen from SmolLM2-135M as whole messages: "You asked me to walk you through how I usually
-/// decide…", "Your last question was about planning…", "Your response is too long. Please
-/// limit your responses to 100 words or less."
-const WRONG_SIDE: &[&str] = &[
-    "you asked me",
-    "the question you asked",
-    "your last question",
-    "you were asked",
-    "your response is",
-    "your response was",
-    "your responses",
-    "limit your",
-];
+/// Words a question before the one asked may have and still be a reaction ("Really?", "Is
+/// that so?").
+const REACTION_WORDS: usize = 3;
+
+/// Whether `text` says the same four words three times or more: a model caught in a loop
+/// ("Your summary is: Your summary is: Your summary is: …", seen as a whole summary).
+pub(super) fn over_and_over(text: &str) -> bool {
+    let all = words(text);
+    let mut seen: std::collections::HashMap<&[String], usize> = std::collections::HashMap::new();
+    all.windows(4).any(|w| {
+        let n = seen.entry(w).or_default();
+        *n += 1;
+        *n >= 3
+    })
+}
 
 /// Words in `text`, a CJK character counting as half a word (a Chinese question of forty
 /// characters says about what twenty English words do).
@@ -85,9 +88,10 @@ fn word_weight(text: &str) -> usize {
 /// answered it each time and the interview ran to its budget), and closed two turns in a row
 /// with "Your response is too long. Please limit your responses to 100 words or less." Any
 /// message that sends the participant's words back as its own is refused: ten words in a row of
-/// a longer answer (twenty CJK characters), or a short answer whole with at most one word added
-/// (the same model sent a participant's whole answer back as its question). Quoting a few of
-/// the participant's words ("Which vegetables go off first?") stays possible. A refusal costs
+/// a longer answer (twenty CJK characters), or a short answer as the whole message (the same
+/// model sent a participant's whole answer back as its question). Quoting a few of the
+/// participant's words ("Which vegetables go off first?", "So vegetables go off?") stays
+/// possible. A refusal costs
 /// only the words when the guards take the decision (`reworded.rs`).
 pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refused> {
     let message = p.message.as_deref()?;
@@ -114,8 +118,8 @@ pub(super) fn said_before(p: &Proposal, events: &[SessionEvent]) -> Option<Refus
 }
 
 /// Whether `said` repeats the participant's `answer`: a run of [`QUOTED_WORDS`] of its words
-/// (a CJK character counting as a third of a word), or all of a shorter answer of three words
-/// or more with at most one word added.
+/// (twenty when most of the answer is CJK characters), or a shorter answer of three words or
+/// more as the whole message.
 fn echoes(said: &[String], answer: &str) -> bool {
     let theirs = words(answer);
     let cjk = theirs.iter().filter(|w| is_cjk_word(w)).count();
@@ -132,7 +136,9 @@ fn echoes(said: &[String], answer: &str) -> bool {
     if theirs.len() >= run {
         return contains(run);
     }
-    theirs.len() >= 3 && said.len() <= theirs.len() + 1 && contains(theirs.len())
+    // Mirroring a short answer with a word added ("So vegetables go off?", "Why every Sunday
+    // evening?") is an interviewer's echo probe; the answer alone sent back is not.
+    theirs.len() >= 3 && said == theirs.as_slice()
 }
 
 /// Words in a row of the participant's that a message may repeat (fewer than this).
@@ -190,15 +196,14 @@ mod tests {
     }
 
     #[test]
-    fn an_interviewer_asks_one_short_question_from_its_own_side() {
+    fn an_interviewer_asks_one_short_question_at_a_time() {
         let close = || AgentAction::Conclude {
             reason: ConcludeReason::AllMustObjectivesCovered,
         };
         for (action, bad) in [
             (probe(), "What is the most frustrating part of planning your grocery shopping? The question you asked yourself last week about what to buy?"),
-            (probe(), "You asked me to walk you through how I usually decide what groceries to buy for the week?"),
-            (close(), "Your response is too long. Please limit your responses to 100 words or less."),
             (close(), "Thank you! Anything else?"),
+            (AgentAction::RenderInteraction { objective_id: None }, "Which of these do you use? And how often do you use it?"),
             (probe(), "Could you tell me more about how you plan, what you buy, where you buy it, who comes with you, how long it takes, what it costs, what you forget, what you throw away, and what you would change about all of it if you could?"),
         ] {
             assert!(out_of_manner(&said(action, bad)).is_some(), "{bad}");
@@ -220,6 +225,9 @@ mod tests {
                 probe(),
                 "Thanks for your response. What happened the last time?",
             ),
+            (probe(), "Really? What happened then?"),
+            (probe(), "是吗？后来呢？"),
+            (close(), "Thank you, your responses will really help us."),
         ] {
             assert_eq!(out_of_manner(&said(action, fine)), None, "{fine}");
         }
@@ -266,7 +274,7 @@ mod tests {
         })];
         // A short answer sent back whole is refused; quoting it in a question is not.
         assert!(said_before(&ask("Vegetables go off?"), &short).is_some());
-        assert!(said_before(&ask("So vegetables go off?"), &short).is_some());
+        assert_eq!(said_before(&ask("So vegetables go off?"), &short), None);
         assert_eq!(
             said_before(&ask("Which vegetables go off first?"), &short),
             None

@@ -108,6 +108,9 @@ fn not_words(text: &str) -> Option<Refused> {
     if let Some(refused) = refused_start(text) {
         return Some(refused);
     }
+    if super::said::over_and_over(text) {
+        return Some(Refused("the same words over and over".into()));
+    }
     let shown: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
     let letters = shown.iter().filter(|c| c.is_alphabetic()).count();
     (letters * 10 < shown.len() * 6)
@@ -314,6 +317,7 @@ pub(super) mod tests {
             ", what do you plan?",
             "the last step is about to end, you can choose another one now.",
             "][0].text.trim() + 'You want to know what you should plan?'",
+            "Your summary is: Your summary is: Your summary is: Your summary is: Your summary is:",
         ] {
             assert!(not_words(bad).is_some(), "{bad}");
         }

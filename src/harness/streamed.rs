@@ -82,13 +82,15 @@ impl Progress<'_> {
                 self.verdict = Some(ok.then_some(action));
             }
         }
-        let Some(Some(_)) = &self.verdict else {
+        let Some(Some(action)) = &self.verdict else {
             return None;
         };
         let (message, complete) = message?;
         // What no later character can mend (a path or a lower-case word first, letters run
-        // together) is refused before any of it is shown.
-        if let Some(refused) = super::step_text::refused_start(&message) {
+        // together, a second question, a run-on) is refused before any more of it is shown.
+        let refused = super::step_text::refused_start(&message)
+            .or_else(|| super::said::manner_so_far(action, &message));
+        if let Some(refused) = refused {
             self.refused = Some(refused);
             return None;
         }

@@ -264,8 +264,7 @@ fn body_limit(path: &str, settings: &crate::settings::Settings) -> usize {
     let limit = if path.starts_with("/api/studies") {
         settings.max_study_bytes
     } else if path.ends_with("/messages") {
-        // A message's text, escaped at worst six bytes a character, and the rest of the body.
-        settings.max_message_bytes * 6 + 4096
+        settings.message_body_bytes()
     } else if path.starts_with("/api/public/") {
         16 * 1024
     } else {

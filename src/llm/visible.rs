@@ -69,6 +69,21 @@ const TERMS: &[&str] = &[
     "the last step (",
     "the runtime's",
     "message calls for it",
+    "the last step is about",
+    // The interviewer speaking as the one interviewed, or grading the participant (seen from
+    // SmolLM2-135M as whole messages: "You asked me to walk you through how I usually decide…",
+    // "Your last question was about planning…", "Your response is too long. Please limit your
+    // responses to 100 words or less."). Phrases, so "How do you limit your food waste?" and
+    // "your responses will help us" pass.
+    "you asked me to",
+    "the question you asked",
+    "your last question was",
+    "you were asked the question",
+    "your response is too",
+    "your responses are too",
+    "your response was not",
+    "limit your responses",
+    "limit your response to",
     "question back",
     "json",
     // The schema's own words, echoed from the tool definitions ("maxLength: 500, type: string").

@@ -59,6 +59,8 @@ fn plain_questions_pass_whole() {
         "How could the user interface of the app be clearer?",
         "What in your week calls for it?",
         "How long was the last step of your trip?",
+        "How do you limit your food waste during the week?",
+        "Thank you, your responses will really help us.",
     ] {
         assert_eq!(stream(&v, text), (text.to_string(), None), "{text}");
     }
@@ -86,6 +88,14 @@ fn internal_talk_is_refused_before_it_shows() {
         (
             "Your objective is to plan your weekly shopping.",
             "your objective is",
+        ),
+        (
+            "You asked me to walk you through how I usually decide what to buy?",
+            "you asked me to",
+        ),
+        (
+            "Your response is too long. Please limit your responses to 100 words or less.",
+            "your response is too",
         ),
     ] {
         let (shown, refused) = stream(&v, text);

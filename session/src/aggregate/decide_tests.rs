@@ -1107,7 +1107,8 @@ async fn the_words_that_present_a_summary_hold_it() {
         p.summary = Some(summary.into());
         decide_with(3, p)
     };
-    // Words without the summary: the participant would confirm what they never read.
+    // Words without the summary: the participant would confirm what they never read. The
+    // summary is put in — after a statement, then the confirming question; before a question.
     let events = when(
         given.clone(),
         presented("Your summary is ready. You can now proceed."),
@@ -1115,8 +1116,24 @@ async fn the_words_that_present_a_summary_hold_it() {
     .await
     .unwrap();
     let shown = said(&events).unwrap();
-    assert!(shown.contains(summary), "{shown}");
-    assert!(!shown.contains("Your summary is ready"), "{shown}");
+    assert!(
+        shown.starts_with(&format!(
+            "Your summary is ready. You can now proceed.\n{summary}\n"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.ends_with(crate::phrases::confirm_question("en")),
+        "{shown}"
+    );
+    let events = when(given.clone(), presented("Did I get that right?"))
+        .await
+        .unwrap();
+    let shown = said(&events).unwrap();
+    assert!(
+        shown.ends_with(&format!("\n{summary}\nDid I get that right?")),
+        "{shown}"
+    );
     // Words that hold it stand.
     let own = format!("Here is what I heard:\n{summary}\nDid I get that right?");
     let events = when(given, presented(&own)).await.unwrap();

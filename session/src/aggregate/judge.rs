@@ -347,18 +347,21 @@ impl Session {
             }
             AgentAction::SummarizeAndConfirm => {
                 let summary = own(&p.summary).unwrap_or_else(|| self.default_summary());
-                // The participant confirms what they read: words that present the summary
-                // without it ("Your summary is ready. You can now proceed with the interview.",
-                // seen from a 135M model) give way to the runtime's, which hold it.
-                let message = own(&p.message)
-                    .filter(|m| m.contains(summary.trim()))
-                    .unwrap_or_else(|| {
-                        format!(
-                            "{}\n{summary}\n{}",
-                            phrases::summary_intro(locale),
-                            phrases::confirm_question(locale)
-                        )
-                    });
+                // The participant confirms what they read, so the summary is always in the words:
+                // a model's words without it ("Did I get that right?"; "Your summary is ready.
+                // You can now proceed with the interview." from a 135M model — and a grammar
+                // holds a message to one line, a summary has several) get it put in, before a
+                // question, after a statement.
+                let (intro, confirm) = (
+                    phrases::summary_intro(locale),
+                    phrases::confirm_question(locale),
+                );
+                let message = match own(&p.message) {
+                    Some(m) if m.contains(summary.trim()) => m,
+                    Some(m) if m.ends_with(['?', '？']) => format!("{intro}\n{summary}\n{m}"),
+                    Some(m) => format!("{m}\n{summary}\n{confirm}"),
+                    None => format!("{intro}\n{summary}\n{confirm}"),
+                };
                 Carried::Summary { summary, message }
             }
             AgentAction::Conclude { reason } => Carried::Close {

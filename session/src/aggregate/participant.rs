@@ -19,6 +19,11 @@ impl Session {
         c: cmd::SubmitThenPostMessage,
     ) -> Result<(), SessionError> {
         let cmd::SubmitThenPostMessage { answer, message } = c;
+        // One turn, one moment: the message is written at the answer's time.
+        let message = cmd::PostMessage {
+            at: answer.at,
+            ..message
+        };
         self.submit_interaction(sink, answer).await?;
         self.message_after_answer(sink, message).await
     }

@@ -220,8 +220,13 @@ pub async fn post_message(
 ) -> Result<HttpResponse, ApiError> {
     let limit = state.settings.max_message_bytes;
     let session_id = authorize_participant(&state, &req, &path).await?;
-    let request: PostMessageRequest =
-        json_body(body, limit * 6 + 4096, false, ShapeErrors::BadRequest).await?;
+    let request: PostMessageRequest = json_body(
+        body,
+        state.settings.message_body_bytes(),
+        false,
+        ShapeErrors::BadRequest,
+    )
+    .await?;
     if request.content.trim().is_empty() {
         return Err(ApiError::BadRequest {
             code: "empty_content",

@@ -55,7 +55,7 @@ pub async fn run(
     let limit = state
         .settings
         .max_body_bytes
-        .max(state.settings.max_message_bytes * 6 + 4096);
+        .max(state.settings.message_body_bytes());
     let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
     let id = session_id.to_string();
     input.check(&id)?;
@@ -120,11 +120,6 @@ pub async fn run(
             };
             Some(match message {
                 Some(message) => {
-                    // One turn, one moment: the message is written at the answer's time.
-                    let message = cmd::PostMessage {
-                        at: answer.at,
-                        ..message
-                    };
                     SessionCommand::SubmitThenPostMessage(cmd::SubmitThenPostMessage {
                         answer,
                         message,
