@@ -229,6 +229,7 @@ impl Harness {
             parsed.as_ref().ok().and_then(|p| {
                 super::step_text::refused_text(&visible, p)
                     .or_else(|| super::said::said_before(p, events))
+                    .or_else(|| super::founded::unfounded_summary(p, session, events))
             })
         });
         if let Some(Refused(term)) = refused {
@@ -272,6 +273,12 @@ impl Harness {
         }
         match parsed {
             Ok(mut proposal) => {
+                // A summary step the model gave no summary for presents what was recorded,
+                // with what the answers say where nothing was recorded yet.
+                if proposal.action == AgentAction::SummarizeAndConfirm && proposal.summary.is_none()
+                {
+                    proposal.summary = Some(super::rules::summary(session, conversation));
+                }
                 if shown.is_empty() {
                     return (proposal, Shown::Nothing);
                 }

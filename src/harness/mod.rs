@@ -27,6 +27,7 @@ pub mod rules_fields;
 pub mod schedule;
 
 mod claimed;
+mod founded;
 mod kept;
 mod llm_records;
 mod llm_step;

@@ -650,14 +650,14 @@ pub fn choose_after(
     } else {
         return None;
     };
-    let fitting = hints
-        .iter()
-        .filter(|h| hint_fits(h, trigger, missing.map(|(_, d)| d)))
-        .map(|h| hint_question(h, zh));
     let question = own
         .into_iter()
-        .chain(fitting)
-        .chain(generic(trigger, zh).iter().map(|q| q.to_string()))
+        .chain(hinted_then_general(
+            trigger,
+            hints,
+            missing.map(|(_, d)| d),
+            zh,
+        ))
         .find(|q| !asked.contains(q))?;
     Some(Probe {
         trigger,
@@ -671,14 +671,25 @@ pub fn choose_after(
 /// questions not asked yet on it, or the first general one when all were.
 pub fn worded(trigger: ProbeTrigger, hints: &[String], asked: &[String], locale: &str) -> String {
     let zh = locale.to_lowercase().starts_with("zh");
-    let general = generic(trigger, zh);
+    hinted_then_general(trigger, hints, None, zh)
+        .find(|q| !asked.contains(q))
+        .unwrap_or_else(|| generic(trigger, zh)[0].to_string())
+}
+
+/// The questions a probe of `trigger` may ask, in the order they are tried: the objective's
+/// hints that fit it (and the missing field's `description`, if any), then the trigger's
+/// general questions.
+fn hinted_then_general<'a>(
+    trigger: ProbeTrigger,
+    hints: &'a [String],
+    description: Option<&'a str>,
+    zh: bool,
+) -> impl Iterator<Item = String> + 'a {
     hints
         .iter()
-        .filter(|h| hint_fits(h, trigger, None))
-        .map(|h| hint_question(h, zh))
-        .chain(general.iter().map(|q| q.to_string()))
-        .find(|q| !asked.contains(q))
-        .unwrap_or_else(|| general[0].to_string())
+        .filter(move |h| hint_fits(h, trigger, description))
+        .map(move |h| hint_question(h, zh))
+        .chain(generic(trigger, zh).iter().map(|q| q.to_string()))
 }
 
 #[cfg(test)]

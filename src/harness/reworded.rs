@@ -7,9 +7,9 @@
 //! proposed, it is carried out in the runtime's own words — the objective's opening question,
 //! for a probe of the answer just given the rules' probe question when they would probe it too,
 //! else a question that claims nothing about the answer (`probing::worded`), the configured
-//! widget, the runtime's summary, the study's closing. The decision log records it as the model's, with a
-//! rationale that starts with [`WORDED_BY_RUNTIME`], so a researcher (and `scripts/eval`'s R7)
-//! can tell it from a decision said in the model's own words.
+//! widget, the runtime's summary, the study's closing. The decision log records it as the
+//! model's, with a rationale that starts with [`WORDED_BY_RUNTIME`], so a researcher (and
+//! `scripts/eval`'s R7) can tell it from a decision said in the model's own words.
 
 use chrono::{DateTime, Utc};
 use interview_session::decision::{AgentAction, ProbeTrigger, Proposal};
@@ -37,11 +37,14 @@ pub(super) fn in_runtime_words(
     let study = session.study()?;
     let mut p = model.clone();
     p.message = None;
-    // A summary or a widget the model wrote goes with its words when they are what was refused:
-    // the runtime's summary, the objective's configured widget (or, none configured, the rules
-    // decide). Either stays when only the message was refused.
+    // A summary from a step whose words were refused is not trusted either: the participant
+    // confirms the runtime's, built from what was recorded and answered. A widget the model
+    // wrote goes with its words when they are what was refused (the objective's configured
+    // widget then, or, none configured, the rules decide); it stays when only the message was.
+    if p.action == AgentAction::SummarizeAndConfirm {
+        p.summary = Some(rules::summary(session, conversation));
+    }
     if step_text::refused_text(visible, &p).is_some() {
-        p.summary = None;
         p.interaction = None;
     }
     match &model.action {

@@ -155,7 +155,7 @@ fn is_cjk_word(w: &str) -> bool {
 }
 
 /// A text's words, lower-cased, without punctuation; a CJK character counts as a word.
-fn words(text: &str) -> Vec<String> {
+pub(super) fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     for c in text.chars() {

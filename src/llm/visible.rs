@@ -70,6 +70,10 @@ const TERMS: &[&str] = &[
     "the runtime's",
     "message calls for it",
     "the last step is about",
+    // A closing that reads the prompt's labels back ("Your latest message is, … Your last reply
+    // was a wish to stop.", seen from SmolLM2-135M).
+    "your latest message is",
+    "your last reply was",
     // The interviewer speaking as the one interviewed, or grading the participant (seen from
     // SmolLM2-135M as whole messages: "You asked me to walk you through how I usually decide…",
     // "Your last question was about planning…", "Your response is too long. Please limit your

@@ -4,9 +4,10 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{json_of, Store, RESEARCHER_TOKEN};
-use crate::llm::Llm;
+use crate::helpers::{json_of, last_assistant, Store, RESEARCHER_TOKEN};
+use crate::llm::{last_decision, Llm};
 use crate::scripted_model::{Reply, ANSWERING_MODEL};
+use interview_runtime::harness::reworded::WORDED_BY_RUNTIME;
 
 /// The demo study cut to its first objective, so an interview completes in three replies.
 async fn start(store: Store) -> Llm {
@@ -252,7 +253,56 @@ async fn a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once(store: 
     }
 }
 
+/// A summary about something never said ("Maximum number of responses allowed is 10…", seen
+/// from a 135M model) is not what the participant confirms: the model's decision to summarise
+/// stands, in the runtime's summary of what they answered — though no extraction recorded it
+/// yet (the one alongside found nothing, as a small model's often does).
+async fn a_summary_of_things_never_said_gives_way_to_what_was_answered(store: Store) {
+    let llm = start(store).await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you decide what to buy?", "rationale": "open"}),
+        )])
+        .await;
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge that my partner and I fill in.", vec![Reply::Realistic(
+            "summarize_and_confirm",
+            json!({"summary": "Maximum number of responses allowed is 10 (2), max-turns-reached=3.",
+                   "message": "Here is your summary.", "rationale": "covered"}),
+        )])
+        .await;
+    assert_eq!(
+        s["extracted_fields"],
+        json!({}),
+        "nothing recorded yet: {s}"
+    );
+    let said = last_assistant(&s);
+    assert!(
+        !said.contains("Maximum") && said.contains("list on the fridge"),
+        "{said}"
+    );
+    let d = last_decision(&s);
+    assert_eq!(
+        d["selected_action"]["action"], "summarize_and_confirm",
+        "{d}"
+    );
+    assert!(
+        d["rationale"]
+            .as_str()
+            .unwrap()
+            .starts_with(WORDED_BY_RUNTIME),
+        "{d}"
+    );
+    assert!(s["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["code"] == "model_text_refused"));
+}
+
 crate::both_stores!(
+    a_summary_of_things_never_said_gives_way_to_what_was_answered,
     a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once,
     the_final_extraction_is_the_model_s_over_the_whole_transcript,
     a_failed_final_call_falls_back_to_the_copier_and_is_recorded,

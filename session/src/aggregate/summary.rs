@@ -4,8 +4,11 @@
 //! answer in the words they saw. Never a field's id or its researcher-facing description, never
 //! an answer twice.
 
+use std::collections::BTreeMap;
+
 use super::Session;
 use crate::condense;
+use crate::decision::ExtractedField;
 use crate::interaction::InteractionKind;
 use crate::phrases;
 use crate::study::{FieldType, Objective, OutputField};
@@ -13,6 +16,12 @@ use crate::study::{FieldType, Objective, OutputField};
 impl Session {
     /// A summary written from what was extracted, for when the policy gave none.
     pub fn default_summary(&self) -> String {
+        self.summary_of(&self.fields)
+    }
+
+    /// The summary [`Session::default_summary`] writes, over `values` in place of the recorded
+    /// ones (an interviewer may summarise values it has not recorded yet).
+    pub fn summary_of(&self, values: &BTreeMap<String, ExtractedField>) -> String {
         let Some(study) = self.study.as_deref() else {
             return String::new();
         };
@@ -28,10 +37,10 @@ impl Session {
                 .collect();
             let mut parts: Vec<String> = Vec::new();
             for f in &fields {
-                let Some(v) = self.fields.get(&f.id) else {
+                let Some(v) = values.get(&f.id) else {
                     continue;
                 };
-                let Some(shown) = self.shown_value(o, f, &v.value, zh) else {
+                let Some(shown) = self.shown_value(o, f, v, zh) else {
                     continue;
                 };
                 // The same answer filling two fields is said once (whole values compared: "No"
@@ -72,9 +81,10 @@ impl Session {
         &self,
         o: &Objective,
         f: &OutputField,
-        value: &serde_json::Value,
+        field: &ExtractedField,
         zh: bool,
     ) -> Option<String> {
+        let value = &field.value;
         use serde_json::Value;
         use InteractionKind as K;
         let widget = o.interaction.as_ref();
@@ -95,7 +105,7 @@ impl Session {
         };
         let locale = if zh { "zh" } else { "en" };
         // A widget's answer follows its question, unless the field names it.
-        let from_widget = f.field_type != FieldType::String || self.widget_answered(f);
+        let from_widget = f.field_type != FieldType::String || self.widget_answered(field);
         let asked = |answer: String| match widget {
             Some(w) if f.participant_label.is_none() && from_widget => {
                 let prompt = w.prompt.trim();
@@ -118,7 +128,9 @@ impl Session {
             {
                 asked(label_of(s))
             }
-            Value::String(s) if f.field_type == FieldType::String && !self.widget_answered(f) => {
+            Value::String(s)
+                if f.field_type == FieldType::String && !self.widget_answered(field) =>
+            {
                 condense::condense(&[s.as_str()], &f.description, zh)
             }
             Value::String(s) => asked(s.trim().to_string()),
@@ -154,13 +166,11 @@ impl Session {
 
     /// Whether a field's value came from its objective's widget (its evidence is the widget's
     /// answer), so it is shown as answered, not condensed.
-    fn widget_answered(&self, f: &OutputField) -> bool {
-        self.fields.get(&f.id).is_some_and(|v| {
-            !v.evidence_turn_ids.is_empty()
-                && v.evidence_turn_ids
-                    .iter()
-                    .all(|t| matches!(self.turn_ids.get(t), Some(None)))
-        })
+    fn widget_answered(&self, v: &ExtractedField) -> bool {
+        !v.evidence_turn_ids.is_empty()
+            && v.evidence_turn_ids
+                .iter()
+                .all(|t| matches!(self.turn_ids.get(t), Some(None)))
     }
 }
 
