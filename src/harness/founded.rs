@@ -12,14 +12,65 @@
 //! — matched on their beginnings, so "shopping" is founded on "shop" and "vegetables"
 //! on "vegetable". CJK text is matched character by character. A paraphrase by a capable model
 //! keeps most of the participant's own words and passes; a summary in none of them does not.
+//!
+//! The runtime's own summary ([`runtime_summary`]) is held to the same: it is written from the
+//! recorded fields, and a model-extracted text value the participant would not recognise as
+//! theirs gives way to what their answers say.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use interview_session::decision::{AgentAction, Proposal};
 use interview_session::events::{EventBody, SessionEvent};
+use interview_session::study::FieldType;
 use interview_session::Session;
 
-use crate::llm::visible::Refused;
+use super::conversation::Conversation;
+use crate::llm::visible::{Refused, Visible};
+
+/// The summary the runtime asks the participant to confirm: what was recorded and, for a field
+/// nothing was recorded for yet, what the rules copier makes of the answers. In `llm` mode a
+/// field waits for the model's extraction, which a small model often fails and a
+/// one-at-a-time endpoint leaves to the final extraction: without the copier a whole
+/// interview would be summed up as "we did not get to talk about much". A recorded text value
+/// with words the participant may not read, or mostly words they never said, is left to the
+/// copier too. (In `rules` mode every answer was extracted already, in the participant's
+/// words.)
+pub(super) fn runtime_summary(session: &Session, conversation: &Conversation) -> String {
+    let Some(study) = session.study() else {
+        return String::new();
+    };
+    let visible = Visible::for_study(study);
+    let mut said = Said::default();
+    for answer in &conversation.answers {
+        said.add(&answer.content);
+    }
+    for (_, text) in conversation.last_message.iter() {
+        said.add(text);
+    }
+    let recognised = |id: &String, value: &serde_json::Value| {
+        let text_field = study
+            .output_schema
+            .fields
+            .iter()
+            .any(|f| &f.id == id && f.field_type == FieldType::String);
+        match value.as_str() {
+            Some(text) if text_field => {
+                visible.refuses(text).is_none() && founded(text, &said, false)
+            }
+            _ => true,
+        }
+    };
+    let mut fields: BTreeMap<_, _> = session
+        .fields()
+        .iter()
+        .filter(|(id, f)| recognised(id, &f.value))
+        .map(|(id, f)| (id.clone(), f.clone()))
+        .collect();
+    for f in super::rules::extract_all(session, conversation) {
+        fields.entry(f.field_id.clone()).or_insert(f);
+    }
+    session.summary_of(&fields)
+}
 
 /// Refuses the summary of a `summarize_and_confirm` proposal, and the words that present it,
 /// when most of what they say was never said in the interview.

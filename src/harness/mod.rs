@@ -26,6 +26,7 @@ pub mod rules;
 pub mod rules_fields;
 pub mod schedule;
 
+mod charged;
 mod claimed;
 mod founded;
 mod kept;
@@ -34,6 +35,7 @@ mod llm_step;
 mod offered;
 mod records;
 mod said;
+mod step_prompt;
 mod step_text;
 mod streamed;
 mod unclaimed;

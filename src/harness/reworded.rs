@@ -42,7 +42,7 @@ pub(super) fn in_runtime_words(
     // wrote goes with its words when they are what was refused (the objective's configured
     // widget then, or, none configured, the rules decide); it stays when only the message was.
     if p.action == AgentAction::SummarizeAndConfirm {
-        p.summary = Some(rules::summary(session, conversation));
+        p.summary = Some(super::founded::runtime_summary(session, conversation));
     }
     if step_text::refused_text(visible, &p).is_some() {
         p.interaction = None;

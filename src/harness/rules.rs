@@ -19,6 +19,7 @@ use interview_session::study::{FieldType, Objective};
 use interview_session::Session;
 
 use super::conversation::{Answer, Conversation};
+use super::founded::runtime_summary;
 use super::probing;
 pub use super::rules_fields::{all_declined_fields, all_widget_fields, extract_all};
 use super::rules_fields::{extract, take_in_addition};
@@ -135,7 +136,7 @@ fn next_decision(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
             format!("Questioning stops ({reason:?}); the summary is confirmed before concluding."),
             format!("{} turns", s.turn_count()),
         );
-        p.summary = Some(summary(s, c));
+        p.summary = Some(runtime_summary(s, c));
         return p;
     }
     if let Some(current) = s
@@ -168,7 +169,7 @@ fn next_decision(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
         "Every objective has been covered; the summary is confirmed before concluding.".into(),
         format!("{} turns", s.turn_count()),
     );
-    p.summary = Some(summary(s, c));
+    p.summary = Some(runtime_summary(s, c));
     p
 }
 
@@ -344,19 +345,6 @@ fn skipped_as_confident(s: &Session, objective: &interview_session::study::Objec
         && s.required_fields_met()
 }
 
-/// The summary the participant is asked to confirm: what was recorded and, for a field nothing
-/// was recorded for yet, what the rules copier makes of the answers. In `llm` mode a field waits
-/// for the model's extraction, which a small model often fails and a one-at-a-time endpoint
-/// leaves to the final extraction: without the copier a whole interview would be summed up as
-/// "we did not get to talk about much". (In `rules` mode every answer was extracted already.)
-pub(super) fn summary(s: &Session, c: &Conversation) -> String {
-    let mut fields = s.fields().clone();
-    for f in extract_all(s, c) {
-        fields.entry(f.field_id.clone()).or_insert(f);
-    }
-    s.summary_of(&fields)
-}
-
 /// After the summary was proposed and the reply classified: conclude, or take in an addition
 /// and re-confirm once. The reason is `confidence_threshold_met` when objectives were left out
 /// because the required fields were already known, `all_must_objectives_covered` otherwise.
@@ -381,7 +369,7 @@ fn after_summary(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
             "The participant added to the summary; a short re-confirmation follows.".into(),
             "summary addition".into(),
         );
-        p.summary = Some(summary(s, c));
+        p.summary = Some(runtime_summary(s, c));
         return p;
     }
     proposal(

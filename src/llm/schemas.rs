@@ -121,9 +121,16 @@ fn typed_fields(tools: String, schema: &interview_session::study::OutputSchema) 
             ]
         })
         .collect();
+    // Each field once at most: the list is as bounded as its items.
+    let before = tools[..start].replace(
+        r#""fields": {"type": "array", "items":"#,
+        &format!(
+            r#""fields": {{"type": "array", "maxItems": {}, "items":"#,
+            schema.fields.len()
+        ),
+    );
     format!(
-        "{}{{\"anyOf\": [{}]}}{}",
-        &tools[..start],
+        "{before}{{\"anyOf\": [{}]}}{}",
         items.join(", "),
         &tools[end..]
     )
@@ -138,11 +145,18 @@ const CONFIDENCE: &str = r#"{"type": "number", "enum": [0, 0.1, 0.2, 0.3, 0.4, 0
 fn value_schema(field: &interview_session::study::OutputField) -> String {
     use interview_session::study::FieldType;
     match field.field_type {
-        FieldType::String => r#"{"type": "string"}"#.into(),
+        // Bounded, as every text the model writes: a server that ignores `max_tokens` for tool
+        // arguments (llama-cpp-python's `chatml-function-calling`) otherwise generates until the
+        // client gives up — and, one slot, keeps the next steps waiting behind it (seen: 7,080
+        // tokens over 453 s).
+        FieldType::String => r#"{"type": "string", "maxLength": 1000}"#.into(),
         FieldType::Number => r#"{"type": "number"}"#.into(),
         FieldType::Integer => r#"{"type": "integer"}"#.into(),
         FieldType::Boolean => r#"{"type": "boolean"}"#.into(),
-        FieldType::StringList => r#"{"type": "array", "items": {"type": "string"}}"#.into(),
+        FieldType::StringList => {
+            r#"{"type": "array", "items": {"type": "string", "maxLength": 300}, "maxItems": 20}"#
+                .into()
+        }
         FieldType::Enum => format!(
             r#"{{"type": "string", "enum": {}}}"#,
             serde_json::to_string(&field.options).expect("strings serialize")
@@ -245,6 +259,48 @@ mod tests {
             Value::Array(items) => items.iter().for_each(|v| length_bounds(v, out)),
             _ => {}
         }
+    }
+
+    /// Whether every string and array in `v` has a bound (an `enum`, a `pattern`, `maxLength`,
+    /// `maxItems`), naming the first that has none.
+    fn unbounded(v: &Value, at: &str) -> Option<String> {
+        match v {
+            Value::Object(map) => {
+                let bounded = ["enum", "pattern", "maxLength", "maxItems"]
+                    .iter()
+                    .any(|k| map.contains_key(*k));
+                let kind = map.get("type").and_then(Value::as_str);
+                if matches!(kind, Some("string" | "array")) && !bounded {
+                    return Some(at.to_string());
+                }
+                map.iter()
+                    .find_map(|(k, v)| unbounded(v, &format!("{at}.{k}")))
+            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| unbounded(v, &format!("{at}[{i}]"))),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_text_and_list_the_model_writes_is_bounded() {
+        // llama-cpp-python's `chatml-function-calling` generates tool arguments with no token
+        // limit: an unbounded value ran for 7,080 tokens (453 s) and held its one slot.
+        let study = crate::demo::definition()
+            .versioned_documents()
+            .pin("s", "demo");
+        let tools: Value = serde_json::from_str(&for_study(TOOLS, &study)).unwrap();
+        assert_eq!(unbounded(&tools, "tools"), None);
+        let fields = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == "extract_fields")
+            .unwrap()["function"]["parameters"]["properties"]["fields"]
+            .clone();
+        assert_eq!(fields["maxItems"], study.output_schema.fields.len());
     }
 
     #[test]

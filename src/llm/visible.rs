@@ -125,6 +125,17 @@ const TERMS: &[&str] = &[
     "调用工具",
     "工具调用",
     "函数调用",
+    // The talk about the participant and from the wrong side, in Chinese: "用户说……", "你的目标
+    // 是……", "你问我……", "你的回答太长了" (the English phrases above, as a small model writes them
+    // in a Chinese interview).
+    "参与者",
+    "用户说",
+    "用户的",
+    "问用户",
+    "你的目标是",
+    "你问我",
+    "你的回答太",
+    "你的回复太",
 ];
 
 /// Why a text may not be shown: the term found (for the log; never the text itself).
