@@ -11,18 +11,12 @@ mod agui;
 mod growth;
 mod load;
 mod overview;
-#[allow(dead_code)]
-#[path = "../../tests/api/participant.rs"]
-mod participant;
 mod realistic;
 mod scale;
-#[allow(dead_code)]
-#[path = "../../tests/api/scripted_model.rs"]
-mod scripted_model;
 mod turns;
 mod wallet;
-#[path = "../../tests/api/widget_values.rs"]
-mod widget_values;
+
+use interview_test_kit::{participant, scripted_model, widget_values};
 
 use std::time::{Duration, Instant};
 
@@ -30,7 +24,6 @@ use clap::Parser;
 use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
 use serde_json::{json, Value};
-use sqlx::Connection;
 
 #[derive(Parser)]
 #[command(about = "HTTP benchmarks of the interview runtime on both stores")]
@@ -154,18 +147,10 @@ fn start_server(database_url: Option<String>) -> Server {
     }
 }
 
+/// A fresh database on the cluster `TEST_DATABASE_URL` names, if it names one.
 async fn fresh_postgres() -> Option<String> {
-    let server = std::env::var("TEST_DATABASE_URL").ok()?;
-    let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&server)
-        .await
-        .expect("connect to TEST_DATABASE_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let (base, _) = server.rsplit_once('/').unwrap();
-    Some(format!("{base}/{name}"))
+    std::env::var_os("TEST_DATABASE_URL")?;
+    Some(interview_test_kit::fresh_postgres_database().await)
 }
 
 struct Stats {

@@ -12,17 +12,11 @@
 
 mod drive;
 mod interviewer_model;
-#[allow(dead_code)]
-#[path = "../../tests/api/participant.rs"]
-mod participant;
 mod personas;
 mod properties;
 mod real_server;
-#[allow(dead_code)]
-#[path = "../../tests/api/scripted_model.rs"]
-mod scripted_model;
-#[path = "../../tests/api/widget_values.rs"]
-mod widget_values;
+
+use interview_test_kit::{participant, scripted_model, widget_values};
 
 use std::collections::BTreeMap;
 
@@ -30,7 +24,6 @@ use clap::Parser;
 use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
 use serde_json::{json, Value};
-use sqlx::Connection;
 
 use crate::properties::Verdict;
 
@@ -134,18 +127,10 @@ fn start_server(database_url: Option<String>, real_model: Option<String>) -> Ser
     }
 }
 
+/// A fresh database on the cluster `TEST_DATABASE_URL` names, if it names one.
 async fn fresh_postgres() -> Option<String> {
-    let server = std::env::var("TEST_DATABASE_URL").ok()?;
-    let name = format!("eval_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&server)
-        .await
-        .expect("connect to TEST_DATABASE_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let (base, _) = server.rsplit_once('/').unwrap();
-    Some(format!("{base}/{name}"))
+    std::env::var_os("TEST_DATABASE_URL")?;
+    Some(interview_test_kit::fresh_postgres_database().await)
 }
 
 /// The study a persona is interviewed in, in a mode, under its own public slug.

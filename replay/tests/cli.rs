@@ -2,12 +2,12 @@
 //! PostgreSQL one on the cluster named by `TEST_DATABASE_URL`, as `scripts/test` starts it).
 
 mod common;
-#[macro_use]
 #[path = "common/fixture.rs"]
 mod fixture;
 
 use common::replay;
 use fixture::{Fixture, Store};
+use interview_test_kit::both_stores;
 
 use std::process::Command;
 

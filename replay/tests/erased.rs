@@ -4,12 +4,12 @@
 //! erased event is caught.
 
 mod common;
-#[macro_use]
 #[path = "common/fixture.rs"]
 mod fixture;
 
 use common::replay;
 use fixture::{Fixture, Store};
+use interview_test_kit::both_stores;
 use serde_json::Value;
 
 const WORDS: &str = "Sunday evenings with a shared list";

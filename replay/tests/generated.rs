@@ -16,19 +16,14 @@
 
 mod common;
 
-#[path = "../../tests/api/scripted_model.rs"]
-#[allow(dead_code)]
-mod scripted_model;
-#[path = "../../tests/api/widget_values.rs"]
-mod widget_values;
-
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
-use scripted_model::{Reply, ScriptedModel};
+use interview_test_kit::scripted_model::{Reply, ScriptedModel};
+use interview_test_kit::widget_values;
 use serde_json::{json, Value};
 
 /// Participant steps allowed beyond the study's `max_turn_count`.

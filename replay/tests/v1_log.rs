@@ -10,6 +10,7 @@ mod common;
 
 use common::replay;
 use interview_session::commands as cmd;
+use interview_test_kit::{both_stores, Store};
 
 use interview_projections::Db;
 use interview_runtime::settings::Secret;
@@ -21,12 +22,6 @@ const BUNDLE: &str = concat!(
     "/../tests/fixtures/v1/session.jsonl"
 );
 const VIEWS: &str = include_str!("../../tests/fixtures/v1/views.json");
-
-#[derive(Clone, Copy, Debug)]
-enum Store {
-    Sqlite,
-    Postgres,
-}
 
 struct Server {
     url: String,
@@ -350,20 +345,6 @@ async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
         .cloned()
         .unwrap();
     assert_eq!(erasure_event["payload"]["prev_hash"], old_head);
-}
-
-/// One `#[tokio::test]` per store for each named `async fn(Store)`.
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Store::Sqlite).await } )*
-        }
-        mod postgres {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Store::Postgres).await } )*
-        }
-    };
 }
 
 both_stores!(

@@ -85,11 +85,22 @@ impl Asked<'_> {
         .map_err(|e| ("model_bad_arguments".to_string(), e))
     }
 
-    /// What any complete message is refused for: its texts (`step_text`), and words said
-    /// before (`said`).
+    /// What any complete proposal is refused for: its texts (`step_text`), words said before
+    /// (`said`), a summary of things never said (`founded`).
     fn refuses(&self, p: &Proposal) -> Option<Refused> {
         super::step_text::refused_text(&self.visible, p)
             .or_else(|| super::said::said_before(p, self.events))
+            .or_else(|| super::founded::unfounded_summary(p, self.session, self.events))
+    }
+
+    /// The model's summary, if it stands on its own when the words presenting it were refused.
+    fn summary_standing(&self, p: &Proposal) -> Option<String> {
+        let alone = Proposal {
+            message: None,
+            interaction: None,
+            ..p.clone()
+        };
+        p.summary.clone().filter(|_| self.refuses(&alone).is_none())
     }
 }
 
@@ -151,12 +162,10 @@ impl Harness {
             Some(f) => Err(f),
         };
         let shown = std::mem::take(&mut progress.shown);
-        let refused = progress.refused.clone().or_else(|| {
-            let p = parsed.as_ref().ok()?;
-            asked
-                .refuses(p)
-                .or_else(|| super::founded::unfounded_summary(p, session, events))
-        });
+        let refused = progress
+            .refused
+            .clone()
+            .or_else(|| asked.refuses(parsed.as_ref().ok()?));
         let (mut proposal, shown) = match (refused, parsed) {
             (Some(Refused(term)), parsed) => {
                 self.words_refused(&asked, parsed.ok(), &term, &shown, provenance)
@@ -213,7 +222,19 @@ impl Harness {
         let (session, conversation) = (asked.session, asked.conversation);
         let kept = parsed.and_then(|p| {
             let visible = &asked.visible;
-            super::reworded::in_runtime_words(session, conversation, visible, &p, term, step.now)
+            let mut kept = super::reworded::in_runtime_words(
+                session,
+                conversation,
+                visible,
+                &p,
+                term,
+                step.now,
+            )?;
+            // A summary that passes every check stands when only its presenting words failed.
+            if let Some(summary) = asked.summary_standing(&p) {
+                kept.summary = Some(summary);
+            }
+            Some(kept)
         });
         if let Some(mut proposal) = kept {
             if !shown.is_empty() {

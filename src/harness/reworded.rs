@@ -37,10 +37,11 @@ pub(super) fn in_runtime_words(
     let study = session.study()?;
     let mut p = model.clone();
     p.message = None;
-    // A summary from a step whose words were refused is not trusted either: the participant
-    // confirms the runtime's, built from what was recorded and answered. A widget the model
-    // wrote goes with its words when they are what was refused (the objective's configured
-    // widget then, or, none configured, the rules decide); it stays when only the message was.
+    // The participant confirms the runtime's summary, built from what was recorded and
+    // answered (`llm_step` puts the model's back when it passes every check on its own). A
+    // widget the model wrote goes with its words when they are what was refused (the
+    // objective's configured widget then, or, none configured, the rules decide); it stays
+    // when only the message was.
     if p.action == AgentAction::SummarizeAndConfirm {
         p.summary = Some(super::founded::runtime_summary(session, conversation));
     }

@@ -155,8 +155,13 @@ fn urls(folded: &str) -> Vec<(usize, usize)> {
 
 /// What a widget shows: its question and every label.
 pub(crate) fn widget_texts(spec: &InteractionSpec) -> Vec<&str> {
-    let mut texts = vec![spec.prompt.as_str()];
-    match &spec.kind {
+    shown_texts(&spec.prompt, &spec.kind)
+}
+
+/// What a widget of `kind` asking `prompt` shows: the prompt and every label.
+pub(crate) fn shown_texts<'a>(prompt: &'a str, kind: &'a InteractionKind) -> Vec<&'a str> {
+    let mut texts = vec![prompt];
+    match kind {
         InteractionKind::SingleChoice { options }
         | InteractionKind::MultipleChoice { options, .. }
         | InteractionKind::Ranking { options } => {

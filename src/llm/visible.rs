@@ -74,6 +74,14 @@ const TERMS: &[&str] = &[
     // was a wish to stop.", seen from SmolLM2-135M).
     "your latest message is",
     "your last reply was",
+    // The model talking about itself ("The model has now finished the interview. We are going
+    // to continue with a new one." as a closing, "The model has covered all of the options…",
+    // seen from SmolLM2-135M). Phrases: "Which model do you drive?" passes.
+    "the model has",
+    "the model is",
+    "the model was",
+    "the model will",
+    "the model's",
     // The interviewer speaking as the one interviewed, or grading the participant (seen from
     // SmolLM2-135M as whole messages: "You asked me to walk you through how I usually decide…",
     // "Your last question was about planning…", "Your response is too long. Please limit your
@@ -125,14 +133,12 @@ const TERMS: &[&str] = &[
     "调用工具",
     "工具调用",
     "函数调用",
-    // The talk about the participant and from the wrong side, in Chinese: "用户说……", "你的目标
-    // 是……", "你问我……", "你的回答太长了" (the English phrases above, as a small model writes them
-    // in a Chinese interview).
+    // The talk about the participant and from the wrong side, in Chinese: "参与者……", "你问我
+    // ……", "你的回答太长了" (the English phrases above, as a small model writes them in a
+    // Chinese interview). Only phrases no fair question holds: "那你的目标是什么？" and "用户说明书"
+    // pass.
     "参与者",
-    "用户说",
-    "用户的",
     "问用户",
-    "你的目标是",
     "你问我",
     "你的回答太",
     "你的回复太",

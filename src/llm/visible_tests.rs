@@ -98,7 +98,7 @@ fn internal_talk_is_refused_before_it_shows() {
             "your response is too",
         ),
         ("你的回答太长了，请限制在100字以内。", "你的回答太"),
-        ("用户说他每周买一次菜。", "用户说"),
+        ("参与者说他每周买一次菜。", "参与者"),
     ] {
         let (shown, refused) = stream(&v, text);
         let expected = if term.contains('_') {

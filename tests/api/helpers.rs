@@ -12,28 +12,8 @@ use interview_runtime::state::AppState;
 use interview_runtime::{Application, Settings};
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
-use sqlx::Connection;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Store {
-    Sqlite,
-    Postgres,
-}
-
-/// Generates one `#[tokio::test]` per store for each named `async fn(Store)`.
-#[macro_export]
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name($crate::helpers::Store::Sqlite).await } )*
-        }
-        mod postgres {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name($crate::helpers::Store::Postgres).await } )*
-        }
-    };
-}
+pub use interview_test_kit::{fresh_postgres_database, Store};
 
 pub const RESEARCHER_TOKEN: &str = "test-researcher-token";
 
@@ -48,25 +28,6 @@ impl Drop for TestApp {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.data_dir);
     }
-}
-
-pub async fn fresh_postgres_database() -> String {
-    let server = std::env::var("TEST_DATABASE_URL").expect(
-        "TEST_DATABASE_URL must name a PostgreSQL server for the postgres tests; \
-         run the test command from the README (scripts/test), which starts one",
-    );
-    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&server)
-        .await
-        .expect("connect to TEST_DATABASE_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create a test database");
-    let (base, _) = server
-        .rsplit_once('/')
-        .expect("TEST_DATABASE_URL has a database path");
-    format!("{base}/{name}")
 }
 
 impl TestApp {

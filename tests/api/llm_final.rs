@@ -305,6 +305,27 @@ async fn a_summary_of_things_never_said_gives_way_to_what_was_answered(store: St
         .unwrap()
         .iter()
         .any(|e| e["code"] == "model_text_refused"));
+
+    // A summary of what was said stands when only the words presenting it were about
+    // something else: they are the runtime's then.
+    let (session, token, _) = llm
+        .consented(vec![Reply::Realistic(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you decide what to buy?", "rationale": "open"}),
+        )])
+        .await;
+    let summary = "You keep a list on the fridge that you fill in with your partner.";
+    let s = llm
+        .say(&session, &token, "I keep a list on the fridge that my partner and I fill in.", vec![Reply::Realistic(
+            "summarize_and_confirm",
+            json!({"summary": summary, "message": "The summary you requested is not available.", "rationale": "covered"}),
+        )])
+        .await;
+    let said = last_assistant(&s);
+    assert!(
+        said.contains(summary) && !said.contains("not available"),
+        "{said}"
+    );
 }
 
 crate::both_stores!(

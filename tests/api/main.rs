@@ -18,7 +18,6 @@ mod llm_waits;
 mod metrics;
 mod operations;
 mod overview;
-mod participant;
 mod pg_restart;
 mod places;
 mod process;
@@ -27,7 +26,6 @@ mod research_data;
 mod restart;
 mod scale_out;
 mod scenarios;
-mod scripted_model;
 mod security;
 mod sessions;
 mod sse;
@@ -36,4 +34,6 @@ mod stream;
 mod studies;
 mod sweeper;
 mod traces;
-mod widget_values;
+
+// What the tests share with the replay tests, the evaluation and the benchmarks.
+pub(crate) use interview_test_kit::{both_stores, participant, scripted_model, widget_values};

@@ -1,6 +1,5 @@
 //! A running server on a fresh database of either store, for the `replay` tests that audit what
-//! it wrote (included by the test binaries that drive a server: `#[macro_use] #[path] mod
-//! fixture`).
+//! it wrote (included by the test binaries that drive a server: `#[path] mod fixture`).
 #![allow(dead_code)] // not every test binary uses every helper
 
 use std::path::PathBuf;
@@ -9,25 +8,7 @@ use interview_runtime::settings::Secret;
 use interview_runtime::{Application, Settings};
 use serde_json::{json, Value};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Store {
-    Sqlite,
-    Postgres,
-}
-
-/// One `#[tokio::test]` per store for each named `async fn(Store)`.
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               pub async fn $name() { super::$name($crate::fixture::Store::Sqlite).await } )*
-        }
-        mod postgres {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               pub async fn $name() { super::$name($crate::fixture::Store::Postgres).await } )*
-        }
-    };
-}
+pub use interview_test_kit::Store;
 
 /// A running server on a fresh database of either store.
 pub struct Fixture {

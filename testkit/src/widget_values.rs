@@ -1,5 +1,5 @@
-//! A valid answer for each widget type: shared by the tests and the benchmarks (which include
-//! this file), so both exercise the same values.
+//! A valid answer for each widget type: shared by the tests and the benchmarks, so both
+//! exercise the same values.
 
 use serde_json::{json, Value};
 

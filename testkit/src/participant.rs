@@ -1,5 +1,5 @@
 //! A participant (and a researcher publishing a study) over plain HTTP, for the tests that run
-//! real server processes and for the benchmarks, which include this file: start a session on a
+//! real server processes and for the benchmarks: start a session on a
 //! study's public link, read it, and take one step — do what it waits for, a message or the
 //! pending widget. A step returns transport errors rather than panicking: the fault tests kill
 //! servers and databases while participants talk.
