@@ -4,8 +4,8 @@
 use interview_projections::Db;
 use interview_session::StudyDefinition;
 
+use crate::command::error::CommandError;
 use crate::command::studies;
-use crate::http::error::ApiError;
 
 pub const DEMO_SLUG: &str = "demo";
 const DEMO_DEFINITION: &str = include_str!("../examples/demo-study.json");
@@ -15,7 +15,7 @@ pub fn definition() -> StudyDefinition {
 }
 
 /// Publishes the demo study unless a study already has its slug. Returns whether it did.
-pub async fn ensure_demo_study(db: &Db) -> Result<bool, ApiError> {
+pub async fn ensure_demo_study(db: &Db) -> Result<bool, CommandError> {
     if studies::by_slug(db, DEMO_SLUG).await?.is_some() {
         return Ok(false);
     }

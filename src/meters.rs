@@ -1,8 +1,8 @@
-//! Prometheus metrics for operators: `GET /metrics` in the text format, rendered by
+//! Prometheus metrics for operators: `GET /metrics` (`http/routes/metrics.rs`) in the text format, rendered by
 //! `metrics-exporter-prometheus` from what the server records through the `metrics` facade.
 //!
 //! Counters and histograms are recorded where things happen (commands in `command/store.rs`,
-//! commits in `projections/src/group_commit.rs`, model calls in `harness/llm_step.rs`, fallbacks
+//! commits in `projections/src/group_commit.rs`, model calls in `harness/charged.rs`, fallbacks
 //! in `harness/mod.rs`, refusals in `http/error.rs`, background work in `jobs/sweeper.rs` and
 //! `jobs/extraction.rs`); gauges that describe the present (sessions by status and phase, streams
 //! and requests open) are read when Prometheus scrapes. The route is protected: a researcher token,
@@ -10,11 +10,7 @@
 
 use std::sync::OnceLock;
 
-use actix_web::{get, web, HttpRequest, HttpResponse};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-
-use crate::http::error::ApiError;
-use crate::state::AppState;
 
 /// The process's recorder (one per process: every server built in it shares it).
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -129,29 +125,10 @@ fn zero() {
     counter!("interview_model_calls_total", "outcome" => "ok").absolute(0);
 }
 
-/// The metrics, in Prometheus text format.
-#[utoipa::path(get, path = "/metrics", tag = "operations", security(("bearer" = [])),
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
-              (status = 401), (status = 403)))]
-#[get("/metrics")]
-pub async fn scrape(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    crate::http::auth::require_metrics_reader(&state, &req).await?;
-    // What the present looks like, read now.
-    for (status, phase, n) in
-        interview_projections::read::sessions_by_status_and_phase(&state.db).await?
-    {
-        ::metrics::gauge!("interview_sessions", "status" => status, "phase" => phase).set(n as f64);
-    }
-    ::metrics::gauge!("interview_streams_open").set(state.streams.open() as f64);
-    ::metrics::gauge!("interview_requests_in_flight").set(state.inflight.open() as f64);
-    let body = HANDLE
+/// What the process's recorder holds, in Prometheus text format (empty before [`install`]).
+pub fn render() -> String {
+    HANDLE
         .get()
         .map(PrometheusHandle::render)
-        .unwrap_or_default();
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(body))
+        .unwrap_or_default()
 }

@@ -12,8 +12,8 @@ use interview_session::commands as cmd;
 use interview_session::erasure::{ErasedBy, Erasure};
 use interview_session::{SessionCommand, SessionError};
 
+use super::error::CommandError;
 use crate::command::store::Actor;
-use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// How many times an erasure is tried again when the session moved under it (the interviewer's
@@ -37,7 +37,7 @@ pub async fn erase(
     by: ErasedBy,
     reason: Option<String>,
     request_id: &str,
-) -> Result<Receipt, ApiError> {
+) -> Result<Receipt, CommandError> {
     interview_session::erasure::check_reason(reason.as_deref())?;
     // Erased already: the first erasure's receipt (its who and why stand).
     if let Some(receipt) = erasure::receipt(&state.db, session_id).await? {
@@ -46,7 +46,7 @@ pub async fn erase(
     for attempt in 0..ATTEMPTS {
         let prepared = erasure::prepare(&state.db, session_id)
             .await?
-            .ok_or_else(ApiError::session_not_found)?;
+            .ok_or_else(CommandError::session_not_found)?;
         let command = SessionCommand::RecordErasure(cmd::RecordErasure {
             erasure: Erasure {
                 by,
@@ -76,7 +76,7 @@ pub async fn erase(
                 return erasure::receipt(&state.db, session_id)
                     .await?
                     .ok_or_else(|| {
-                        ApiError::Internal(
+                        CommandError::Corrupt(
                             "an erasure committed but its record is not read back".into(),
                         )
                     });
@@ -86,7 +86,7 @@ pub async fn erase(
                 return erasure::receipt(&state.db, session_id)
                     .await?
                     .ok_or_else(|| {
-                        ApiError::Internal("an erased session has no erasure record".into())
+                        CommandError::Corrupt("an erased session has no erasure record".into())
                     });
             }
             // An event came in between the read and the record: read again.
@@ -95,12 +95,12 @@ pub async fn erase(
                 tokio::time::sleep(std::time::Duration::from_millis(25 * u64::from(attempt))).await;
             }
             Err(AggregateError::UserError(SessionError::NotCreated)) => {
-                return Err(ApiError::session_not_found())
+                return Err(CommandError::session_not_found())
             }
             Err(e) => return Err(e.into()),
         }
     }
-    Err(ApiError::Conflict {
+    Err(CommandError::Conflict {
         code: "erasure_outdated",
         message: "the session kept changing while its data was being erased; try again".into(),
         details: None,
@@ -129,7 +129,7 @@ pub async fn erase_participant(
     participant_ref: &str,
     reason: Option<String>,
     request_id: &str,
-) -> Result<Vec<Receipt>, ApiError> {
+) -> Result<Vec<Receipt>, CommandError> {
     interview_session::erasure::check_reason(reason.as_deref())?;
     let mut receipts = Vec::new();
     for id in erasure::sessions_of_participant(&state.db, study_id, participant_ref).await? {

@@ -4,6 +4,7 @@
 //! (`erasure`).
 
 pub mod erasure;
+pub mod error;
 pub mod event_store;
 pub mod participant_links;
 pub mod places;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::http::error::ApiError;
+use super::error::CommandError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -42,12 +42,15 @@ pub struct StudyRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-fn study_not_found() -> ApiError {
-    ApiError::not_found("study_not_found", "no such study")
+fn study_not_found() -> CommandError {
+    CommandError::NotFound {
+        code: "study_not_found",
+        message: "no such study".into(),
+    }
 }
 
 /// Parses a row of `studies` (definition and published documents are JSON).
-fn record_from_row<R: Row>(row: &R) -> Result<StudyRecord, ApiError>
+fn record_from_row<R: Row>(row: &R) -> Result<StudyRecord, CommandError>
 where
     for<'a> &'a str: sqlx::ColumnIndex<R>,
     for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
@@ -57,7 +60,7 @@ where
     for<'a> DateTime<Utc>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> Option<DateTime<Utc>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
 {
-    let corrupt = |e: serde_json::Error| ApiError::Internal(Box::new(e));
+    let corrupt = |e: serde_json::Error| CommandError::Corrupt(Box::new(e));
     let status: String = row.try_get("status")?;
     let definition: Value = row.try_get("definition")?;
     let published: Option<Value> = row.try_get("published")?;
@@ -66,7 +69,7 @@ where
         // A status this code does not know is a row it cannot serve (never a draft by default).
         status: status
             .parse()
-            .map_err(|e| ApiError::Internal(Box::new(e)))?,
+            .map_err(|e| CommandError::Corrupt(Box::new(e)))?,
         definition: serde_json::from_value(definition).map_err(corrupt)?,
         public_slug: row.try_get("public_slug")?,
         published: published
@@ -82,7 +85,7 @@ where
 const COLUMNS: &str =
     "study_id, status, definition, public_slug, published, published_at, created_at, updated_at";
 
-pub async fn get(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
+pub async fn get(db: &Db, study_id: &str) -> Result<StudyRecord, CommandError> {
     let sql = format!("SELECT {COLUMNS} FROM studies WHERE study_id = $1");
     on_db!(read(db), |pool| {
         let row = sqlx::query(&sql)
@@ -96,7 +99,7 @@ pub async fn get(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
     })
 }
 
-pub async fn by_slug(db: &Db, slug: &str) -> Result<Option<StudyRecord>, ApiError> {
+pub async fn by_slug(db: &Db, slug: &str) -> Result<Option<StudyRecord>, CommandError> {
     let sql = format!("SELECT {COLUMNS} FROM studies WHERE public_slug = $1");
     on_db!(read(db), |pool| {
         let row = sqlx::query(&sql).bind(slug).fetch_optional(pool).await?;
@@ -104,7 +107,7 @@ pub async fn by_slug(db: &Db, slug: &str) -> Result<Option<StudyRecord>, ApiErro
     })
 }
 
-pub async fn list(db: &Db) -> Result<Vec<StudyRecord>, ApiError> {
+pub async fn list(db: &Db) -> Result<Vec<StudyRecord>, CommandError> {
     let sql = format!("SELECT {COLUMNS} FROM studies ORDER BY created_at, study_id");
     on_db!(read(db), |pool| {
         let rows = sqlx::query(&sql).fetch_all(pool).await?;
@@ -113,13 +116,15 @@ pub async fn list(db: &Db) -> Result<Vec<StudyRecord>, ApiError> {
 }
 
 /// Checks a definition's rules: 422 naming the field.
-pub fn validate(definition: &StudyDefinition) -> Result<(), ApiError> {
-    definition
-        .validate()
-        .map_err(|e| ApiError::invalid("invalid_definition", e.field, e.message))
+pub fn validate(definition: &StudyDefinition) -> Result<(), CommandError> {
+    definition.validate().map_err(|e| CommandError::Invalid {
+        code: "invalid_definition",
+        field: e.field,
+        message: e.message,
+    })
 }
 
-pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord, ApiError> {
+pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord, CommandError> {
     validate(&definition)?;
     let study_id = Uuid::new_v4().to_string();
     let now = Utc::now();
@@ -142,7 +147,7 @@ pub async fn replace(
     db: &Db,
     study_id: &str,
     definition: StudyDefinition,
-) -> Result<StudyRecord, ApiError> {
+) -> Result<StudyRecord, CommandError> {
     validate(&definition)?;
     let json = serde_json::to_value(&definition).expect("definitions serialize");
     let updated = on_db!(write(db), |pool| {
@@ -163,7 +168,7 @@ pub async fn replace(
 /// Publishes the current draft: stores its four documents (content-addressed, so unchanged
 /// parts keep their ids), assigns the public slug on first publish, and makes it what new
 /// sessions pin. A paused study stays paused.
-pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
+pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, CommandError> {
     let study = get(db, study_id).await?;
     validate(&study.definition)?;
     let slug = match (&study.definition.public_slug, &study.public_slug) {
@@ -244,7 +249,7 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
     });
     match result {
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            return Err(ApiError::Conflict {
+            return Err(CommandError::Conflict {
                 code: "slug_taken",
                 message: format!("another study already uses the public slug {slug:?}"),
                 details: Some(serde_json::json!({ "public_slug": slug })),
@@ -256,10 +261,14 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, ApiError> {
 }
 
 /// Pauses (`paused = true`) or resumes a published study.
-pub async fn set_paused(db: &Db, study_id: &str, paused: bool) -> Result<StudyRecord, ApiError> {
+pub async fn set_paused(
+    db: &Db,
+    study_id: &str,
+    paused: bool,
+) -> Result<StudyRecord, CommandError> {
     let study = get(db, study_id).await?;
     if study.status == StudyStatus::Draft {
-        return Err(ApiError::Conflict {
+        return Err(CommandError::Conflict {
             code: "study_not_published",
             message: "publish the study first".into(),
             details: Some(serde_json::json!({ "status": "draft" })),

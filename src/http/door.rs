@@ -26,47 +26,8 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
 
 use crate::http::error::ApiError;
+use crate::settings::Exempt;
 use crate::state::AppState;
-
-/// Which peers the per-address cap leaves alone.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(try_from = "String")]
-pub enum Exempt {
-    /// Every loopback address (the default: a reverse proxy on this host).
-    Loopback,
-    /// These addresses only (an empty list: none).
-    Addresses(Vec<IpAddr>),
-}
-
-impl Exempt {
-    /// `loopback`, or a comma-separated list of IP addresses (empty: no exemption).
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let text = text.trim();
-        if text.eq_ignore_ascii_case("loopback") {
-            return Ok(Self::Loopback);
-        }
-        text.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| s.parse().map_err(|_| format!("not an IP address: {s}")))
-            .collect::<Result<_, _>>()
-            .map(Self::Addresses)
-    }
-
-    fn covers(&self, addr: &IpAddr) -> bool {
-        match self {
-            Self::Loopback => addr.is_loopback(),
-            Self::Addresses(list) => list.contains(addr),
-        }
-    }
-}
-
-impl TryFrom<String> for Exempt {
-    type Error = String;
-    fn try_from(text: String) -> Result<Self, String> {
-        Self::parse(&text)
-    }
-}
 
 /// Open connections per client address, against a cap.
 pub struct ConnectionCap {
@@ -434,15 +395,5 @@ mod tests {
         let tickets: Vec<_> = (0..5).map(|_| cap.admit(local).unwrap()).collect();
         assert!(tickets.iter().all(Option::is_none));
         assert_eq!(cap.open_from(&local), 0);
-        assert_eq!(Exempt::parse("loopback"), Ok(Exempt::Loopback));
-        assert_eq!(Exempt::parse(""), Ok(Exempt::Addresses(vec![])));
-        assert_eq!(
-            Exempt::parse("10.0.0.1, ::1"),
-            Ok(Exempt::Addresses(vec![
-                "10.0.0.1".parse().unwrap(),
-                "::1".parse().unwrap()
-            ]))
-        );
-        assert!(Exempt::parse("nope").is_err());
     }
 }

@@ -231,6 +231,38 @@ impl From<AggregateError<SessionError>> for ApiError {
     }
 }
 
+impl From<crate::command::error::CommandError> for ApiError {
+    fn from(err: crate::command::error::CommandError) -> Self {
+        use crate::command::error::CommandError as E;
+        match err {
+            E::NotFound { code, message } => Self::NotFound { code, message },
+            E::Invalid {
+                code,
+                field,
+                message,
+            } => Self::Unprocessable {
+                code,
+                message,
+                field,
+            },
+            E::Conflict {
+                code,
+                message,
+                details,
+            } => Self::Conflict {
+                code,
+                message,
+                details,
+            },
+            E::Domain(e) => Self::Domain(e),
+            E::Session(e) => e.into(),
+            E::Database(e) => e.into(),
+            E::Storage(e) => e.into(),
+            E::Corrupt(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<interview_projections::ProjectionError> for ApiError {
     fn from(err: interview_projections::ProjectionError) -> Self {
         match err {

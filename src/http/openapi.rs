@@ -13,8 +13,8 @@ use crate::http::routes::{erasure, health, join, research, sessions, stream, stu
     paths(
         health::healthz, health::readyz,
         studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume, studies::rotate_link_secret, studies::remove_link_secret,
-        join::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::live::agui::run,
-        crate::http::routes::page::study_page, crate::http::routes::page::session_page, crate::http::routes::page::asset, crate::http::routes::page::favicon, crate::meters::scrape,
+        join::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::http::routes::agui::run,
+        crate::http::routes::page::study_page, crate::http::routes::page::session_page, crate::http::routes::page::asset, crate::http::routes::page::favicon, crate::http::routes::metrics::scrape,
         stream::stream,
         research::study_sessions, research::transcript, research::session_state, research::decisions,
         research::tool_calls, research::interaction_events, research::events,

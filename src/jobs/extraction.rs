@@ -23,8 +23,8 @@ use interview_session::{EventBody, Session, SessionCommand, SessionError};
 use tokio::sync::{mpsc, Semaphore};
 use uuid::Uuid;
 
+use crate::command::error::CommandError;
 use crate::command::store::Actor;
-use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Sessions the recovery sweep takes at once.
@@ -58,7 +58,7 @@ impl Query<Session> for Completions {
 
 /// Runs every pending final extraction once (the recovery sweep); returns how many completed.
 #[tracing::instrument(skip(state))]
-pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, CommandError> {
     let mut done = 0;
     for id in read::pending_final_extractions(&state.db, BATCH).await? {
         if extract_one(state, &id, now).await? {
@@ -71,7 +71,11 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, Api
 /// Runs one session's final extraction, unless it is done or another worker holds a fresh
 /// claim; true when this call completed it.
 #[tracing::instrument(skip(state))]
-pub async fn extract_one(state: &AppState, id: &str, now: DateTime<Utc>) -> Result<bool, ApiError> {
+pub async fn extract_one(
+    state: &AppState,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, CommandError> {
     let id = id.to_string();
     let extraction_id = Uuid::new_v4();
     let claim = SessionCommand::StartFinalExtraction(cmd::StartFinalExtraction {

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use interview_projections::erasure;
 use interview_session::erasure::ErasedBy;
 
+use crate::command::error::CommandError;
 use crate::command::studies;
-use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Sessions read at a time, and tried per study and sweep at most (the next sweep takes the
@@ -19,7 +19,7 @@ const PER_SWEEP: usize = 1_000;
 
 /// Erases every session past its study's retention as of `now`; returns how many.
 #[tracing::instrument(skip(state))]
-pub async fn erase_expired(state: &AppState, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn erase_expired(state: &AppState, now: DateTime<Utc>) -> Result<usize, CommandError> {
     let mut erased = 0;
     for study in studies::list(&state.db).await? {
         let Some(days) = study
@@ -44,7 +44,7 @@ async fn erase_study(
     state: &AppState,
     study_id: &str,
     before: DateTime<Utc>,
-) -> Result<usize, ApiError> {
+) -> Result<usize, CommandError> {
     let (mut erased, mut tried) = (0, 0);
     let mut after = None;
     while tried < PER_SWEEP {

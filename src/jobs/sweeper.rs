@@ -15,8 +15,8 @@ use cqrs_es::AggregateError;
 use interview_projections::read;
 use interview_session::{SessionCommand, SessionError};
 
+use crate::command::error::CommandError;
 use crate::command::store::Actor;
-use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// Sessions expired per sweep at most (the next sweep takes the rest).
@@ -24,7 +24,7 @@ const BATCH: i64 = 200;
 
 /// Expires every idle session as of `now`; returns how many were closed.
 #[tracing::instrument(skip(state))]
-pub async fn sweep_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn sweep_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, CommandError> {
     let mut closed = 0;
     for id in read::idle_sessions(&state.db, now, BATCH).await? {
         match state

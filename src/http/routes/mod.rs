@@ -1,9 +1,11 @@
 //! HTTP routes. Each handler authenticates, parses, runs one command or query, and answers with
 //! the HTTP contract (README, "API at a glance"); errors go through [`crate::http::error::ApiError`].
 
+pub mod agui;
 pub mod erasure;
 pub mod health;
 pub mod join;
+pub mod metrics;
 pub mod page;
 pub mod research;
 pub mod sessions;
@@ -36,12 +38,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(erasure::erase_participant)
         .service(erasure::purge_log)
         .service(stream::stream)
-        .service(crate::live::agui::run)
+        .service(agui::run)
         .service(page::study_page)
         .service(page::session_page)
         .service(page::asset)
         .service(page::favicon)
-        .service(crate::meters::scrape)
+        .service(metrics::scrape)
         .service(research::study_sessions)
         .service(research::results_csv)
         .service(research::results_jsonl)

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use clap::Parser;
 use serde::Deserialize;
 
-pub use crate::http::door::Exempt;
+mod exempt;
+
+pub use exempt::Exempt;
 
 /// A value that must never be printed.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
