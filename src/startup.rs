@@ -70,6 +70,7 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
+    guards: web::Data<crate::http::guards::Guards>,
 }
 
 impl Application {
@@ -149,21 +150,8 @@ impl Application {
             data_kek,
             participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
             study_locks: Default::default(),
-            create_by_address: crate::http::limits::RateLimiter::new(
-                settings.create_rate_per_address,
-            ),
-            inputs_by_session: crate::http::limits::RateLimiter::new(
-                settings.inputs_per_session_per_minute,
-            ),
-            create_by_study: crate::http::limits::RateLimiter::new(settings.create_rate_per_study),
-            streams: crate::http::limits::StreamLimits::new(
-                settings.max_streams,
-                settings.max_streams_per_session,
-            ),
-            inflight: crate::http::limits::Gauge::new(settings.max_inflight_requests),
             readiness: tokio::sync::Mutex::new(None),
             draining: tokio::sync::watch::Sender::new(false),
-            body_budget: crate::http::door::BodyBudget::new(settings.max_pending_body_bytes),
             settings: settings.clone(),
         });
         spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
@@ -184,6 +172,8 @@ impl Application {
         crate::jobs::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
         crate::jobs::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
         let app_state = state.clone();
+        let guards = web::Data::new(crate::http::guards::Guards::new(&settings));
+        let app_guards = guards.clone();
         let origins = settings.cors_allowed_origins.clone();
         let connections = crate::http::door::ConnectionCap::new(
             settings.max_connections_per_address,
@@ -202,6 +192,7 @@ impl Application {
                         .add(("x-content-type-options", "nosniff")),
                 )
                 .app_data(app_state.clone())
+                .app_data(app_guards.clone())
                 .configure(crate::http::routes::configure)
                 .default_service(web::to(crate::http::routes::not_found))
         })
@@ -223,6 +214,7 @@ impl Application {
             port,
             server,
             state,
+            guards,
         })
     }
 
@@ -233,6 +225,11 @@ impl Application {
     /// The shared state (tests use it to drive commands the HTTP API does not expose yet).
     pub fn state(&self) -> web::Data<AppState> {
         self.state.clone()
+    }
+
+    /// The HTTP layer's guards (tests read the caps' counts).
+    pub fn guards(&self) -> web::Data<crate::http::guards::Guards> {
+        self.guards.clone()
     }
 
     /// Serves until SIGTERM/SIGINT, then closes event streams (with a retry hint), refuses new

@@ -1,4 +1,6 @@
-//! Shared application state handed to every handler.
+//! Shared application state handed to every handler: the domain services (store, harness,
+//! projections, the hub) and what the server keeps about its callers. The HTTP layer's own
+//! guards (rate limits, caps) are `crate::http::guards::Guards`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,16 +30,6 @@ pub struct AppState {
     /// process: one lock per stripe of studies, so a flood on one study does not queue another's
     /// (`crate::http::routes::join`).
     pub study_locks: StudyLocks,
-    /// New sessions per client address, and per study.
-    pub create_by_address: crate::http::limits::RateLimiter,
-    pub create_by_study: crate::http::limits::RateLimiter,
-    /// A session's inputs (messages, widget answers, ends) per minute.
-    pub inputs_by_session: crate::http::limits::RateLimiter,
-    /// Open event streams, and requests in flight.
-    pub streams: crate::http::limits::StreamLimits,
-    pub inflight: crate::http::limits::Gauge,
-    /// Bytes of request bodies being read at the door.
-    pub body_budget: crate::http::door::BodyBudget,
     /// The last readiness check (`/readyz`) and when it ran: probes are outside the request
     /// cap, so they share one database round trip per [`crate::http::routes::health::READY_FOR`].
     pub readiness: tokio::sync::Mutex<Option<(std::time::Instant, bool)>>,

@@ -299,7 +299,10 @@ pub async fn door(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+    let (Some(state), Some(guards)) = (
+        req.app_data::<web::Data<AppState>>().cloned(),
+        req.app_data::<web::Data<super::guards::Guards>>().cloned(),
+    ) else {
         return Ok(next.call(req).await?.map_into_boxed_body());
     };
     let head = req.method() == Method::HEAD;
@@ -321,11 +324,11 @@ pub async fn door(
     if let Err(error) = check_content_type(&req, body) {
         return Ok(refuse(req, error, body));
     }
-    let mut held = state.body_budget.hold();
+    let mut held = guards.body_budget.hold();
     if body {
         let deadline = Duration::from_secs(state.settings.body_read_timeout_secs.max(1));
         let limit = body_limit(req.path(), &state.settings);
-        match read_body(&mut req, limit, deadline, &state.body_budget, &mut held).await {
+        match read_body(&mut req, limit, deadline, &guards.body_budget, &mut held).await {
             Ok(bytes) => req.set_payload(bytes.into()),
             Err(error) => return Ok(refuse(req, error, true)),
         }
@@ -334,7 +337,7 @@ pub async fn door(
     let _slot = if probe {
         None
     } else {
-        match state.inflight.try_open() {
+        match guards.inflight.try_open() {
             Some(slot) => Some(slot),
             None => {
                 let error = ApiError::Overloaded {

@@ -8,6 +8,7 @@ pub mod body;
 pub mod door;
 pub mod error;
 pub mod export;
+pub mod guards;
 pub mod limits;
 pub mod openapi;
 pub mod query;

@@ -21,6 +21,7 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub state: web::Data<AppState>,
+    pub guards: web::Data<interview_runtime::http::guards::Guards>,
     data_dir: PathBuf,
 }
 
@@ -59,11 +60,13 @@ impl TestApp {
             .expect("the server starts");
         let address = format!("http://127.0.0.1:{}", app.port());
         let state = app.state();
+        let guards = app.guards();
         tokio::spawn(app.run_until_stopped());
         Self {
             address,
             client: reqwest::Client::new(),
             state,
+            guards,
             data_dir,
         }
     }

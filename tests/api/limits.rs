@@ -133,7 +133,7 @@ async fn requests_in_flight_are_capped_and_big_bodies_refused_unread(store: Stor
     drop(tx);
 
     // A request in flight holds the only slot: the next is refused at once; probes answer.
-    let slot = app.state.inflight.try_open().expect("a free slot");
+    let slot = app.guards.inflight.try_open().expect("a free slot");
     let busy = app
         .get("/api/studies", Some(crate::helpers::RESEARCHER_TOKEN))
         .await;

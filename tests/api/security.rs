@@ -391,7 +391,7 @@ async fn streams_are_capped_per_session_and_head_holds_none(store: Store) {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
-    assert_eq!(app.state.streams.open(), 3, "the HEAD holds no stream");
+    assert_eq!(app.guards.streams.open(), 3, "the HEAD holds no stream");
 }
 
 /// Bodies being read at once share a budget: beyond it, 503 at once.

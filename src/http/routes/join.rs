@@ -61,6 +61,7 @@ pub struct CreateSessionResponse {
 #[post("/api/public/studies/{public_slug}/sessions")]
 pub async fn create(
     state: web::Data<AppState>,
+    guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
@@ -87,8 +88,8 @@ pub async fn create(
         .map(|a| crate::http::door::client_key(a.ip()).to_string())
         .unwrap_or_default();
     for (limiter, key, who) in [
-        (&state.create_by_address, address.as_str(), "your network"),
-        (&state.create_by_study, path.as_str(), "this study"),
+        (&guards.create_by_address, address.as_str(), "your network"),
+        (&guards.create_by_study, path.as_str(), "this study"),
     ] {
         if let Err(retry_after) = limiter.check(key) {
             return Err(ApiError::TooManyRequests {

@@ -13,6 +13,7 @@ use crate::state::AppState;
 #[get("/metrics")]
 pub async fn scrape(
     state: web::Data<AppState>,
+    guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     crate::http::auth::require_metrics_reader(&state, &req).await?;
@@ -22,8 +23,8 @@ pub async fn scrape(
     {
         ::metrics::gauge!("interview_sessions", "status" => status, "phase" => phase).set(n as f64);
     }
-    ::metrics::gauge!("interview_streams_open").set(state.streams.open() as f64);
-    ::metrics::gauge!("interview_requests_in_flight").set(state.inflight.open() as f64);
+    ::metrics::gauge!("interview_streams_open").set(guards.streams.open() as f64);
+    ::metrics::gauge!("interview_requests_in_flight").set(guards.inflight.open() as f64);
     let body = crate::meters::render();
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")

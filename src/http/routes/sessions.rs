@@ -162,7 +162,8 @@ pub(crate) async fn execute_participant(
     let id = session_id.to_string();
     // A session's inputs are rate limited (each may cost model calls), and the calls they
     // cause are charged to the address they came from (issue 30, `harness::budget`).
-    if let Err(retry_after) = state.inputs_by_session.check(&id) {
+    let guards = crate::http::guards::Guards::of(req);
+    if let Err(retry_after) = guards.inputs_by_session.check(&id) {
         return Err(ApiError::TooManyRequests {
             message: format!(
                 "that was a lot of messages in a short time; please try again in {retry_after} s"

@@ -61,12 +61,13 @@ fn last_event_id(req: &HttpRequest) -> Result<u64, ApiError> {
 #[get("/api/sessions/{session_id}/stream")]
 pub async fn stream(
     state: web::Data<AppState>,
+    guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, session_id) = authorize(&state, &req, &path).await?;
     let after = last_event_id(&req)?;
-    let slot = state
+    let slot = guards
         .streams
         .try_open(&session_id.to_string())
         .map_err(|what| ApiError::Overloaded { what })?;

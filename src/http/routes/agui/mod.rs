@@ -47,6 +47,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 #[post("/api/sessions/{session_id}/agui")]
 pub async fn run(
     state: web::Data<AppState>,
+    guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
@@ -59,7 +60,7 @@ pub async fn run(
     let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
     let id = session_id.to_string();
     input.check(&id)?;
-    let slot = state
+    let slot = guards
         .streams
         .try_open(&id)
         .map_err(|what| ApiError::Overloaded { what })?;
