@@ -106,7 +106,7 @@ impl Application {
             &db,
             projector.clone(),
             hub.clone(),
-            crate::jobs::extraction::Completions(completed_tx),
+            vec![Box::new(crate::jobs::extraction::Completions(completed_tx))],
             data_kek.clone(),
         ));
         if let Db::Postgres(pool) = &db {

@@ -57,16 +57,19 @@ const CONFLICT_RETRIES: usize = 3;
 
 impl SessionStore {
     /// The projector runs first, so a client woken by the hub reads views that include the
-    /// commit it was told about.
+    /// commit it was told about. `after_commit`: the queries that run after each commit beside
+    /// the stream notifier — the background jobs' (`startup.rs` hands the post-session
+    /// extraction's), so the command side names none of them.
     pub fn new(
         db: &Db,
         projector: Arc<Projector>,
         hub: Arc<StreamHub>,
-        completions: crate::jobs::extraction::Completions,
+        after_commit: Vec<Box<dyn cqrs_es::Query<Session>>>,
         data_kek: Arc<interview_projections::keys::Kek>,
     ) -> Self {
-        let queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
-            vec![Box::new(StreamNotifier(hub.clone())), Box::new(completions)];
+        let mut queries: Vec<Box<dyn cqrs_es::Query<Session>>> =
+            vec![Box::new(StreamNotifier(hub.clone()))];
+        queries.extend(after_commit);
         let kept = Arc::new(KeptSessions::default());
         let store = CachingEventStore::new(projector, db.clone(), kept.clone(), hub, data_kek);
         let framework = CqrsFramework::new(store, queries, ());

@@ -36,13 +36,6 @@ pub const WORKERS: usize = 4;
 /// Registered with the cqrs framework: announces each session whose commit completed it.
 pub struct Completions(pub mpsc::UnboundedSender<String>);
 
-impl Completions {
-    /// Announcements nobody receives (a second store in a test).
-    pub fn ignored() -> Self {
-        Self(mpsc::unbounded_channel().0)
-    }
-}
-
 #[async_trait]
 impl Query<Session> for Completions {
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {

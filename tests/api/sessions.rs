@@ -592,7 +592,7 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
         app.db(),
         Arc::new(projector),
         Arc::new(interview_runtime::live::stream_hub::StreamHub::default()),
-        interview_runtime::jobs::extraction::Completions::ignored(),
+        Vec::new(),
         app.state.data_kek.clone(),
     ));
     let record = |n: usize| {
@@ -708,7 +708,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
         app.db(),
         Arc::new(projector),
         hub.clone(),
-        interview_runtime::jobs::extraction::Completions::ignored(),
+        Vec::new(),
         app.state.data_kek.clone(),
     ));
     let other = Harness::new(app.db().clone(), other_store, hub, None);
