@@ -138,6 +138,26 @@ pub async fn require_metrics_reader(state: &AppState, req: &HttpRequest) -> Resu
     require_researcher(state, req).await
 }
 
+/// A caller with a researcher token. As a handler's last argument it lets the handler run for
+/// researchers only (401 without a valid token, 403 with a participant's), after the other
+/// arguments were extracted — where the check used to be the handler's first line.
+pub struct Researcher;
+
+impl actix_web::FromRequest for Researcher {
+    type Error = ApiError;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let state = req
+                .app_data::<actix_web::web::Data<AppState>>()
+                .ok_or_else(|| ApiError::Internal("the server state is not registered".into()))?;
+            require_researcher(state, &req).await.map(|()| Researcher)
+        })
+    }
+}
+
 pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     match authenticate(state, req).await? {
         Caller::Researcher => Ok(()),

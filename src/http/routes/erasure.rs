@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::command::{erasure, studies};
-use crate::http::auth::{require_researcher, Caller};
+use crate::http::auth::{Caller, Researcher};
 use crate::http::body::{parse_json, read_bytes, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::http::routes::sessions::{authorize, authorize_participant};
@@ -110,8 +110,8 @@ pub async fn erase_participant(
     req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::get(&state.db, &path).await?;
     let body: EraseParticipantBody = parse_json(
         &read_bytes(body, BODY_LIMIT).await?,
@@ -143,10 +143,9 @@ pub async fn erase_participant(
 #[get("/api/studies/{study_id}/erasures")]
 pub async fn purge_log(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::get(&state.db, &path).await?;
     let erasures = interview_projections::erasure::study_log(&state.db, &study.study_id).await?;
     Ok(HttpResponse::Ok().json(json!({ "study_id": study.study_id, "erasures": erasures })))

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
 use crate::command::studies;
-use crate::http::auth::require_researcher;
+use crate::http::auth::{require_researcher, Researcher};
 use crate::http::error::ApiError;
 use crate::http::export;
 use crate::http::routes::sessions::{authorize, decision_log, from_log, load_view, widget_history};
@@ -97,11 +97,10 @@ fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
 #[get("/api/studies/{study_id}/sessions")]
 pub async fn study_sessions(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     query: crate::http::query::Query<SessionListQuery>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;
     let status = match query.status.as_deref() {
         None => None,
@@ -260,11 +259,10 @@ pub async fn events(
 #[get("/api/studies/{study_id}/results")]
 pub async fn results(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     query: crate::http::query::Query<PageQuery>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;
     let page = limit(query.limit, 1000)?;
     let mut rows =

@@ -1,6 +1,6 @@
 //! Researcher routes for studies: drafts, publishing, pause/resume, listing.
 
-use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
+use actix_web::{delete, get, post, put, web, HttpResponse};
 use chrono::{DateTime, Utc};
 use interview_session::study::{ConfigVersions, StudyDefinition};
 use serde::Serialize;
@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::command::participant_links;
 use crate::command::studies::{self, StudyRecord, StudyStatus};
-use crate::http::auth::require_researcher;
+use crate::http::auth::Researcher;
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::state::AppState;
@@ -106,10 +106,9 @@ async fn definition_body(
 #[post("/api/studies")]
 pub async fn create(
     state: web::Data<AppState>,
-    req: HttpRequest,
     body: web::Payload,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let definition = definition_body(&state, body).await?;
     let study = studies::create(&state.db, definition).await?;
     Ok(HttpResponse::Created().json(StudyResponse::from(study)))
@@ -123,11 +122,10 @@ pub async fn create(
 #[put("/api/studies/{study_id}")]
 pub async fn replace(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     studies::get(&state.db, &path).await?;
     let definition = definition_body(&state, body).await?;
     let study = studies::replace(&state.db, &path, definition).await?;
@@ -142,10 +140,9 @@ pub async fn replace(
 #[post("/api/studies/{study_id}/publish")]
 pub async fn publish(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::publish(&state.db, &path).await?;
     tracing::info!(study_id = %study.study_id, slug = ?study.public_slug, "study published");
     Ok(HttpResponse::Ok().json(StudyResponse::from(study)))
@@ -159,10 +156,9 @@ pub async fn publish(
 #[post("/api/studies/{study_id}/pause")]
 pub async fn pause(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     Ok(HttpResponse::Ok().json(StudyResponse::from(
         studies::set_paused(&state.db, &path, true).await?,
     )))
@@ -175,10 +171,9 @@ pub async fn pause(
 #[post("/api/studies/{study_id}/resume")]
 pub async fn resume(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     Ok(HttpResponse::Ok().json(StudyResponse::from(
         studies::set_paused(&state.db, &path, false).await?,
     )))
@@ -194,8 +189,10 @@ pub struct StudyList {
 #[utoipa::path(get, path = "/api/studies", tag = "studies", security(("bearer" = [])),
     responses((status = 200, body = StudyList), (status = 401), (status = 403)))]
 #[get("/api/studies")]
-pub async fn list(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
+pub async fn list(
+    state: web::Data<AppState>,
+    _researcher: Researcher,
+) -> Result<HttpResponse, ApiError> {
     let studies = studies::list(&state.db).await?;
     let studies = studies.into_iter().map(Into::into).collect();
     Ok(HttpResponse::Ok().json(StudyList { studies }))
@@ -208,10 +205,9 @@ pub async fn list(state: web::Data<AppState>, req: HttpRequest) -> Result<HttpRe
 #[get("/api/studies/{study_id}")]
 pub async fn get(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     Ok(HttpResponse::Ok().json(StudyResponse::from(studies::get(&state.db, &path).await?)))
 }
 
@@ -223,10 +219,9 @@ pub async fn get(
 #[get("/api/studies/{study_id}/overview")]
 pub async fn overview(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::get(&state.db, &path).await?;
     let mut overview =
         interview_projections::overview::overview(&state.db, &study.study_id).await?;
@@ -276,11 +271,10 @@ pub struct LinkSecretRequest {
 #[post("/api/studies/{study_id}/participant-link-secret")]
 pub async fn rotate_link_secret(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let request: LinkSecretRequest = json_body(body, 1024, true, ShapeErrors::BadRequest).await?;
     let study = studies::get(&state.db, &path).await?;
     let secret =
@@ -313,10 +307,9 @@ pub async fn rotate_link_secret(
 #[delete("/api/studies/{study_id}/participant-link-secret")]
 pub async fn remove_link_secret(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _researcher: Researcher,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::get(&state.db, &path).await?;
     participant_links::remove(&state.db, &study.study_id).await?;
     Ok(HttpResponse::NoContent().finish())
