@@ -3,15 +3,15 @@
 //!
 //! The folders say what lives in them (see `docs/architecture.md`): `http/` the front door and
 //! the routes, `command/` the command side, `live/` streams and fan-out, `jobs/` background
-//! work, `harness/` the interviewer and `llm/` its model client; at the top, settings, wiring
+//! work, `interviewer/` the interviewer and `llm/` its model client; at the top, settings, wiring
 //! (`startup`, `state`, `demo`), metrics (`meters`) and logs and traces (`telemetry`).
 #![forbid(unsafe_code)]
 
 pub mod bounded;
 pub mod command;
 pub mod demo;
-pub mod harness;
 pub mod http;
+pub mod interviewer;
 pub mod jobs;
 pub mod live;
 pub mod llm;

@@ -2,8 +2,8 @@
 //! `metrics-exporter-prometheus` from what the server records through the `metrics` facade.
 //!
 //! Counters and histograms are recorded where things happen (commands in `command/store.rs`,
-//! commits in `projections/src/group_commit.rs`, model calls in `harness/charged.rs`, fallbacks
-//! in `harness/mod.rs`, refusals in `http/error.rs`, background work in `jobs/sweeper.rs` and
+//! commits in `projections/src/group_commit.rs`, model calls in `interviewer/charged.rs`, fallbacks
+//! in `interviewer/mod.rs`, refusals in `http/error.rs`, background work in `jobs/sweeper.rs` and
 //! `jobs/extraction.rs`); gauges that describe the present (sessions by status and phase, streams
 //! and requests open) are read when Prometheus scrapes. The route is protected: a researcher token,
 //! or `METRICS_TOKEN` when set. The families are listed in the README.

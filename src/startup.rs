@@ -14,7 +14,7 @@ use interview_projections::{Db, Projector};
 use interview_session::hash::sha256_hex;
 
 use crate::command::store::SessionStore;
-use crate::harness::Harness;
+use crate::interviewer::Interviewer;
 use crate::live::stream_hub::StreamHub;
 use crate::llm::ModelGateway;
 use crate::settings::{Secret, Settings};
@@ -122,9 +122,9 @@ impl Application {
                 settings.model_max_concurrent_requests,
             ))
         });
-        let harness = Arc::new(
-            Harness::new(db.clone(), store.clone(), hub.clone(), gateway).with_model_limits(
-                crate::harness::budget::Limits {
+        let interviewer = Arc::new(
+            Interviewer::new(db.clone(), store.clone(), hub.clone(), gateway).with_model_limits(
+                crate::interviewer::budget::Limits {
                     per_day: settings.model_tokens_per_day,
                     per_study_per_day: settings.model_tokens_per_study_per_day,
                     per_session: settings.model_tokens_per_session,
@@ -143,7 +143,7 @@ impl Application {
         let state = web::Data::new(AppState {
             db,
             store,
-            harness,
+            interviewer,
             projector,
             hub,
             researcher_token_digests: tokens,
@@ -158,13 +158,13 @@ impl Application {
         // Turns a dead process left unanswered are answered now; later ones by the sweep.
         interview_projections::processes::beat(
             &state.db,
-            state.harness.process_id(),
+            state.interviewer.process_id(),
             chrono::Utc::now(),
         )
         .await
         .map_err(|e| StartupError::Other(format!("process registry: {e}")))?;
-        crate::harness::schedule::spawn_background(state.harness.clone(), state.db.clone());
-        match state.harness.recover(false).await {
+        crate::interviewer::schedule::spawn_background(state.interviewer.clone(), state.db.clone());
+        match state.interviewer.recover(false).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(sessions = n, "answering turns left unanswered"),
             Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),

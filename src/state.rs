@@ -1,4 +1,4 @@
-//! Shared application state handed to every handler: the domain services (store, harness,
+//! Shared application state handed to every handler: the domain services (store, interviewer,
 //! projections, the hub) and what the server keeps about its callers. The HTTP layer's own
 //! guards (rate limits, caps) are `crate::http::guards::Guards`.
 
@@ -8,14 +8,14 @@ use std::sync::Arc;
 use interview_projections::{Db, Projector};
 
 use crate::command::store::SessionStore;
-use crate::harness::Harness;
+use crate::interviewer::Interviewer;
 use crate::live::stream_hub::StreamHub;
 use crate::settings::Settings;
 
 pub struct AppState {
     pub db: Db,
     pub store: Arc<SessionStore>,
-    pub harness: Arc<Harness>,
+    pub interviewer: Arc<Interviewer>,
     pub projector: Arc<Projector>,
     pub hub: Arc<StreamHub>,
     pub settings: Settings,

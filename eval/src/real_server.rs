@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use interview_runtime::harness::reworded::WORDED_BY_RUNTIME;
+use interview_runtime::interviewer::reworded::WORDED_BY_RUNTIME;
 use serde_json::Value;
 
 use crate::drive::Record;

@@ -116,7 +116,7 @@ struct Server {
     base: String,
     url: String,
     http: reqwest::Client,
-    harness: Arc<interview_runtime::harness::Harness>,
+    interviewer: Arc<interview_runtime::interviewer::Interviewer>,
     model: ScriptedModel,
     _dir: std::path::PathBuf,
 }
@@ -148,7 +148,7 @@ impl Server {
         };
         let app = Application::build(settings).await.unwrap();
         let base = format!("http://127.0.0.1:{}", app.port());
-        let harness = app.state().harness.clone();
+        let interviewer = app.state().interviewer.clone();
         tokio::spawn(app.run_until_stopped());
         let server = Self {
             base,
@@ -159,7 +159,7 @@ impl Server {
                 .pool_idle_timeout(Duration::from_secs(2))
                 .build()
                 .unwrap(),
-            harness,
+            interviewer,
             model,
             _dir: dir,
         };
@@ -213,7 +213,11 @@ impl Server {
     async fn settle(&self, session: &str) -> Duration {
         let started = Instant::now();
         let limit = Duration::from_secs(MODEL_TIMEOUT_SECS * 4 + 10);
-        let idle = self.harness.wait_until_idle(session, limit).await.unwrap();
+        let idle = self
+            .interviewer
+            .wait_until_idle(session, limit)
+            .await
+            .unwrap();
         assert!(idle, "the interviewer never finished its turn");
         started.elapsed()
     }

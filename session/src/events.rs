@@ -65,7 +65,7 @@ impl Phase {
     }
 }
 
-/// Harness phases (FR-04-9).
+/// Interviewer phases (FR-04-9).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(test, derive(strum::EnumIter))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

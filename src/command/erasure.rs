@@ -111,7 +111,7 @@ pub async fn erase(
 /// still holds the pages the erasure overwrote.
 async fn forget_copies(state: &AppState, session_id: &str) {
     state.store.forget(session_id);
-    state.harness.forget(session_id);
+    state.interviewer.forget(session_id);
     match state.db.truncate_wal().await {
         Ok(true) => {}
         // The next checkpoint overwrites them; said, not fatal.

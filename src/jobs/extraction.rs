@@ -92,11 +92,11 @@ pub async fn extract_one(
         }
         Err(e) => return Err(e.into()),
     }
-    let result = match state.harness.load_latest(&id).await {
+    let result = match state.interviewer.load_latest(&id).await {
         Ok(loaded) => {
             // In llm mode one model call over the whole transcript; the rules copier
             // otherwise, and as the recorded fallback.
-            let (fields, decided_by) = state.harness.final_fields(&id, &loaded, now).await;
+            let (fields, decided_by) = state.interviewer.final_fields(&id, &loaded, now).await;
             let complete = SessionCommand::CompleteFinalExtraction(cmd::CompleteFinalExtraction {
                 extraction_id,
                 fields,

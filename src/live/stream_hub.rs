@@ -170,7 +170,7 @@ pub struct StreamNotifier(pub Arc<StreamHub>);
 impl Query<Session> for StreamNotifier {
     async fn dispatch(&self, aggregate_id: &str, events: &[EventEnvelope<Session>]) {
         // An utterance claimed and completed in one commit (a rules step, see
-        // `src/harness/unclaimed.rs`) was not streamed before it: its words go out now, between
+        // `src/interviewer/unclaimed.rs`) was not streamed before it: its words go out now, between
         // its claim and the rest of the commit, as a claimed utterance's would have.
         let said = said_whole(events).filter(|_| self.0.has_subscribers(aggregate_id));
         let Some((claim, message_id, text)) = said else {

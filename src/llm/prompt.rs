@@ -23,7 +23,7 @@ use interview_session::Session;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::harness::conversation::Conversation;
+use crate::interviewer::conversation::Conversation;
 use crate::llm::gateway::ModelRequest;
 pub use crate::llm::schemas::{extraction_tool, tools, TOOLS};
 

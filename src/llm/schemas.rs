@@ -38,7 +38,7 @@ pub fn for_study(tools: &str, study: &interview_session::study::PinnedStudy) -> 
 }
 
 /// One tool a step offers, and the objectives it may name (empty for a tool that names none):
-/// `harness::offered` works them out.
+/// `interviewer::offered` works them out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offer {
     pub tool: &'static str,

@@ -284,7 +284,7 @@ impl TestApp {
     pub async fn run(&self, session: &str) -> Value {
         let idle = self
             .state
-            .harness
+            .interviewer
             .wait_until_idle(session, std::time::Duration::from_secs(20))
             .await
             .unwrap();

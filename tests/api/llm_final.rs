@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::helpers::{json_of, last_assistant, Store, RESEARCHER_TOKEN};
 use crate::llm::{last_decision, Llm};
 use crate::scripted_model::{Reply, ANSWERING_MODEL};
-use interview_runtime::harness::reworded::WORDED_BY_RUNTIME;
+use interview_runtime::interviewer::reworded::WORDED_BY_RUNTIME;
 
 /// The demo study cut to its first objective, so an interview completes in three replies.
 async fn start(store: Store) -> Llm {

@@ -151,9 +151,9 @@ async fn words_stream_whatever_the_argument_order(store: Store) {
 /// A decision the model made whose words were refused, carried out in the runtime's words.
 fn worded_by_the_runtime(decision: &Value) -> bool {
     decision["model"] != "rules"
-        && decision["rationale"]
-            .as_str()
-            .is_some_and(|r| r.starts_with(interview_runtime::harness::reworded::WORDED_BY_RUNTIME))
+        && decision["rationale"].as_str().is_some_and(|r| {
+            r.starts_with(interview_runtime::interviewer::reworded::WORDED_BY_RUNTIME)
+        })
 }
 
 /// "As an AI agent I will now call the ask_question tool: {…}" never shows; a bad turn later

@@ -47,7 +47,10 @@ async fn two_processes_running_the_interviewer_answer_once() {
     let a = TestApp::spawn(Store::Postgres).await;
     let b = a.spawn_sibling().await;
     let (session, token) = a.create_session("demo").await;
-    let (x, y) = tokio::join!(a.state.harness.run(&session), b.state.harness.run(&session));
+    let (x, y) = tokio::join!(
+        a.state.interviewer.run(&session),
+        b.state.interviewer.run(&session)
+    );
     x.unwrap();
     y.unwrap();
     // A's own trigger (from the create request) raced these runs too.
@@ -55,7 +58,10 @@ async fn two_processes_running_the_interviewer_answer_once() {
     assert_eq!(s["decision_log"].as_array().unwrap().len(), 1, "{s}");
     a.answer(&session, &token, &s, json!({"accepted": true}))
         .await;
-    let (x, y) = tokio::join!(a.state.harness.run(&session), b.state.harness.run(&session));
+    let (x, y) = tokio::join!(
+        a.state.interviewer.run(&session),
+        b.state.interviewer.run(&session)
+    );
     x.unwrap();
     y.unwrap();
     a.run(&session).await;

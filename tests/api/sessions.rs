@@ -676,7 +676,7 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
 /// the other process has already answered.
 async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store) {
     use interview_runtime::command::store::SessionStore;
-    use interview_runtime::harness::Harness;
+    use interview_runtime::interviewer::Interviewer;
     use interview_runtime::live::stream_hub::StreamHub;
     use std::sync::Arc;
     let app = TestApp::spawn(store).await;
@@ -711,7 +711,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
         Vec::new(),
         app.state.data_kek.clone(),
     ));
-    let other = Harness::new(app.db().clone(), other_store, hub, None);
+    let other = Interviewer::new(app.db().clone(), other_store, hub, None);
     other.run(&session).await.unwrap();
     assert_eq!(
         app.researcher_view(&session).await["status"],

@@ -16,7 +16,7 @@ pub struct Fixture {
     pub url: String,
     pub dir: PathBuf,
     pub base: String,
-    pub harness: std::sync::Arc<interview_runtime::harness::Harness>,
+    pub interviewer: std::sync::Arc<interview_runtime::interviewer::Interviewer>,
     pub http: reqwest::Client,
 }
 
@@ -47,14 +47,14 @@ impl Fixture {
         customize(&mut settings);
         let app = Application::build(settings).await.unwrap();
         let base = format!("http://127.0.0.1:{}", app.port());
-        let harness = app.state().harness.clone();
+        let interviewer = app.state().interviewer.clone();
         tokio::spawn(app.run_until_stopped());
         Self {
             store,
             url,
             dir,
             base,
-            harness,
+            interviewer,
             http: reqwest::Client::new(),
         }
     }
@@ -77,7 +77,7 @@ impl Fixture {
                 .await
                 .unwrap();
             assert!(self
-                .harness
+                .interviewer
                 .wait_until_idle(&session, std::time::Duration::from_secs(20))
                 .await
                 .unwrap());
@@ -128,7 +128,7 @@ impl Fixture {
         let session = created["session_id"].as_str().unwrap().to_string();
         let token = created["participant_token"].as_str().unwrap().to_string();
         assert!(self
-            .harness
+            .interviewer
             .wait_until_idle(&session, std::time::Duration::from_secs(20))
             .await
             .unwrap());
@@ -154,7 +154,7 @@ impl Fixture {
         .await
         .unwrap();
         assert!(self
-            .harness
+            .interviewer
             .wait_until_idle(&session, std::time::Duration::from_secs(20))
             .await
             .unwrap());
@@ -167,7 +167,7 @@ impl Fixture {
             .await
             .unwrap();
         assert!(self
-            .harness
+            .interviewer
             .wait_until_idle(&session, std::time::Duration::from_secs(20))
             .await
             .unwrap());

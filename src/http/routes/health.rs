@@ -43,7 +43,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     // The model endpoint's state is reported, not judged: the rules interviewer answers while
     // it is unwell, so the process stays ready.
     let mut body = json!({ "status": "ready", "database": state.db.backend() });
-    if let Some(model) = state.harness.model_status() {
+    if let Some(model) = state.interviewer.model_status() {
         body["model"] = model;
     }
     Ok(HttpResponse::Ok().json(body))

@@ -122,7 +122,7 @@ pub async fn create(
     };
     crate::telemetry::note_session(session_id);
     // The interviewer starts at once: consent, then the interview.
-    state.harness.trigger(&session_id.to_string());
+    state.interviewer.trigger(&session_id.to_string());
     // Sent only over https when the server is reached by https (its public URL says so, or the
     // request came in over TLS), so the token never travels in clear (issue 30).
     let https = state
@@ -370,7 +370,7 @@ where
                 .store
                 .execute(&id, abandon, Actor::System, &request_id(req))
                 .await?;
-            state.harness.trigger(&id);
+            state.interviewer.trigger(&id);
             Err(refused(refusal))
         }
     }

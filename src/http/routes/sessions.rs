@@ -161,7 +161,7 @@ pub(crate) async fn execute_participant(
 ) -> Result<String, ApiError> {
     let id = session_id.to_string();
     // A session's inputs are rate limited (each may cost model calls), and the calls they
-    // cause are charged to the address they came from (issue 30, `harness::budget`).
+    // cause are charged to the address they came from (issue 30, `interviewer::budget`).
     let guards = crate::http::guards::Guards::of(req);
     if let Err(retry_after) = guards.inputs_by_session.check(&id) {
         return Err(ApiError::TooManyRequests {
@@ -173,7 +173,7 @@ pub(crate) async fn execute_participant(
     }
     if let Some(peer) = req.peer_addr() {
         let address = crate::http::door::client_key(peer.ip()).to_string();
-        state.harness.note_address(&id, &address);
+        state.interviewer.note_address(&id, &address);
     }
     let actor = Actor::Participant;
     // A consent takes one of the study's places (`join`): checked, under the study's lock,
@@ -199,9 +199,9 @@ pub(crate) async fn execute_participant(
     // session: another participant command racing this one may have committed after them.
     let last = committed.last().map(|(seq, _)| *seq);
     if last.is_some() && state.store.kept_version(&id) == last {
-        state.harness.trigger_after(&id, committed);
+        state.interviewer.trigger_after(&id, committed);
     } else {
-        state.harness.trigger(&id);
+        state.interviewer.trigger(&id);
     }
     Ok(status)
 }

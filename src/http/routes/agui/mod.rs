@@ -270,7 +270,7 @@ async fn pump(
             // (a step committed in one go, a widget with no words, can be over before the
             // first look — and the view still says the session waits, as it did before the
             // participant's own command).
-            let running = state.harness.is_running(&session_id);
+            let running = state.interviewer.is_running(&session_id);
             loop {
                 match sub.receiver.try_recv() {
                     Ok(note) => match take(note, &mut folded, &mut t, &tx).await? {

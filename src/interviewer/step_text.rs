@@ -156,7 +156,7 @@ pub(super) mod tests {
     use interview_session::decision::Provenance;
 
     /// A widget proposal with a lead-in, for the checks' tests (here and in `said.rs`).
-    pub(in crate::harness) fn proposal(interaction: serde_json::Value) -> Proposal {
+    pub(in crate::interviewer) fn proposal(interaction: serde_json::Value) -> Proposal {
         Proposal {
             action: AgentAction::RenderInteraction {
                 objective_id: Some("pain_points".into()),

@@ -14,9 +14,9 @@ use interview_session::{Session, SessionCommand};
 use uuid::Uuid;
 
 use super::conversation::Conversation;
-use super::{rules, Harness, HarnessError};
+use super::{rules, Interviewer, InterviewerError};
 
-/// What became of a step tried without a claim first (`Harness::unclaimed_step`).
+/// What became of a step tried without a claim first (`Interviewer::unclaimed_step`).
 pub(super) enum Unclaimed {
     Committed,
     /// The session moved under it: load it again.
@@ -26,7 +26,7 @@ pub(super) enum Unclaimed {
     NotTaken(Option<Box<Proposal>>),
 }
 
-impl Harness {
+impl Interviewer {
     /// Takes the next step in one commit when the rules decide it (not the model) and the
     /// guards take it as proposed (`SessionCommand::DecideUnclaimed`): nothing is streamed
     /// before its commit, so no turn needs holding first. A claim still open (a dead run's, to be
@@ -38,7 +38,7 @@ impl Harness {
         session: &Session,
         conversation: &Conversation,
         now: chrono::DateTime<Utc>,
-    ) -> Result<Unclaimed, HarnessError> {
+    ) -> Result<Unclaimed, InterviewerError> {
         let mode = session.study().map(|s| s.agent_config.mode);
         let model_decides =
             self.gateway.is_some() && mode == Some(AgentMode::Llm) && session.interviewing();

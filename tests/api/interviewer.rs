@@ -261,8 +261,8 @@ async fn a_second_run_on_the_same_turn_does_not_answer_twice(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, _) = app.create_session("demo").await;
     let (a, b) = tokio::join!(
-        app.state.harness.run(&session),
-        app.state.harness.run(&session)
+        app.state.interviewer.run(&session),
+        app.state.interviewer.run(&session)
     );
     a.unwrap();
     b.unwrap();

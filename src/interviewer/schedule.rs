@@ -15,7 +15,7 @@ use interview_projections::{processes, read, Db};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{Harness, HarnessError, RunOutcome};
+use super::{Interviewer, InterviewerError, RunOutcome};
 
 /// How often a process records that it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -70,11 +70,11 @@ impl Running {
     }
 }
 
-impl Harness {
+impl Interviewer {
     /// Runs the interviewer on a session until it waits for the participant. At most one run per
     /// session in this process: a second caller only asks the running one to look again.
     #[tracing::instrument(name = "interviewer_run", skip(self))]
-    pub async fn run(&self, session_id: &str) -> Result<RunOutcome, HarnessError> {
+    pub async fn run(&self, session_id: &str) -> Result<RunOutcome, InterviewerError> {
         if !self.running.enter(session_id) {
             return Ok(RunOutcome::Queued);
         }
@@ -86,7 +86,7 @@ impl Harness {
         &self,
         session_id: &str,
         first: Option<Uuid>,
-    ) -> Result<RunOutcome, HarnessError> {
+    ) -> Result<RunOutcome, InterviewerError> {
         let started = std::time::Instant::now();
         let outcome = self.drive_rounds(session_id, first).await;
         if let Ok(outcome) = &outcome {
@@ -104,7 +104,7 @@ impl Harness {
         &self,
         session_id: &str,
         mut first: Option<Uuid>,
-    ) -> Result<RunOutcome, HarnessError> {
+    ) -> Result<RunOutcome, InterviewerError> {
         loop {
             let run = first.take().unwrap_or_else(Uuid::new_v4);
             let outcome = match self.run_steps(session_id, run).await {
@@ -131,7 +131,7 @@ impl Harness {
         self.start(session_id, None);
     }
 
-    /// [`Harness::trigger`] right after a participant's command committed `committed`: they
+    /// [`Interviewer::trigger`] right after a participant's command committed `committed`: they
     /// are handed to the run, so its first look at the session reads nothing when they follow
     /// what this process last saw of it. Were anything committed after them (another process),
     /// the run's first command would meet it and the run read the log then.
@@ -157,13 +157,13 @@ impl Harness {
             self.keep_committed(session_id, committed, run);
             run
         });
-        let harness = self.clone();
+        let interviewer = self.clone();
         let id = session_id.to_string();
         // A child of the caller's span (the request that gave the interviewer its turn, with its
         // request id), so the run's commands, commits and model calls show under it.
         let span = tracing::info_span!("interviewer_run", session_id = %id);
         let run = async move {
-            if let Err(error) = harness.drive(&id, first).await {
+            if let Err(error) = interviewer.drive(&id, first).await {
                 tracing::warn!(session_id = id, %error, "interviewer run failed; the recovery sweep will retry");
             }
         };
@@ -177,7 +177,7 @@ impl Harness {
 
     /// Whether the interviewer has had its turn: no run on the session in this process, and the
     /// session waits for the participant or has ended.
-    pub async fn is_idle(&self, session_id: &str) -> Result<bool, HarnessError> {
+    pub async fn is_idle(&self, session_id: &str) -> Result<bool, InterviewerError> {
         if self.is_running(session_id) {
             return Ok(false);
         }
@@ -191,7 +191,7 @@ impl Harness {
         &self,
         session_id: &str,
         timeout: Duration,
-    ) -> Result<bool, HarnessError> {
+    ) -> Result<bool, InterviewerError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if self.is_idle(session_id).await? {
@@ -215,7 +215,7 @@ impl Harness {
     pub(crate) async fn claim_is_dead(
         &self,
         process_id: Option<Uuid>,
-    ) -> Result<bool, HarnessError> {
+    ) -> Result<bool, InterviewerError> {
         match process_id {
             None => Ok(false),
             Some(p) if p == self.process_id => Ok(true),
@@ -229,7 +229,7 @@ impl Harness {
     /// Triggers a run for every session on the interviewer's turn; with `only_stuck`, only those
     /// untouched for a while (a live run elsewhere keeps its session moving). Returns how many.
     #[tracing::instrument(skip(self))]
-    pub async fn recover(self: &Arc<Self>, only_stuck: bool) -> Result<usize, HarnessError> {
+    pub async fn recover(self: &Arc<Self>, only_stuck: bool) -> Result<usize, InterviewerError> {
         let now = Utc::now();
         let idle_since = if only_stuck {
             now - chrono::Duration::from_std(STUCK_AFTER).expect("small")
@@ -250,20 +250,20 @@ impl Harness {
 }
 
 /// Beats this process's heartbeat, sweeps for stuck sessions, and forgets long-dead processes.
-pub fn spawn_background(harness: Arc<Harness>, db: Db) {
+pub fn spawn_background(interviewer: Arc<Interviewer>, db: Db) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(HEARTBEAT);
         let mut n: u64 = 0;
         loop {
             tick.tick().await;
             let now = Utc::now();
-            if let Err(error) = processes::beat(&db, harness.process_id, now).await {
+            if let Err(error) = processes::beat(&db, interviewer.process_id, now).await {
                 tracing::warn!(%error, "cannot record this process's heartbeat");
                 continue;
             }
             n += 1;
             if n % 5 == 0 {
-                if let Err(error) = harness.recover(true).await {
+                if let Err(error) = interviewer.recover(true).await {
                     tracing::warn!(%error, "recovery sweep failed; will retry");
                 }
             }

@@ -11,9 +11,9 @@ use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
-use super::{llm_step, Harness, HarnessError, Loaded};
+use super::{llm_step, Interviewer, InterviewerError, Loaded};
 
-impl Harness {
+impl Interviewer {
     /// Records whether the participant's reply to the summary confirmed it.
     pub(super) async fn classify_summary_reply(
         &self,
@@ -22,7 +22,7 @@ impl Harness {
         session: &Session,
         reply: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), HarnessError> {
+    ) -> Result<(), InterviewerError> {
         let phrases = session
             .study()
             .map(|s| s.agent_config.confirm_phrases.as_slice())
@@ -50,7 +50,7 @@ impl Harness {
         run_id: Uuid,
         loaded: &Loaded,
         now: DateTime<Utc>,
-    ) -> Result<(), HarnessError> {
+    ) -> Result<(), InterviewerError> {
         let session = &loaded.session;
         let study = session.study().expect("a running session has its study");
         let (eligible, rationale, decided_by) = match (&self.gateway, study.agent_config.mode) {
@@ -88,7 +88,7 @@ impl Harness {
         session_id: &str,
         command: SessionCommand,
         run_id: Uuid,
-    ) -> Result<(), HarnessError> {
+    ) -> Result<(), InterviewerError> {
         match self.execute(session_id, command, run_id).await {
             Ok(()) | Err(AggregateError::UserError(SessionError::InvalidState { .. })) => Ok(()),
             Err(e) => Err(e.into()),

@@ -14,11 +14,11 @@ use interview_session::Session;
 
 use super::conversation::Conversation;
 use super::llm_step::Step;
-use super::Harness;
+use super::Interviewer;
 use crate::llm::prompt::{self, Listing};
 use crate::llm::{prompt_records, tools, ModelGateway};
 
-impl Harness {
+impl Interviewer {
     /// The final extraction's fields over the whole transcript, and the model call that made
     /// them: in `llm` mode one model call (value, confidence, evidence, quote per field), with
     /// the fields widgets answered taken from the widgets; in `rules` mode, or when the call

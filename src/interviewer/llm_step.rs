@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::conversation::Conversation;
 use super::streamed::Progress;
-use super::{rules, step_prompt, Harness};
+use super::{rules, step_prompt, Interviewer};
 use crate::live::stream_hub::Live;
 use crate::llm::visible::{Refused, Visible};
 use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
@@ -104,7 +104,7 @@ impl Asked<'_> {
     }
 }
 
-impl Harness {
+impl Interviewer {
     /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
     pub(super) async fn llm_propose(
         &self,

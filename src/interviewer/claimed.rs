@@ -15,9 +15,11 @@ use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
 use super::conversation::Conversation;
-use super::{budget, llm_records, llm_step, rules, Harness, HarnessError, Loaded, RunOutcome};
+use super::{
+    budget, llm_records, llm_step, rules, Interviewer, InterviewerError, Loaded, RunOutcome,
+};
 
-impl Harness {
+impl Interviewer {
     /// Claims the turn and takes the step: [`RunOutcome::LostClaim`] when another run holds
     /// it, [`RunOutcome::Yielded`] once the decision is committed.
     pub(super) async fn claimed_step(
@@ -27,7 +29,7 @@ impl Harness {
         loaded: Loaded,
         ruled: Option<Box<Proposal>>,
         now: DateTime<Utc>,
-    ) -> Result<RunOutcome, HarnessError> {
+    ) -> Result<RunOutcome, InterviewerError> {
         let Loaded {
             session,
             conversation,
@@ -162,7 +164,7 @@ impl Harness {
         conversation: &Conversation,
         events: &[SessionEvent],
         ruled: Option<Box<Proposal>>,
-    ) -> Result<(Proposal, llm_step::Shown, bool), HarnessError> {
+    ) -> Result<(Proposal, llm_step::Shown, bool), InterviewerError> {
         let (session_id, run_id, message_id, now) =
             (step.session_id, step.run_id, step.message_id, step.now);
         let mut reload = false;

@@ -11,7 +11,7 @@
 //! has ended. A refused decision is recorded as `error.recorded` and replaced by the fallback,
 //! so a session is never left without a next step.
 //!
-//! Here: the loop (`Harness::run_steps`). Beside it: how a run loads the session from what it
+//! Here: the loop (`Interviewer::run_steps`). Beside it: how a run loads the session from what it
 //! kept (`kept.rs`), the step taken the claimed way (`claimed.rs`) or in one commit
 //! (`unclaimed.rs`), the verdicts on a summary reply and on screening answers (`verdicts.rs`),
 //! what a run records besides its steps (`records.rs`), when runs start (`schedule.rs`), and the
@@ -62,7 +62,7 @@ use unclaimed::Unclaimed;
 const MAX_STEPS: usize = 12;
 
 #[derive(Debug, thiserror::Error)]
-pub enum HarnessError {
+pub enum InterviewerError {
     #[error("cannot read the session: {0}")]
     Read(#[from] ProjectionError),
     #[error("database: {0}")]
@@ -84,7 +84,7 @@ pub enum RunOutcome {
     Queued,
 }
 
-pub struct Harness {
+pub struct Interviewer {
     db: Db,
     store: Arc<SessionStore>,
     hub: Arc<StreamHub>,
@@ -108,7 +108,7 @@ pub(crate) struct Loaded {
     pub events: Arc<Vec<SessionEvent>>,
 }
 
-impl Harness {
+impl Interviewer {
     /// Where the model endpoint stands (its request form, its breaker), if there is one.
     pub fn model_status(&self) -> Option<serde_json::Value> {
         self.gateway.as_ref().map(|g| g.status())
@@ -155,9 +155,13 @@ impl Harness {
     }
 }
 
-impl Harness {
+impl Interviewer {
     /// The decision loop proper; the caller holds the session's slot in this process.
-    async fn run_steps(&self, session_id: &str, run_id: Uuid) -> Result<RunOutcome, HarnessError> {
+    async fn run_steps(
+        &self,
+        session_id: &str,
+        run_id: Uuid,
+    ) -> Result<RunOutcome, InterviewerError> {
         let mut outcome = RunOutcome::Idle;
         let mut unclaimed = true;
         for _ in 0..MAX_STEPS {

@@ -9,9 +9,9 @@ use interview_session::decision::Proposal;
 use interview_session::{SessionCommand, SessionError};
 use uuid::Uuid;
 
-use super::{Harness, HarnessError};
+use super::{Interviewer, InterviewerError};
 
-impl Harness {
+impl Interviewer {
     /// Commits an extraction decided alongside the utterance of claim `message_id`; one the
     /// aggregate refuses is recorded and the turn goes on without it.
     pub(super) async fn record_extraction(
@@ -20,7 +20,7 @@ impl Harness {
         message_id: Uuid,
         proposal: Proposal,
         run_id: Uuid,
-    ) -> Result<(), HarnessError> {
+    ) -> Result<(), InterviewerError> {
         let command = SessionCommand::RecordExtraction(cmd::RecordExtraction {
             message_id,
             proposal: Box::new(proposal),

@@ -5,10 +5,10 @@
 use chrono::{DateTime, Utc};
 use interview_session::decision::{Provenance, TokenUsage};
 
-use super::Harness;
+use super::Interviewer;
 use crate::llm::ModelTurn;
 
-impl Harness {
+impl Interviewer {
     /// A model call's provenance — the model that answered, as the endpoint names it (the
     /// configured one otherwise), and its tokens — counted against the daily cap.
     pub(super) fn charge(

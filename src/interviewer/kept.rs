@@ -12,7 +12,7 @@ use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
 use super::conversation::Conversation;
-use super::{Harness, HarnessError, Loaded};
+use super::{Interviewer, InterviewerError, Loaded};
 use crate::command::store::Actor;
 
 /// How many sessions' events the harness keeps between loads…
@@ -35,13 +35,17 @@ pub(super) struct Kept {
     bytes: usize,
 }
 
-impl Harness {
+impl Interviewer {
     /// The session folded from its events, starting from what the last load of this session
     /// kept (the whole log when nothing is). Right after one of
     /// `run`'s own commands the kept state is the log's as that command found it, and nothing is
     /// read: a run is driven by its commits. Its first load, and any after a command whose
     /// events did not follow the kept ones, read the events after the kept state.
-    pub(super) async fn load(&self, session_id: &str, run: Uuid) -> Result<Loaded, HarnessError> {
+    pub(super) async fn load(
+        &self,
+        session_id: &str,
+        run: Uuid,
+    ) -> Result<Loaded, InterviewerError> {
         let kept = self
             .kept
             .lock()
@@ -100,7 +104,7 @@ impl Harness {
     /// extraction): what the last load kept plus the events after it, read from the log — the
     /// whole log only when nothing is kept (another process ran the interview, or it was
     /// evicted).
-    pub(crate) async fn load_latest(&self, session_id: &str) -> Result<Loaded, HarnessError> {
+    pub(crate) async fn load_latest(&self, session_id: &str) -> Result<Loaded, InterviewerError> {
         // Looked at, not taken out nor put back: the run that completed the session may load
         // it once more, and a session nobody runs here does not push out one somebody does.
         let kept = self
