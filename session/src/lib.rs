@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod codec;
 pub mod commands;
 pub mod condense;
+pub mod conversation;
 pub mod decision;
 pub mod erasure;
 pub mod error;

@@ -14,10 +14,10 @@ use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use super::{
     budget, llm_records, llm_step, rules, Interviewer, InterviewerError, Loaded, RunOutcome,
 };
+use interview_session::conversation::Conversation;
 
 impl Interviewer {
     /// Claims the turn and takes the step: [`RunOutcome::LostClaim`] when another run holds

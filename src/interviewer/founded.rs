@@ -25,8 +25,8 @@ use interview_session::events::{EventBody, SessionEvent};
 use interview_session::study::FieldType;
 use interview_session::Session;
 
-use super::conversation::Conversation;
 use crate::llm::visible::Refused;
+use interview_session::conversation::Conversation;
 
 /// The summary the runtime asks the participant to confirm: what was recorded and, for a field
 /// nothing was recorded for yet, what the rules copier makes of the answers. In `llm` mode a

@@ -11,9 +11,9 @@ use interview_session::events::SessionEvent;
 use interview_session::{Session, SessionCommand, SessionError};
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use super::{Interviewer, InterviewerError, Loaded};
 use crate::command::store::Actor;
+use interview_session::conversation::Conversation;
 
 /// How many sessions' events the harness keeps between loads…
 pub(super) const KEPT_SESSIONS: usize = 512;

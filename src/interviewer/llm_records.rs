@@ -12,11 +12,11 @@ use interview_session::input_class::classify;
 use interview_session::study::AgentMode;
 use interview_session::Session;
 
-use super::conversation::Conversation;
 use super::llm_step::Step;
 use super::Interviewer;
 use crate::llm::prompt::{self, Listing};
 use crate::llm::{prompt_records, tools, ModelGateway};
+use interview_session::conversation::Conversation;
 
 impl Interviewer {
     /// The final extraction's fields over the whole transcript, and the model call that made

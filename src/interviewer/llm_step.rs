@@ -10,12 +10,12 @@ use interview_session::events::SessionEvent;
 use interview_session::Session;
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use super::streamed::Progress;
 use super::{rules, step_prompt, Interviewer};
 use crate::live::stream_hub::Live;
 use crate::llm::visible::{Refused, Visible};
 use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
+use interview_session::conversation::Conversation;
 
 /// Identifies the decision being made.
 pub(super) struct Step<'a> {

@@ -19,7 +19,6 @@
 //! `llm_records.rs`, within `budget.rs`).
 
 pub mod budget;
-pub mod conversation;
 pub mod probing;
 pub mod reworded;
 pub mod rules;
@@ -54,7 +53,7 @@ use uuid::Uuid;
 use crate::command::store::SessionStore;
 use crate::live::stream_hub::StreamHub;
 use crate::llm::ModelGateway;
-use conversation::Conversation;
+use interview_session::conversation::Conversation;
 use kept::{Kept, KEPT_BYTES, KEPT_SESSIONS};
 use unclaimed::Unclaimed;
 

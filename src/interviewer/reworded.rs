@@ -16,9 +16,9 @@ use interview_session::decision::{AgentAction, ProbeTrigger, Proposal};
 use interview_session::Session;
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use super::{probing, rules, step_text, streamed};
 use crate::llm::visible::Visible;
+use interview_session::conversation::Conversation;
 
 /// How the rationale of a decision kept this way begins (the refused term follows in brackets,
 /// then the model's own rationale).

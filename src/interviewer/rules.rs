@@ -18,11 +18,11 @@ use interview_session::input_class::{classify, InputClass};
 use interview_session::study::{FieldType, Objective};
 use interview_session::Session;
 
-use super::conversation::{Answer, Conversation};
 use super::founded::runtime_summary;
 use super::probing;
 pub use super::rules_fields::{all_declined_fields, all_widget_fields, extract_all};
 use super::rules_fields::{extract, take_in_addition};
+use interview_session::conversation::{Answer, Conversation};
 
 pub const PROMPT_VERSION_ID: &str = "rules-v1";
 

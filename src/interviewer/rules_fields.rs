@@ -19,9 +19,9 @@ use interview_session::text::normalize;
 use interview_session::Session;
 use serde_json::{json, Value};
 
-use super::conversation::{Answer, Conversation};
 use super::probing;
 use super::rules::proposal;
+use interview_session::conversation::{Answer, Conversation};
 
 /// The text field of objective `o` an answer answers: the one whose description (and id) shares
 /// the most words with it; when none shares a word, the first required text field of the

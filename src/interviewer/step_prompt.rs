@@ -7,8 +7,8 @@ use interview_session::events::SessionEvent;
 use interview_session::Session;
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use crate::llm::{prompt, ModelRequest};
+use interview_session::conversation::Conversation;
 
 /// The step request. `alongside`: the participant's latest input is being extracted by a call
 /// of its own, so the step is offered no extraction.

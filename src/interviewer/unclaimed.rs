@@ -13,8 +13,8 @@ use interview_session::study::AgentMode;
 use interview_session::{Session, SessionCommand};
 use uuid::Uuid;
 
-use super::conversation::Conversation;
 use super::{rules, Interviewer, InterviewerError};
+use interview_session::conversation::Conversation;
 
 /// What became of a step tried without a claim first (`Interviewer::unclaimed_step`).
 pub(super) enum Unclaimed {

@@ -23,9 +23,9 @@ use interview_session::Session;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::interviewer::conversation::Conversation;
 use crate::llm::gateway::ModelRequest;
 pub use crate::llm::schemas::{extraction_tool, tools, TOOLS};
+use interview_session::conversation::Conversation;
 
 const SYSTEM_TEMPLATE: &str = "\
 You are a warm, curious research interviewer running a one-to-one interview in natural conversation.

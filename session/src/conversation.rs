@@ -1,10 +1,11 @@
-//! What the interviewer needs to know besides the aggregate's state: the participant's answers,
-//! attributed to the objective they answer, and any pending reply to a proposed summary. Folded
-//! from the same events, so it is as deterministic as the aggregate.
+//! What an interviewer needs to know besides the aggregate's state (the rules and the model's
+//! prompt read it alike): the participant's answers, attributed to the objective they answer,
+//! and any pending reply to a proposed summary. Folded from the same events, so it is as
+//! deterministic as the aggregate.
 
-use interview_session::decision::AgentAction;
-use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
-use interview_session::interaction::InteractionKind;
+use crate::decision::AgentAction;
+use crate::events::{EventBody, SessionEvent, SubmitStatus};
+use crate::interaction::InteractionKind;
 use serde_json::Value;
 use uuid::Uuid;
 
