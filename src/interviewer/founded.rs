@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use interview_session::decision::{AgentAction, Proposal};
+use interview_session::decision::{AgentAction, ExtractedField, Proposal};
 use interview_session::events::{EventBody, SessionEvent};
 use interview_session::study::FieldType;
 use interview_session::Session;
@@ -86,6 +86,39 @@ pub(super) fn runtime_summary(session: &Session, conversation: &Conversation) ->
         }
     }
     session.summary_of(&fields)
+}
+
+/// Takes out of a model's `fields` the text values mostly in words the participant never said
+/// (a 135M model's final extraction gave a frustration field "your-best-friend's, daily grocery
+/// shopping plan &#40;(pick your favorite) is a game of…", type-valid, citing an answer); their
+/// ids, for the rules copier to fill from the answers.
+pub(super) fn take_unfounded(
+    fields: &mut Vec<ExtractedField>,
+    session: &Session,
+    events: &[SessionEvent],
+) -> Vec<String> {
+    let Some(study) = session.study() else {
+        return Vec::new();
+    };
+    let (participant, _) = said_in_the_interview(session, events);
+    let text_field = |id: &str| {
+        let fields = &study.output_schema.fields;
+        fields
+            .iter()
+            .any(|f| f.id == id && f.field_type == FieldType::String)
+    };
+    let mut taken = Vec::new();
+    fields.retain(|f| {
+        let unfounded = text_field(&f.field_id)
+            && f.value
+                .as_str()
+                .is_some_and(|text| !founded(text, &participant, Kind::Value));
+        if unfounded {
+            taken.push(f.field_id.clone());
+        }
+        !unfounded
+    });
+    taken
 }
 
 /// Refuses the summary of a `summarize_and_confirm` proposal when most of it was never said by

@@ -92,12 +92,24 @@ impl Interviewer {
         // the schema (an unknown id, a value of the wrong type) go to the rules copier at once,
         // recorded — never to a retry that would pay for the same answer again.
         let schema = &study.output_schema;
+        let mut unfounded_note = None;
         let outcome = outcome.and_then(|(fields, call)| {
             // What the model sent, before any guard drops a part of it: a field that does not
             // fit is a model failure, not something to pass over in silence.
             interview_session::field_values::check_model_fields(schema, &fields)
                 .map_err(|e| failed("model_bad_arguments", e))?;
             let mut fields = answers_only(fields, session, conversation, &listing, &loaded.events);
+            // A text value the participant would not recognise as theirs is the copier's.
+            let unfounded = super::founded::take_unfounded(&mut fields, session, &loaded.events);
+            if !unfounded.is_empty() {
+                let copied = copier();
+                fields.extend(
+                    copied
+                        .into_iter()
+                        .filter(|f| unfounded.contains(&f.field_id)),
+                );
+                unfounded_note = Some(unfounded);
+            }
             let widgets = super::rules::all_widget_fields(session, conversation);
             fields.retain(|f| !widgets.iter().any(|w| w.field_id == f.field_id));
             fields.extend(widgets);
@@ -108,30 +120,47 @@ impl Interviewer {
                 .map(|()| (fields, call))
                 .map_err(|e| failed("model_bad_arguments", e))
         });
+        if let (Ok(_), Some(ids)) = (&outcome, unfounded_note) {
+            let message = format!(
+                "the values of {ids:?} are not in the participant's words; the rules copier made them"
+            );
+            self.record_final_failure(session_id, "model_unfounded_value", message, now)
+                .await;
+        }
         match outcome {
             Ok((fields, call)) => (fields, Some(call)),
             Err((code, message)) => {
                 let message = crate::llm::redact::redact(&message, None);
-                let command = interview_session::SessionCommand::RecordError(cmd::RecordError {
-                    source: "final_extraction".into(),
-                    code,
-                    message: format!("{message}; the rules copier made the final extraction"),
-                    at: Utc::now().max(now),
-                });
-                if let Err(e) = self
-                    .store
-                    .execute(
-                        session_id,
-                        command,
-                        crate::command::store::Actor::System,
-                        "final-extraction",
-                    )
-                    .await
-                {
-                    tracing::warn!(session_id, error = %e, "cannot record a final extraction failure");
-                }
+                let message = format!("{message}; the rules copier made the final extraction");
+                self.record_final_failure(session_id, &code, message, now)
+                    .await;
                 (copier(), None)
             }
+        }
+    }
+
+    /// Records what went wrong with the final extraction's model call (source
+    /// `final_extraction`); a failure to record it is logged.
+    async fn record_final_failure(
+        &self,
+        session_id: &str,
+        code: &str,
+        message: String,
+        now: DateTime<Utc>,
+    ) {
+        let command = interview_session::SessionCommand::RecordError(cmd::RecordError {
+            source: "final_extraction".into(),
+            code: code.to_string(),
+            message,
+            at: Utc::now().max(now),
+        });
+        let actor = crate::command::store::Actor::System;
+        if let Err(e) = self
+            .store
+            .execute(session_id, command, actor, "final-extraction")
+            .await
+        {
+            tracing::warn!(session_id, error = %e, "cannot record a final extraction failure");
         }
     }
 

@@ -328,7 +328,40 @@ async fn a_summary_of_things_never_said_gives_way_to_what_was_answered(store: St
     );
 }
 
+/// A final extraction's text value in words the participant never said (seen from a 135M
+/// model: "your-best-friend's, daily grocery shopping plan … is a game of…", type-valid, citing
+/// an answer) is not what the results hold: that field is the rules copier's, recorded; the
+/// model's other fields stand.
+async fn a_final_value_in_words_never_said_is_the_copier_s(store: Store) {
+    let llm = start(store).await;
+    let session = completed(&llm).await;
+    llm.model.push_extraction(Reply::Realistic(
+        "extract_fields",
+        json!({"fields": [
+            {"field_id": "planning_method", "value": "a game of trying to make the most out of every single thing you can do",
+             "confidence": 0.9, "evidence_turn_ids": ["t2"], "quote": "a list"},
+            {"field_id": "household_involvement", "value": "partner", "confidence": 0.7,
+             "evidence_turn_ids": ["t2"], "quote": "my partner and I"}],
+            "rationale": "final"}),
+    ));
+    let done = interview_runtime::jobs::extraction::run_once(&llm.app.state, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(done, 1);
+    let s = researcher_view(&llm, &session).await;
+    let fields = &s["extracted_fields"];
+    let method = fields["planning_method"]["value"].as_str().unwrap();
+    assert!(method.contains("list on the fridge"), "{s}");
+    assert_eq!(fields["household_involvement"]["value"], "partner", "{s}");
+    assert!(s["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["source"] == "final_extraction" && e["code"] == "model_unfounded_value"));
+}
+
 crate::both_stores!(
+    a_final_value_in_words_never_said_is_the_copier_s,
     a_summary_of_things_never_said_gives_way_to_what_was_answered,
     a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once,
     the_final_extraction_is_the_model_s_over_the_whole_transcript,
