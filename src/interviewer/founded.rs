@@ -48,12 +48,7 @@ pub(super) fn runtime_summary(session: &Session, conversation: &Conversation) ->
     for text in replies.chain(conversation.unclassified_summary_reply.iter()) {
         said.add(text);
     }
-    let text_field = |id: &str| {
-        let fields = &study.output_schema.fields;
-        fields
-            .iter()
-            .any(|f| f.id == id && f.field_type == FieldType::String)
-    };
+    let text_field = |id: &str| is_text_field(study, id);
     // A widget's answer fills its fields in the words the widget showed, as the rules take
     // it: only what rests on the participant's messages is checked.
     let widget_turns: HashSet<uuid::Uuid> = conversation
@@ -101,12 +96,7 @@ pub(super) fn take_unfounded(
         return Vec::new();
     };
     let (participant, _) = said_in_the_interview(session, events);
-    let text_field = |id: &str| {
-        let fields = &study.output_schema.fields;
-        fields
-            .iter()
-            .any(|f| f.id == id && f.field_type == FieldType::String)
-    };
+    let text_field = |id: &str| is_text_field(study, id);
     let mut taken = Vec::new();
     fields.retain(|f| {
         let unfounded = text_field(&f.field_id)
@@ -119,6 +109,14 @@ pub(super) fn take_unfounded(
         !unfounded
     });
     taken
+}
+
+/// Whether `id` is a free-text output field of `study` (the values the checks here read).
+fn is_text_field(study: &interview_session::study::PinnedStudy, id: &str) -> bool {
+    let fields = &study.output_schema.fields;
+    fields
+        .iter()
+        .any(|f| f.id == id && f.field_type == FieldType::String)
 }
 
 /// Refuses the summary of a `summarize_and_confirm` proposal when most of it was never said by
