@@ -200,6 +200,12 @@ impl Application {
         // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies
         // within BODY_READ_TIMEOUT_SECS (the door).
         .client_request_timeout(Duration::from_secs(5))
+        // An idle kept-alive connection is closed after KEEP_ALIVE_IDLE_SECS. actix-web's own
+        // 5 s raced clients that pool connections longer: a request sent on a connection the
+        // server was closing failed unanswered (hyper's `IncompleteMessage`, seen in CI under
+        // load). Load balancers want the backend's idle timeout above theirs (60 s on AWS ALB
+        // and nginx's upstream keep-alive), so the race cannot happen behind them.
+        .keep_alive(Duration::from_secs(crate::http::door::KEEP_ALIVE_IDLE_SECS))
         .shutdown_timeout(settings.shutdown_timeout_secs)
         // Signals are ours (`run_until_stopped`): streams must close before the drain waits.
         .disable_signals()

@@ -115,6 +115,10 @@ pub fn client_key(addr: IpAddr) -> IpAddr {
 /// every request is a connection's first.
 pub const KEEP_ALIVE_UP_TO: usize = 16;
 
+/// Seconds an idle kept-alive connection stays open: above the 60 s idle timeout of common load
+/// balancers and reverse proxies, so they close first (docs/security.md, "Keep-alive").
+pub const KEEP_ALIVE_IDLE_SECS: u64 = 75;
+
 /// Bytes of request bodies being read at the door at once, across all connections; beyond it a
 /// body is refused 503 `overloaded` (so thousands of slow uploads cannot fill memory).
 pub struct BodyBudget {

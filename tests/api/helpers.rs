@@ -64,7 +64,12 @@ impl TestApp {
         tokio::spawn(app.run_until_stopped());
         Self {
             address,
-            client: reqwest::Client::new(),
+            // Below the server's idle keep-alive, so a pooled connection is never reused just
+            // as the server closes it.
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(std::time::Duration::from_secs(30))
+                .build()
+                .expect("an HTTP client"),
             state,
             guards,
             data_dir,
