@@ -88,6 +88,7 @@ impl Application {
         let data_kek = interview_projections::keys::start(&db, &settings.key_source()).await?;
         let tokens = researcher_tokens(&settings, &db)?;
         let projector = Arc::new(Projector::new(db.clone()).with_group_commit());
+        reformat_views(&projector).await?;
         projector
             .catch_up()
             .await
@@ -417,4 +418,35 @@ async fn stop_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// Rebuilds every session's views before serving when they were written in an older format
+/// (`interview_projections::view_format`), logging the progress: a large log takes a while.
+async fn reformat_views(projector: &Projector) -> Result<(), StartupError> {
+    let started = std::time::Instant::now();
+    let mut last_log = started;
+    let (mut sessions, mut events) = (0usize, 0u64);
+    let done = projector
+        .bring_views_to_current_format(|s, e| {
+            (sessions, events) = (sessions + s, events + e);
+            if last_log.elapsed() >= Duration::from_secs(5) {
+                last_log = std::time::Instant::now();
+                tracing::info!(sessions, events, "rebuilding the views in their new format");
+            }
+        })
+        .await
+        .map_err(|e| {
+            StartupError::Other(format!("rebuilding the views in their new format: {e}"))
+        })?;
+    if let Some(done) = done {
+        tracing::info!(
+            from_format = done.from,
+            to_format = interview_projections::view_format::VIEW_FORMAT,
+            sessions = done.sessions,
+            events = done.events,
+            seconds = started.elapsed().as_secs_f64(),
+            "views rebuilt in their new format"
+        );
+    }
+    Ok(())
 }

@@ -80,7 +80,7 @@ pub fn state_cells(view: &SessionStateView) -> [Cell; 15] {
         Cell::Text(Some(view.study_id.clone())),
         Cell::Text(Some(view.status.as_str().to_string())),
         Cell::Text(Some(phase)),
-        Cell::Int(Some(i64::from(view.turn_count))),
+        Cell::Int(Some(i64::from(view.turns.count()))),
         Cell::Bool(Some(view.preview)),
         Cell::Text(Some(view.participant_token_sha256.clone())),
         Cell::Int(Some(view.last_seq as i64)),

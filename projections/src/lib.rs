@@ -24,6 +24,7 @@ pub mod processes;
 pub mod projector;
 pub mod read;
 pub mod stream;
+pub mod view_format;
 mod view_writes;
 pub mod views;
 pub mod widget_history;

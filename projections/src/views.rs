@@ -20,7 +20,9 @@ pub struct SessionStateView {
     pub public_slug: String,
     pub status: SessionStatus,
     pub current_phase: Phase,
-    pub turn_count: u32,
+    /// `turn_count` in the stored document, by the session's own rule.
+    #[serde(flatten)]
+    pub turns: interview_session::turns::Turns,
     pub preview: bool,
     pub participant_ref: Option<String>,
     pub config_versions: Option<ConfigVersions>,
@@ -53,11 +55,6 @@ pub struct SessionStateView {
     /// Kept in its own column, never in the JSON document.
     #[serde(skip)]
     pub participant_token_sha256: String,
-    /// The last event was a widget answer that counted a turn: a message right after it, in the
-    /// same command (AG-UI's "in my own words"), belongs to that turn. Lives only while one
-    /// command's events are folded.
-    #[serde(skip)]
-    pub answered_just_now: bool,
 }
 
 /// The rows a batch of events adds to the append-only views.
@@ -139,17 +136,8 @@ impl SessionStateView {
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
         let transcript = &mut rows.transcript;
         let at = event.at;
-        let follows_answer = self.answered_just_now
-            && matches!(event.body, EventBody::ParticipantMessageCreated { .. });
-        // Only the events a submission itself writes keep the way open for its message.
-        if !matches!(
-            event.body,
-            EventBody::ToolCallCompleted { .. }
-                | EventBody::ConsentRecorded { .. }
-                | EventBody::StatusChanged { .. }
-        ) {
-            self.answered_just_now = false;
-        }
+        let answered = self.pending_interaction.as_ref().map(|p| &p.kind);
+        self.turns.note(self.current_phase, &event.body, answered);
         match &event.body {
             EventBody::SessionCreated {
                 session_id,
@@ -180,9 +168,6 @@ impl SessionStateView {
             EventBody::ParticipantMessageCreated {
                 turn_id, content, ..
             } => {
-                if self.current_phase.counts_turns() && !follows_answer {
-                    self.turn_count += 1;
-                }
                 transcript.push(TranscriptRow {
                     seq,
                     turn_id: turn_id.to_string(),
@@ -221,10 +206,6 @@ impl SessionStateView {
             } => {
                 let pending = self.pending_interaction.take();
                 let kind = pending.as_ref().map(|p| &p.kind);
-                if !matches!(kind, Some(InteractionKind::Consent { .. })) && self.current_phase.counts_turns() {
-                    self.turn_count += 1;
-                    self.answered_just_now = true;
-                }
                 transcript.push(TranscriptRow {
                     seq,
                     turn_id: turn_id.to_string(),
@@ -314,50 +295,5 @@ pub fn describe_answer(
     let Some(value) = value else {
         return String::new();
     };
-    let label = |options: &[interview_session::interaction::Choice], id: &Value| -> String {
-        let id = id.as_str().unwrap_or_default();
-        options
-            .iter()
-            .find(|o| o.id == id)
-            .map_or_else(|| id.to_string(), |o| o.label.clone())
-    };
-    match kind {
-        Some(InteractionKind::Consent { .. }) => {
-            if value.get("accepted").and_then(Value::as_bool) == Some(true) {
-                "I agree to take part.".into()
-            } else {
-                "I do not agree to take part.".into()
-            }
-        }
-        Some(InteractionKind::SingleChoice { options }) => label(options, value),
-        Some(
-            InteractionKind::MultipleChoice { options, .. } | InteractionKind::Ranking { options },
-        ) => value
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .map(|i| label(options, i))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default(),
-        Some(InteractionKind::Likert { scale, labels }) => {
-            let n = value.as_u64().unwrap_or_default();
-            match labels.get(n.saturating_sub(1) as usize) {
-                Some(l) => format!("{n} of {scale} ({l})"),
-                None => format!("{n} of {scale}"),
-            }
-        }
-        Some(InteractionKind::YesNo {}) => if value.as_bool() == Some(true) {
-            "Yes"
-        } else {
-            "No"
-        }
-        .into(),
-        _ => match value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        },
-    }
+    interview_session::widget_answers::in_words(kind, value)
 }

@@ -341,6 +341,19 @@ async fn run_verify(
         return report(&source::session_id(&events), &events, &head, &problems);
     }
     let db = open(url, false).await?;
+    // Views written by an older fold differ from today's in form, not in substance: say so
+    // before the differences are listed. (A database older than the record is format 1.)
+    let format = interview_projections::view_format::stored(&db)
+        .await
+        .unwrap_or(1);
+    if format < interview_projections::view_format::VIEW_FORMAT {
+        outln!(
+            "note: the stored views are in format {format}; this build folds format {}. The \
+             server rebuilds them when it starts, or run `replay rebuild --all`; until then \
+             their differences from a fresh fold are listed below.",
+            interview_projections::view_format::VIEW_FORMAT
+        );
+    }
     let ids = match (session_id, all) {
         (Some(id), _) => vec![id],
         (None, _) => read::audited_session_ids(&db)
@@ -448,7 +461,7 @@ async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result
             .await
             .map_err(|e| fail(SourceError::Database(e.to_string())))?,
     };
-    let projector = Projector::new(db);
+    let projector = Projector::new(db.clone());
     if !single {
         // Every session is rebuilt: the study overviews are summed again from nothing.
         projector
@@ -483,6 +496,12 @@ async fn run_rebuild(url: &str, session_id: Option<String>, all: bool) -> Result
         }
     }
     bar.finish_and_clear();
+    if !single {
+        // Every view now follows this build's fold.
+        interview_projections::view_format::record_current(&db)
+            .await
+            .map_err(|e| fail(SourceError::Database(e.to_string())))?;
+    }
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     outln!(
         "rebuilt {} session(s), {applied} events in {:.2} s ({:.0} events/s)",

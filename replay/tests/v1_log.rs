@@ -4,7 +4,9 @@
 //!
 //! `tests/fixtures/v1/session.jsonl` is a completed 14-turn interview of the every-widget study
 //! exported by `replay export` from a PostgreSQL log written by that code;
-//! `tests/fixtures/v1/views.json` holds what its researcher routes answered then.
+//! `tests/fixtures/v1/views.json` holds what its researcher routes answered then, with one
+//! change since: the view format 2 words widget answers in the transcript as the results do
+//! (`projections/src/view_format.rs`; three rows differ from what was answered then).
 
 mod common;
 

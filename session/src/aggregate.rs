@@ -64,7 +64,10 @@ pub struct Session {
     /// What the salts of its events are derived from (`SessionEvent::seal_with`).
     chain_secret: Option<String>,
     created_at: Option<DateTime<Utc>>,
-    turn_count: u32,
+    /// Turns so far, and whether a message may still join the last one: the participant has
+    /// just answered (or skipped) a question of the interview and the interviewer has not taken
+    /// the turn yet (AG-UI's "answer in my own words instead": skip the widget, then say it).
+    turns: crate::turns::Turns,
     /// Every participant turn, with the SHA-256 of a message's text (a widget answer has none):
     /// a retried message id must carry the same text.
     turn_ids: BTreeMap<Uuid, Option<String>>,
@@ -89,11 +92,6 @@ pub struct Session {
     /// The post-session extraction: its id, when it was claimed, and whether it completed.
     final_extraction: Option<(Uuid, DateTime<Utc>, bool)>,
     last_hash: Option<String>,
-    /// The participant has just answered (or skipped) a question of the interview and the
-    /// interviewer has not taken the turn yet: one message may follow, as part of the same turn
-    /// (AG-UI's "answer in my own words instead": skip the widget, then say it).
-    #[serde(default)]
-    may_add_message: bool,
     /// Why questioning stopped, as it stood when the summary was proposed (see
     /// [`Session::questioning_may_stop`]); a confirmed summary concludes with it when the reason
     /// proposed then does not hold.
@@ -205,12 +203,6 @@ impl Session {
                 status: self.status,
             })
         }
-    }
-
-    /// Whether participant input now is a turn (`docs/interview-flow.md`): consent, screening answers and the
-    /// reply to the summary are not.
-    fn is_turn(&self) -> bool {
-        self.phase.counts_turns()
     }
 }
 

@@ -52,18 +52,59 @@ pub enum ConcludeReason {
     DuplicateParticipant,
 }
 
+/// How an abandoned session stopped, as the study overview and panels tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The participant did not consent.
+    Declined,
+    /// The screening found the participant not eligible.
+    ScreenedOut,
+    /// Nobody answered within the study's idle time.
+    IdleExpired,
+    /// Any other end of an interview that did not complete.
+    Otherwise,
+}
+
 impl ConcludeReason {
-    /// Reasons that end a session as `abandoned` rather than `completed`.
+    /// Reasons that end a session as `abandoned` rather than `completed`. Every reason is
+    /// listed (here and in [`Self::stopped`]), so a new one is decided on, not defaulted.
     pub fn abandons(self) -> bool {
-        matches!(
-            self,
+        match self {
             Self::ScreeningFailed
-                | Self::SafetyTriggered
-                | Self::ConsentDeclined
-                | Self::Withdrawn
-                | Self::StudyFull
-                | Self::DuplicateParticipant
-        )
+            | Self::SafetyTriggered
+            | Self::ConsentDeclined
+            | Self::Withdrawn
+            | Self::StudyFull
+            | Self::DuplicateParticipant => true,
+            Self::AllMustObjectivesCovered
+            | Self::AllMustObjectivesAsked
+            | Self::ConfidenceThresholdMet
+            | Self::MaxTurnsReached
+            | Self::MaxDurationReached
+            | Self::ParticipantRequestedEnd
+            | Self::ParticipantFatigue
+            | Self::Timeout => false,
+        }
+    }
+
+    /// How a session abandoned for this reason stopped.
+    pub fn stopped(self) -> Stopped {
+        match self {
+            Self::ConsentDeclined => Stopped::Declined,
+            Self::ScreeningFailed => Stopped::ScreenedOut,
+            Self::Timeout => Stopped::IdleExpired,
+            Self::AllMustObjectivesCovered
+            | Self::AllMustObjectivesAsked
+            | Self::ConfidenceThresholdMet
+            | Self::MaxTurnsReached
+            | Self::MaxDurationReached
+            | Self::ParticipantRequestedEnd
+            | Self::ParticipantFatigue
+            | Self::SafetyTriggered
+            | Self::Withdrawn
+            | Self::StudyFull
+            | Self::DuplicateParticipant => Stopped::Otherwise,
+        }
     }
 }
 

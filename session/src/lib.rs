@@ -24,6 +24,8 @@ pub mod phrases;
 pub mod redirect;
 pub mod study;
 pub mod text;
+pub mod turns;
+pub mod widget_answers;
 
 pub use aggregate::Session;
 pub use commands::SessionCommand;

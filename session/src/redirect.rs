@@ -7,11 +7,21 @@ use crate::events::SessionStatus;
 
 /// How a session ended, as panels know it.
 pub fn outcome(status: SessionStatus, reason: Option<ConcludeReason>) -> Option<&'static str> {
-    match (status, reason) {
+    use crate::decision::Stopped;
+    match (status, reason.map(ConcludeReason::stopped)) {
         (SessionStatus::Completed, _) => Some("completed"),
-        (SessionStatus::Abandoned, Some(ConcludeReason::ScreeningFailed)) => Some("screened_out"),
-        (SessionStatus::Abandoned, _) => Some("abandoned"),
-        _ => None,
+        (SessionStatus::Abandoned, Some(Stopped::ScreenedOut)) => Some("screened_out"),
+        (
+            SessionStatus::Abandoned,
+            None | Some(Stopped::Declined | Stopped::IdleExpired | Stopped::Otherwise),
+        ) => Some("abandoned"),
+        (
+            SessionStatus::Created
+            | SessionStatus::Active
+            | SessionStatus::WaitingForUser
+            | SessionStatus::WaitingForTool,
+            _,
+        ) => None,
     }
 }
 

@@ -20,7 +20,7 @@ use interview_session::events::{EventBody, SessionEvent, SubmitStatus};
 use interview_session::hash::sha256_hex;
 use interview_session::interaction::InteractionKind;
 use interview_session::Session;
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::llm::gateway::ModelRequest;
@@ -178,7 +178,9 @@ fn options(kind: &InteractionKind) -> String {
         }
         InteractionKind::Likert { scale, .. } => format!(" on a 1–{scale} scale"),
         InteractionKind::Rating { min, max, .. } => format!(" from {min} to {max}"),
-        _ => String::new(),
+        InteractionKind::Consent { .. }
+        | InteractionKind::YesNo {}
+        | InteractionKind::FreeText { .. } => String::new(),
     }
 }
 
@@ -342,7 +344,9 @@ impl Listing {
                     let question = widget.prompt.clone();
                     let answer = match (status, value) {
                         (SubmitStatus::Skipped, _) => "(skipped)".to_string(),
-                        (SubmitStatus::Submitted, Some(v)) => in_words(&widget.kind, v),
+                        (SubmitStatus::Submitted, Some(v)) => {
+                            interview_session::widget_answers::in_words(Some(&widget.kind), v)
+                        }
                         (SubmitStatus::Submitted, None) => String::new(),
                     };
                     lines.push(Line {
@@ -402,37 +406,6 @@ impl Listing {
             out.push_str(&format!("t{} {}: {quoted}{cut}\n", i + 1, line.role));
         }
         out
-    }
-}
-
-/// A widget's answer as the participant chose it: option labels, a scale's label, yes or no.
-fn in_words(kind: &InteractionKind, value: &Value) -> String {
-    let label = |options: &[interview_session::interaction::Choice], id: &Value| {
-        options
-            .iter()
-            .find(|c| Some(c.id.as_str()) == id.as_str())
-            .map_or_else(|| id.to_string(), |c| format!("\"{}\"", c.label))
-    };
-    match (kind, value) {
-        (InteractionKind::SingleChoice { options }, id) => label(options, id),
-        (
-            InteractionKind::MultipleChoice { options, .. } | InteractionKind::Ranking { options },
-            Value::Array(ids),
-        ) => ids
-            .iter()
-            .map(|id| label(options, id))
-            .collect::<Vec<_>>()
-            .join(", "),
-        (InteractionKind::Likert { scale, labels }, Value::Number(n)) => {
-            let i = n.as_u64().unwrap_or(0) as usize;
-            match labels.get(i.wrapping_sub(1)) {
-                Some(l) => format!("{l} ({i} of {scale})"),
-                None => format!("{i} of {scale}"),
-            }
-        }
-        (InteractionKind::YesNo {}, Value::Bool(b)) => if *b { "yes" } else { "no" }.into(),
-        (_, Value::String(text)) => text.clone(),
-        (_, other) => other.to_string(),
     }
 }
 

@@ -55,6 +55,8 @@ impl TestApp {
             ..Settings::default()
         };
         customize(&mut settings);
+        // Where the server keeps its files, as customised.
+        let data_dir = settings.data_dir.clone();
         let app = Application::build(settings)
             .await
             .expect("the server starts");
@@ -82,6 +84,21 @@ impl TestApp {
         TestApp::spawn_with(Store::Postgres, move |s| {
             s.database_url = url;
             s.demo_study = false;
+        })
+        .await
+    }
+
+    /// A second server started on this one's database, on either store (a restart, or an
+    /// upgrade, seen from the database's side).
+    pub async fn spawn_on_same_database(&self, store: Store) -> TestApp {
+        let url = self.state.settings.database_url.clone();
+        let dir = self.data_dir.clone();
+        TestApp::spawn_with(store, move |s| match store {
+            Store::Postgres => {
+                s.database_url = url;
+                s.demo_study = false;
+            }
+            Store::Sqlite => s.data_dir = dir,
         })
         .await
     }

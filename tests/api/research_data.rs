@@ -3,6 +3,8 @@
 //! type, with the answer as evidence.
 
 use reqwest::StatusCode;
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
 
 use crate::both_stores;
@@ -36,7 +38,7 @@ fn answers() -> Vec<(&'static str, Value, &'static str, Value)> {
             "order_answer",
             json!("1. Option SPEED, 2. Option PRICE, 3. Option QUALITY"),
         ),
-        ("yes_no", json!(false), "yesno_answer", json!("no")),
+        ("yes_no", json!(false), "yesno_answer", json!("No")),
         (
             "free_text",
             json!("Only on weekends"),
@@ -46,8 +48,9 @@ fn answers() -> Vec<(&'static str, Value, &'static str, Value)> {
     ]
 }
 
-async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
-    let app = TestApp::spawn(store).await;
+/// Walks the every-type study to its end, answering each widget as [`answers`] says; returns
+/// the study, the session, and which widget each field's answer came from.
+async fn every_type_interview(app: &TestApp) -> (String, String, HashMap<&'static str, Value>) {
     let study: Value =
         serde_json::from_str(include_str!("../../examples/every-type-study.json")).unwrap();
     let (study_id, _, _) = app.publish_study(&study).await;
@@ -57,7 +60,7 @@ async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
         .await;
     s = app.run(&session).await;
     let answers = answers();
-    let mut evidence = std::collections::HashMap::new();
+    let mut evidence = HashMap::new();
     let mut guard = 0;
     while s["status"] != "completed" {
         guard += 1;
@@ -79,6 +82,13 @@ async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
         }
         s = app.run(&session).await;
     }
+    (study_id, session, evidence)
+}
+
+async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (study_id, session, evidence) = every_type_interview(&app).await;
+    let answers = answers();
 
     // The post-session extraction follows the completion.
     let mut row = Value::Null;
@@ -126,6 +136,63 @@ async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
         let expected = expected.as_str().unwrap();
         assert!(csv.contains(expected), "{kind}: {expected:?} in {csv}");
     }
+    // The transcript words each answer as its text field does: one format.
+    let said = interaction_rows(&app, &session).await;
+    for (kind, _, _, expected) in &answers {
+        assert!(said.contains(expected), "{kind}: {expected} in {said:?}");
+    }
+}
+
+/// What the transcript says for each widget answer, in order.
+async fn interaction_rows(app: &TestApp, session: &str) -> Vec<Value> {
+    let view = app.researcher_view(session).await;
+    view["transcript"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a transcript: {view}"))
+        .iter()
+        .filter(|t| t["kind"] == "interaction" && t["role"] == "user")
+        .map(|t| t["content"].clone())
+        .collect()
+}
+
+/// A database whose views an older build wrote (its own answer format, no format recorded) gets
+/// them rebuilt when a server of this build starts on it, before it serves; the new format is
+/// recorded, and the next start leaves the views alone.
+async fn views_of_an_older_format_are_rebuilt_at_start_up(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (_, session, _) = every_type_interview(&app).await;
+    let current = interaction_rows(&app, &session).await;
+    interview_projections::on_db!(write(app.db()), |pool| {
+        sqlx::query(
+            "UPDATE transcript SET content = 'as an older build wrote it' WHERE kind = 'interaction'",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query("DELETE FROM view_format")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    assert_ne!(interaction_rows(&app, &session).await, current);
+    let upgraded = app.spawn_on_same_database(store).await;
+    assert_eq!(interaction_rows(&upgraded, &session).await, current);
+    let format = interview_projections::view_format::stored(upgraded.db())
+        .await
+        .unwrap();
+    assert_eq!(format, interview_projections::view_format::VIEW_FORMAT);
+    // Recorded: a row touched now stays as it is across the next start.
+    interview_projections::on_db!(write(app.db()), |pool| {
+        sqlx::query("UPDATE transcript SET content = 'touched' WHERE kind = 'interaction'")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    let again = upgraded.spawn_on_same_database(store).await;
+    assert!(interaction_rows(&again, &session)
+        .await
+        .iter()
+        .all(|c| c == "touched"));
 }
 
 /// Replies that are not answers: a participant who has nothing to add, asks back, or does not
@@ -523,4 +590,5 @@ both_stores!(
     widget_answers_fill_the_fields_of_their_objective,
     non_answers_feed_no_field_and_end_the_probing,
     a_correction_to_the_summary_wins,
+    views_of_an_older_format_are_rebuilt_at_start_up,
 );

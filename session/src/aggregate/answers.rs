@@ -27,7 +27,7 @@ impl Session {
     }
 
     pub fn turn_count(&self) -> u32 {
-        self.turn_count
+        self.turns.count()
     }
 
     pub fn study(&self) -> Option<&PinnedStudy> {

@@ -98,7 +98,7 @@ impl Session {
         if self.end_requested {
             return Some(ConcludeReason::ParticipantRequestedEnd);
         }
-        if self.turn_count >= limits.max_turn_count {
+        if self.turns.count() >= limits.max_turn_count {
             return Some(ConcludeReason::MaxTurnsReached);
         }
         let elapsed = self

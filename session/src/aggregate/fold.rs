@@ -6,18 +6,8 @@ use super::*;
 impl Session {
     /// Folds one event (cqrs-es's `apply`).
     pub(super) fn fold(&mut self, event: SessionEvent) {
-        // A message that follows an answer in the same turn (AG-UI's "in my own words") is part
-        // of that turn, not a turn of its own.
-        let follows_answer = self.may_add_message;
-        // Only the events a submission itself writes keep the way open for a following message.
-        if !matches!(
-            event.body,
-            EventBody::ToolCallCompleted { .. }
-                | EventBody::ConsentRecorded { .. }
-                | EventBody::StatusChanged { .. }
-        ) {
-            self.may_add_message = false;
-        }
+        let answered = self.pending.as_deref().map(|p| &p.kind);
+        let new_turn = self.turns.note(self.phase, &event.body, answered);
         self.outcome.note(self.phase, &event.body, event.at);
         match event.body {
             EventBody::SessionCreated {
@@ -47,8 +37,7 @@ impl Session {
                 self.turn_ids
                     .insert(turn_id, Some(crate::hash::sha256_hex(content.as_bytes())));
                 self.last_turn_id = Some(turn_id);
-                if self.is_turn() && !follows_answer {
-                    self.turn_count += 1;
+                if new_turn {
                     if let Some(objective) = &self.current_objective {
                         self.objectives
                             .entry(objective.clone())
@@ -125,11 +114,7 @@ impl Session {
                 {
                     self.screening_answers.insert(question, value);
                 }
-                let counts =
-                    pending.as_ref().is_some_and(|p| p.type_name() != "consent") && self.is_turn();
-                self.may_add_message = counts;
-                if counts {
-                    self.turn_count += 1;
+                if new_turn {
                     self.turn_ids.insert(turn_id, None);
                     self.last_turn_id = Some(turn_id);
                     if let Some(objective) = pending.and_then(|p| p.objective_id) {

@@ -107,11 +107,12 @@ impl Session {
         match self.status {
             SessionStatus::Completed => {}
             SessionStatus::Abandoned => {
-                let stopped = match reason {
-                    Some(ConcludeReason::ConsentDeclined) => "declined".into(),
-                    Some(ConcludeReason::ScreeningFailed) => "screened_out".into(),
-                    Some(ConcludeReason::Timeout) => format!("idle_expired:{phase}"),
-                    _ => format!("abandoned:{phase}"),
+                use crate::decision::Stopped;
+                let stopped = match reason.map(ConcludeReason::stopped) {
+                    Some(Stopped::Declined) => "declined".into(),
+                    Some(Stopped::ScreenedOut) => "screened_out".into(),
+                    Some(Stopped::IdleExpired) => format!("idle_expired:{phase}"),
+                    Some(Stopped::Otherwise) | None => format!("abandoned:{phase}"),
                 };
                 add(stopped, 1);
                 return c;
@@ -131,7 +132,7 @@ impl Session {
                 1,
             );
         }
-        add(format!("turns:{}", self.turn_count), 1);
+        add(format!("turns:{}", self.turns.count()), 1);
         for objective in &study.study_config.objectives {
             let id = &objective.id;
             add(format!("objective_sessions:{id}"), 1);

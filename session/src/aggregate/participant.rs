@@ -66,7 +66,7 @@ impl Session {
         if !self.fresh_message(&c)? {
             return Ok(());
         }
-        if !(self.may_add_message && self.status == SessionStatus::Active) {
+        if !(self.turns.message_may_follow() && self.status == SessionStatus::Active) {
             return Err(SessionError::InvalidState {
                 status: self.status,
             });

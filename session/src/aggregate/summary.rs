@@ -89,14 +89,7 @@ impl Session {
         use InteractionKind as K;
         let widget = o.interaction.as_ref();
         let label_of = |id: &str| -> String {
-            let options = match widget.map(|w| &w.kind) {
-                Some(
-                    K::SingleChoice { options }
-                    | K::MultipleChoice { options, .. }
-                    | K::Ranking { options },
-                ) => options.as_slice(),
-                _ => &[],
-            };
+            let options = widget.map_or(&[][..], |w| w.kind.options());
             options
                 .iter()
                 .find(|o| o.id == id)

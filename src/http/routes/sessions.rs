@@ -356,7 +356,7 @@ pub async fn get(
         session_id: view.session_id.clone(),
         status: view.status.as_str().into(),
         current_phase: view.current_phase.as_ref().into(),
-        turn_count: view.turn_count,
+        turn_count: view.turns.count(),
         config_versions: view.config_versions.as_ref().map(Into::into),
         transcript,
         pending_interaction: serde_json::to_value(&view.pending_interaction)

@@ -162,7 +162,7 @@ pub fn snapshot(view: &SessionStateView) -> Value {
             "session_id": view.session_id,
             "status": view.status,
             "phase": view.current_phase,
-            "turn_count": view.turn_count,
+            "turn_count": view.turns.count(),
             "pending_interaction": view.pending_interaction,
             "summary": view.summary,
             "redirect_url": view.redirect_url(),

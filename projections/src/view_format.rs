@@ -1,0 +1,92 @@
+//! The format of the stored views: which fold wrote them.
+//!
+//! The views are a cache of the log, so a change in how an event folds into them (a transcript
+//! row worded anew, a column added) leaves older rows as an older fold wrote them, and
+//! `replay verify` would report every such session. The format says which fold the stored
+//! views follow. At start-up, when it is older than [`VIEW_FORMAT`], the server rebuilds every
+//! session's views from the log (the bulk path, logging its progress) before it serves, then
+//! records the new format.
+//!
+//! Raise [`VIEW_FORMAT`] with a line below whenever a fold's output changes for an existing log.
+//!
+//! 1. The views before the format was recorded.
+//! 2. Widget answers in the transcript in the one format of `widget_answers` ("Easy (4 of 5)",
+//!    "1. Price, 2. Speed", "7 (on 0 to 10)"), where the transcript had its own.
+
+use crate::db::Db;
+use crate::projector::{ProjectionError, Projector};
+
+/// The format this build's folds write.
+pub const VIEW_FORMAT: i64 = 2;
+
+/// The format the stored views were written in (1 when none was recorded).
+#[tracing::instrument(skip(db), err)]
+pub async fn stored(db: &Db) -> Result<i64, sqlx::Error> {
+    let version: Option<i64> = crate::on_db!(read(db), |pool| {
+        sqlx::query_scalar("SELECT version FROM view_format WHERE singleton = 1")
+            .fetch_optional(pool)
+            .await?
+    });
+    Ok(version.unwrap_or(1))
+}
+
+/// Records that every stored view now follows [`VIEW_FORMAT`] (after a rebuild of them all).
+#[tracing::instrument(skip(db), err)]
+pub async fn record_current(db: &Db) -> Result<(), sqlx::Error> {
+    crate::on_db!(write(db), |pool| {
+        sqlx::query(
+            "INSERT INTO view_format (singleton, version) VALUES (1, $1) \
+             ON CONFLICT (singleton) DO UPDATE SET version = excluded.version",
+        )
+        .bind(VIEW_FORMAT)
+        .execute(pool)
+        .await?;
+    });
+    Ok(())
+}
+
+/// What bringing the views to the current format did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reformatted {
+    pub from: i64,
+    pub sessions: usize,
+    pub events: u64,
+}
+
+impl Projector {
+    /// Rebuilds every session's views when they were written in an older format than this
+    /// build's, and records the new format; `None` when they were current already. On
+    /// PostgreSQL one process does it while the others starting at the same time wait for it
+    /// (an advisory lock), then find the views current.
+    #[tracing::instrument(skip(self, progress), err)]
+    pub async fn bring_views_to_current_format(
+        &self,
+        progress: impl FnMut(usize, u64),
+    ) -> Result<Option<Reformatted>, ProjectionError> {
+        let lock = match self.db() {
+            Db::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtext('view-format'))")
+                    .execute(&mut *tx)
+                    .await?;
+                Some(tx)
+            }
+            Db::Sqlite(_) => None,
+        };
+        let from = stored(self.db()).await?;
+        if from >= VIEW_FORMAT {
+            return Ok(None);
+        }
+        let ids = crate::read::session_ids(self.db()).await?;
+        let events = self.rebuild_many(&ids, progress).await?;
+        record_current(self.db()).await?;
+        if let Some(tx) = lock {
+            tx.commit().await?;
+        }
+        Ok(Some(Reformatted {
+            from,
+            sessions: ids.len(),
+            events,
+        }))
+    }
+}
