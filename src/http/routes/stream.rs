@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use actix_web::web::Bytes;
 use actix_web::{get, web, HttpRequest, HttpResponse};
-use interview_projections::read;
+
 use interview_projections::stream::{StreamEvent, StreamFolder};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use crate::http::error::ApiError;
 use crate::http::routes::sessions::authorize;
-use crate::live::stream_hub::{Live, Subscription};
+use crate::live::feed::{Fed, FeedError, SessionFeed};
 use crate::state::AppState;
 
 /// Frames buffered for one client before its pump waits (only that client waits).
@@ -72,11 +72,12 @@ pub async fn stream(
         .try_open(&session_id.to_string())
         .map_err(|what| ApiError::Overloaded { what })?;
     let session_id = session_id.to_string();
-    // Subscribe before the first read, so nothing committed in between is missed.
-    let subscription = state.hub.subscribe(&session_id);
+    // Subscribed before the first read, so nothing committed in between is missed. The whole
+    // log is read: the participant's stream is folded from the session's first event.
+    let feed = SessionFeed::subscribe(&state.hub, &state.db, &session_id, 0);
     let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
     tokio::spawn(async move {
-        pump(state.clone(), session_id, after, subscription, tx).await;
+        pump(state.clone(), session_id, after, feed, tx).await;
         drop(slot);
     });
     Ok(event_stream(rx))
@@ -102,12 +103,11 @@ async fn pump(
     state: web::Data<AppState>,
     session_id: String,
     after: u64,
-    mut sub: Subscription,
+    mut feed: SessionFeed,
     tx: mpsc::Sender<Bytes>,
 ) {
     let mut reader = Reader {
         folder: StreamFolder::default(),
-        folded: 0,
         after,
         completed: HashSet::new(),
     };
@@ -118,11 +118,14 @@ async fn pump(
     {
         return;
     }
-    if reader
-        .catch_up(&state, &session_id, u64::MAX, &tx)
+    let Ok(events) = feed
+        .read_up_to(u64::MAX)
         .await
-        .is_err()
-    {
+        .map_err(|error| tracing::warn!(%error, session_id, "stream closed: cannot read the log"))
+    else {
+        return;
+    };
+    if reader.send(events, &tx).await.is_err() {
         return;
     }
     let every = Duration::from_secs(state.settings.sse_keepalive_secs.max(1));
@@ -139,33 +142,28 @@ async fn pump(
                     return;
                 }
             }
-            note = sub.receiver.recv() => match note {
-                // Read only up to the announced commit: deltas published after it are still
-                // queued behind this note, and must not overtake their own message.
-                Ok(Live::Committed { last, events }) if last > reader.folded => {
-                    let sent = match events {
-                        // Exactly the next events: no need to read them back.
-                        Some(events) if events.first().is_some_and(|(seq, _)| *seq == reader.folded + 1) => {
-                            reader.send(events.iter().cloned(), &tx).await
-                        }
-                        _ => reader.catch_up(&state, &session_id, last, &tx).await,
-                    };
-                    if sent.is_err() {
+            note = feed.next_note() => match feed.take(note).await {
+                Ok(Fed::Events(events)) => {
+                    if reader.send(events, &tx).await.is_err() {
                         return;
                     }
                 }
-                Ok(Live::Committed { .. }) | Ok(Live::Idle) => {}
+                Ok(Fed::Idle) => {}
                 // A delta of a message already completed (read at connect) is stale.
-                Ok(Live::Delta { message_id, .. }) if reader.completed.contains(&message_id) => {}
-                Ok(Live::Delta { message_id, content }) => {
+                Ok(Fed::Delta { message_id, .. }) if reader.completed.contains(&message_id) => {}
+                Ok(Fed::Delta { message_id, content }) => {
                     let frame = StreamEvent::delta(&message_id, &content).to_sse(None);
                     if tx.send(Bytes::from(frame)).await.is_err() {
                         return;
                     }
                 }
-                // Fell behind the live channel, or the hub went away: the client reconnects
-                // with Last-Event-ID and resumes from the log.
-                Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                Err(FeedError::Read(error)) => {
+                    tracing::warn!(%error, session_id, "stream closed: cannot read the log");
+                    return;
+                }
+                // Fell behind the live notes, or the hub went away: the client reconnects with
+                // Last-Event-ID and resumes from the log.
+                Err(FeedError::Lagged | FeedError::Closed) => return,
             },
             _ = keepalive.tick() => {
                 if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
@@ -177,10 +175,9 @@ async fn pump(
     }
 }
 
+/// What the client has been sent: the participant stream's fold, and which messages completed.
 struct Reader {
     folder: StreamFolder,
-    /// Last sequence folded.
-    folded: u64,
     /// Send only events after this id.
     after: u64,
     /// Messages whose completion was read: their late deltas are dropped.
@@ -188,22 +185,6 @@ struct Reader {
 }
 
 impl Reader {
-    /// Sends the events after the last one folded, up to `up_to`.
-    async fn catch_up(
-        &mut self,
-        state: &AppState,
-        session_id: &str,
-        up_to: u64,
-        tx: &mpsc::Sender<Bytes>,
-    ) -> Result<(), ()> {
-        let events = read::decoded_events_between(&state.db, session_id, self.folded, up_to)
-            .await
-            .map_err(
-                |error| tracing::warn!(%error, session_id, "stream closed: cannot read the log"),
-            )?;
-        self.send(events, tx).await
-    }
-
     /// Folds `events` (the ones right after the last folded, in order) and sends what they show.
     async fn send(
         &mut self,
@@ -211,7 +192,6 @@ impl Reader {
         tx: &mpsc::Sender<Bytes>,
     ) -> Result<(), ()> {
         for (seq, event) in events {
-            self.folded = seq;
             if let interview_session::EventBody::AgentMessageCompleted { message_id, .. } =
                 &event.body
             {

@@ -22,13 +22,13 @@ use interview_projections::{read, NewRows, SessionStateView};
 use interview_session::events::SubmitStatus;
 use interview_session::{SessionCommand, SessionEvent, SessionStatus};
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::http::routes::sessions::{authorize_participant, execute_participant};
-use crate::live::stream_hub::{Live, Subscription};
+use crate::live::feed::{Fed, FeedError, SessionFeed};
 use crate::state::AppState;
 use events::Translator;
 use input::{ResumeStatus, RunAgentInput};
@@ -64,12 +64,13 @@ pub async fn run(
         .streams
         .try_open(&id)
         .map_err(|what| ApiError::Overloaded { what })?;
-    // Subscribe before acting, so nothing the interviewer streams is missed.
-    let subscription = state.hub.subscribe(&id);
+    // Subscribed before acting, so nothing the interviewer streams is missed.
+    let mut feed = SessionFeed::subscribe(&state.hub, &state.db, &id, 0);
     // The run folds every event after it into this view, so its end reads nothing back.
     let view = read::session_state(&state.db, &id)
         .await?
         .unwrap_or_default();
+    feed.skip_to(view.last_seq);
     // The new user message, checked before anything is written.
     let message = match input.new_user_message() {
         Some((message_id, text)) => {
@@ -138,7 +139,7 @@ pub async fn run(
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let folded = Folded { view };
-        pump(state.clone(), id, input, folded, subscription, tx).await;
+        pump(state.clone(), id, input, folded, feed, tx).await;
         drop(slot);
     });
     Ok(crate::http::routes::stream::event_stream(rx))
@@ -162,10 +163,6 @@ struct Folded {
 }
 
 impl Folded {
-    fn seq(&self) -> u64 {
-        self.view.last_seq
-    }
-
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
         self.view.apply(seq, event, &mut NewRows::default());
     }
@@ -179,51 +176,29 @@ impl Folded {
     }
 }
 
-/// What one note from the hub did to a run.
-enum Taken {
-    /// Nothing that could end the turn (a delta, a commit already folded).
-    Waiting,
-    /// A commit's events, folded and sent.
-    Moved,
-    /// A commit whose events must be read from the log (not carried, or not the next ones).
-    ReadLog,
-    /// The interviewer says it is idle.
-    Idle,
-}
-
-async fn take(
-    note: Live,
+/// Folds what the feed brought into the run's view and sends it as AG-UI events.
+async fn forward(
+    fed: Fed,
     folded: &mut Folded,
     t: &mut Translator,
     tx: &mpsc::Sender<Bytes>,
-) -> Result<Taken, &'static str> {
-    Ok(match note {
-        Live::Delta {
+) -> Result<(), &'static str> {
+    match fed {
+        Fed::Delta {
             message_id,
             content,
-        } => {
-            send_all(tx, t.delta(&message_id, &content))
-                .await
-                .map_err(|_| "gone")?;
-            Taken::Waiting
-        }
-        Live::Committed { last, .. } if last <= folded.seq() => Taken::Waiting,
-        Live::Committed {
-            events: Some(events),
-            ..
-        } if events
-            .first()
-            .is_some_and(|(seq, _)| *seq == folded.seq() + 1) =>
-        {
-            for (seq, e) in events.iter() {
+        } => send_all(tx, t.delta(&message_id, &content))
+            .await
+            .map_err(|_| "gone"),
+        Fed::Events(events) => {
+            for (seq, e) in &events {
                 folded.fold(*seq, e);
                 send_all(tx, t.event(e)).await.map_err(|_| "gone")?;
             }
-            Taken::Moved
+            Ok(())
         }
-        Live::Committed { .. } => Taken::ReadLog,
-        Live::Idle => Taken::Idle,
-    })
+        Fed::Idle => Ok(()),
+    }
 }
 
 /// Streams one run: live deltas and committed events until the interviewer has had its turn.
@@ -232,7 +207,7 @@ async fn pump(
     session_id: String,
     input: RunAgentInput,
     mut folded: Folded,
-    mut sub: Subscription,
+    mut feed: SessionFeed,
     tx: mpsc::Sender<Bytes>,
 ) {
     let (thread, run_id) = (input.thread_id.as_str(), input.run_id.as_str());
@@ -246,21 +221,17 @@ async fn pump(
     let deadline = tokio::time::Instant::now() + RUN_TIMEOUT;
     let mut draining = state.draining.subscribe();
     let outcome: Result<(), &'static str> = async {
-        // Read the log only when a commit's events did not come with its note (another
-        // process's commit, a lagging subscriber); the run ends when this process's interviewer
-        // says it is idle (or, for a run elsewhere, when a commit leaves the session waiting).
-        // Nothing is read at the start: the subscription was opened before the view was read,
-        // so every commit the view does not hold comes as a note.
+        // The log is read only when a commit's events did not come with its note (another
+        // process's commit, a lagging subscriber: the feed reads those itself), or by the
+        // safety net below; the run ends when this process's interviewer says it is idle (or,
+        // for a run elsewhere, when a commit leaves the session waiting). Nothing is read at
+        // the start: the feed was subscribed before the view was read, so every commit the
+        // view does not hold comes as a note.
         let mut read_log = false;
         loop {
             if read_log {
-                let batch = read::decoded_events_after(&state.db, &session_id, folded.seq())
-                    .await
-                    .map_err(|_| "read")?;
-                for (seq, e) in batch {
-                    folded.fold(seq, &e);
-                    send_all(&tx, t.event(&e)).await.map_err(|_| "gone")?;
-                }
+                let events = feed.read_up_to(u64::MAX).await.map_err(|_| "read")?;
+                forward(Fed::Events(events), &mut folded, &mut t, &tx).await?;
                 read_log = false;
             }
             // Idle: no run here, and the events folded leave the session waiting. Nothing is
@@ -272,20 +243,14 @@ async fn pump(
             // participant's own command).
             let running = state.interviewer.is_running(&session_id);
             loop {
-                match sub.receiver.try_recv() {
-                    Ok(note) => match take(note, &mut folded, &mut t, &tx).await? {
-                        Taken::ReadLog => {
-                            read_log = true;
-                            break;
-                        }
-                        Taken::Waiting | Taken::Moved | Taken::Idle => {}
-                    },
-                    Err(broadcast::error::TryRecvError::Empty) => break,
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                match feed.try_next().await {
+                    Ok(Some(fed)) => forward(fed, &mut folded, &mut t, &tx).await?,
+                    Ok(None) => break,
+                    Err(FeedError::Lagged) => {
                         read_log = true;
                         break;
                     }
-                    Err(broadcast::error::TryRecvError::Closed) => return Err("read"),
+                    Err(FeedError::Read(_) | FeedError::Closed) => return Err("read"),
                 }
             }
             if read_log {
@@ -298,13 +263,11 @@ async fn pump(
                 if !state.db.is_postgres() {
                     return Ok(());
                 }
-                let tail = read::decoded_events_after(&state.db, &session_id, folded.seq())
-                    .await
-                    .map_err(|_| "read")?;
+                let tail = feed.read_up_to(u64::MAX).await.map_err(|_| "read")?;
                 if tail.is_empty() {
                     return Ok(());
                 }
-                read_log = true;
+                forward(Fed::Events(tail), &mut folded, &mut t, &tx).await?;
                 continue;
             }
             // A safety net only: notes are not lost within a process, but a NOTIFY from
@@ -313,7 +276,7 @@ async fn pump(
             tokio::pin!(recheck);
             loop {
                 let note = tokio::select! {
-                    note = sub.receiver.recv() => note,
+                    note = feed.next_note() => note,
                     _ = &mut recheck => { read_log = true; break }
                     _ = tokio::time::sleep_until(deadline) => return Err("timeout"),
                     // The process is stopping: the run ends now so the client retries elsewhere.
@@ -324,20 +287,26 @@ async fn pump(
                         continue;
                     }
                 };
-                match note {
-                    Ok(note) => match take(note, &mut folded, &mut t, &tx).await? {
-                        Taken::Waiting => {}
-                        Taken::Moved | Taken::Idle => break,
-                        Taken::ReadLog => {
-                            read_log = true;
-                            break;
-                        }
-                    },
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        read_log = true;
-                        break;
+                // Events move the turn on, and the interviewer's idleness may end it: look
+                // again. A delta, or a commit already folded, does neither.
+                let moved = match feed.take(note).await {
+                    Ok(Fed::Events(events)) if events.is_empty() => false,
+                    Ok(fed @ (Fed::Events(_) | Fed::Idle)) => {
+                        forward(fed, &mut folded, &mut t, &tx).await?;
+                        true
                     }
-                    Err(broadcast::error::RecvError::Closed) => return Err("read"),
+                    Ok(fed @ Fed::Delta { .. }) => {
+                        forward(fed, &mut folded, &mut t, &tx).await?;
+                        false
+                    }
+                    Err(FeedError::Lagged) => {
+                        read_log = true;
+                        true
+                    }
+                    Err(FeedError::Read(_) | FeedError::Closed) => return Err("read"),
+                };
+                if moved {
+                    break;
                 }
             }
         }
