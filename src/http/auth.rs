@@ -6,12 +6,13 @@
 //! the `session.created` event. Browsers' EventSource may send it as the `token` query parameter
 //! or the HttpOnly cookie set at session creation.
 
-use actix_web::HttpRequest;
+use actix_web::{FromRequest, HttpRequest};
 use interview_session::hash::sha256_hex;
 use uuid::Uuid;
 
 use crate::http::error::ApiError;
 use crate::state::AppState;
+use interview_projections::read;
 
 /// Name of the cookie holding a participant token.
 pub const PARTICIPANT_COOKIE: &str = "participant_token";
@@ -138,22 +139,23 @@ pub async fn require_metrics_reader(state: &AppState, req: &HttpRequest) -> Resu
     require_researcher(state, req).await
 }
 
+/// What a caller extractor's check comes to.
+type Checked<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ApiError>>>>;
+
 /// A caller with a researcher token. As a handler's last argument it lets the handler run for
 /// researchers only (401 without a valid token, 403 with a participant's), after the other
 /// arguments were extracted — where the check used to be the handler's first line.
 pub struct Researcher;
 
-impl actix_web::FromRequest for Researcher {
+impl FromRequest for Researcher {
     type Error = ApiError;
-    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self, ApiError>>>>;
+    type Future = Checked<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let state = req
-                .app_data::<actix_web::web::Data<AppState>>()
-                .ok_or_else(|| ApiError::Internal("the server state is not registered".into()))?;
-            require_researcher(state, &req).await.map(|()| Researcher)
+            let state = state_of(&req)?;
+            require_researcher(&state, &req).await.map(|()| Researcher)
         })
     }
 }
@@ -162,5 +164,109 @@ pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<(
     match authenticate(state, req).await? {
         Caller::Researcher => Ok(()),
         Caller::Participant { .. } => Err(ApiError::Forbidden("this needs a researcher token")),
+    }
+}
+
+fn parse_session_id(raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::try_parse(raw).map_err(|_| ApiError::session_not_found())
+}
+
+/// Checks the caller may see the session `raw_id` names: its own participant, or a researcher
+/// (404 for a session that is not there, 403 for another session's participant).
+pub(crate) async fn authorize(
+    state: &AppState,
+    req: &HttpRequest,
+    raw_id: &str,
+) -> Result<(Caller, Uuid), ApiError> {
+    let caller = authenticate(state, req).await?;
+    let session_id = parse_session_id(raw_id)?;
+    crate::telemetry::note_session(session_id);
+    match caller {
+        // A participant token is only valid for a session that exists.
+        Caller::Participant { session_id: own } if own == session_id => {}
+        Caller::Participant { .. } => {
+            if read::session_status(&state.db, &session_id.to_string())
+                .await?
+                .is_none()
+            {
+                return Err(ApiError::session_not_found());
+            }
+            return Err(ApiError::Forbidden("this token belongs to another session"));
+        }
+        Caller::Researcher => {
+            if read::session_status(&state.db, &session_id.to_string())
+                .await?
+                .is_none()
+            {
+                return Err(ApiError::session_not_found());
+            }
+        }
+    }
+    Ok((caller, session_id))
+}
+
+/// The server state a request's extractor reads.
+fn state_of(req: &HttpRequest) -> Result<actix_web::web::Data<AppState>, ApiError> {
+    req.app_data::<actix_web::web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal("the server state is not registered".into()))
+}
+
+/// The session a route's path names (`{session_id}`).
+fn session_in_path(req: &HttpRequest) -> String {
+    req.match_info()
+        .get("session_id")
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Who calls a session's route, checked against the session its path names: the session's own
+/// participant, or a researcher ([`authorize`]). As a handler's argument, before the body, it
+/// runs the check before anything of the request is read.
+pub struct SessionCaller {
+    pub caller: Caller,
+    pub session_id: Uuid,
+}
+
+impl FromRequest for SessionCaller {
+    type Error = ApiError;
+    type Future = Checked<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let (caller, session_id) =
+                authorize(&*state_of(&req)?, &req, &session_in_path(&req)).await?;
+            Ok(SessionCaller { caller, session_id })
+        })
+    }
+}
+
+/// The participant of the session a route's path names: the one caller who may speak in it
+/// (researchers may read sessions but not speak in them).
+pub struct Participant {
+    pub session_id: Uuid,
+}
+
+impl FromRequest for Participant {
+    type Error = ApiError;
+    type Future = Checked<Self>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let caller = SessionCaller::from_request(req, payload);
+        Box::pin(async move {
+            match caller.await? {
+                SessionCaller {
+                    caller: Caller::Participant { .. },
+                    session_id,
+                } => Ok(Participant { session_id }),
+                SessionCaller {
+                    caller: Caller::Researcher,
+                    ..
+                } => Err(ApiError::Forbidden(
+                    "only the participant can answer in a session",
+                )),
+            }
+        })
     }
 }

@@ -10,9 +10,9 @@ use serde_json::json;
 
 use crate::command::{erasure, studies};
 use crate::http::auth::{Caller, Researcher};
+use crate::http::auth::{Participant, SessionCaller};
 use crate::http::body::{parse_json, read_bytes, ShapeErrors};
 use crate::http::error::ApiError;
-use crate::http::routes::sessions::{authorize, authorize_participant};
 use crate::state::AppState;
 use crate::telemetry::request_id;
 
@@ -47,9 +47,8 @@ struct EraseParticipantBody {
 pub async fn withdraw(
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    Participant { session_id }: Participant,
 ) -> Result<HttpResponse, ApiError> {
-    let session_id = authorize_participant(&state, &req, &path).await?;
     let receipt = erasure::erase(
         &state,
         &session_id.to_string(),
@@ -72,10 +71,9 @@ pub async fn withdraw(
 pub async fn erase_session(
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    SessionCaller { caller, session_id }: SessionCaller,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (caller, session_id) = authorize(&state, &req, &path).await?;
     if let Caller::Participant { .. } = caller {
         return Err(ApiError::Forbidden(
             "this needs a researcher token (a participant withdraws with POST …/withdraw)",

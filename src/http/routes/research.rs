@@ -12,10 +12,11 @@ use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
 use crate::command::studies;
+use crate::http::auth::authorize;
 use crate::http::auth::{require_researcher, Researcher};
 use crate::http::error::ApiError;
 use crate::http::export;
-use crate::http::routes::sessions::{authorize, decision_log, from_log, load_view, widget_history};
+use crate::http::routes::sessions::{decision_log, from_log, load_view, widget_history};
 use crate::state::AppState;
 
 const STATUSES: [&str; 7] = [

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::command::store::Actor;
-use crate::http::auth::{authenticate, Caller};
+use crate::http::auth::{Caller, Participant, SessionCaller};
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::http::routes::studies::ConfigVersionsSchema;
@@ -90,43 +90,6 @@ pub struct SessionResponse {
     researcher: Option<Map<String, Value>>,
 }
 
-fn parse_session_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::try_parse(raw).map_err(|_| ApiError::session_not_found())
-}
-
-/// Loads the session view and checks the caller may see it.
-pub(crate) async fn authorize(
-    state: &AppState,
-    req: &HttpRequest,
-    raw_id: &str,
-) -> Result<(Caller, Uuid), ApiError> {
-    let caller = authenticate(state, req).await?;
-    let session_id = parse_session_id(raw_id)?;
-    crate::telemetry::note_session(session_id);
-    match caller {
-        // A participant token is only valid for a session that exists.
-        Caller::Participant { session_id: own } if own == session_id => {}
-        Caller::Participant { .. } => {
-            if read::session_status(&state.db, &session_id.to_string())
-                .await?
-                .is_none()
-            {
-                return Err(ApiError::session_not_found());
-            }
-            return Err(ApiError::Forbidden("this token belongs to another session"));
-        }
-        Caller::Researcher => {
-            if read::session_status(&state.db, &session_id.to_string())
-                .await?
-                .is_none()
-            {
-                return Err(ApiError::session_not_found());
-            }
-        }
-    }
-    Ok((caller, session_id))
-}
-
 /// The session's state view (404 if it is not there).
 pub(crate) async fn load_view(
     state: &AppState,
@@ -135,20 +98,6 @@ pub(crate) async fn load_view(
     read::session_state(&state.db, &session_id.to_string())
         .await?
         .ok_or_else(ApiError::session_not_found)
-}
-
-/// Participant-only commands: researchers may read sessions but not speak in them.
-pub(crate) async fn authorize_participant(
-    state: &AppState,
-    req: &HttpRequest,
-    raw_id: &str,
-) -> Result<Uuid, ApiError> {
-    match authorize(state, req, raw_id).await? {
-        (Caller::Participant { .. }, id) => Ok(id),
-        (Caller::Researcher, ..) => Err(ApiError::Forbidden(
-            "only the participant can answer in a session",
-        )),
-    }
 }
 
 /// Runs a participant's command, gives the interviewer its turn (handing it the events the
@@ -216,11 +165,10 @@ pub(crate) async fn execute_participant(
 pub async fn post_message(
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    Participant { session_id }: Participant,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let limit = state.settings.max_message_bytes;
-    let session_id = authorize_participant(&state, &req, &path).await?;
     let request: PostMessageRequest = json_body(
         body,
         state.settings.message_body_bytes(),
@@ -274,10 +222,10 @@ pub async fn submit_interaction(
     state: web::Data<AppState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
+    Participant { session_id }: Participant,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (raw_session, interaction_id) = path.into_inner();
-    let session_id = authorize_participant(&state, &req, &raw_session).await?;
+    let (_, interaction_id) = path.into_inner();
     let request: SubmitInteractionRequest = json_body(
         body,
         state.settings.max_body_bytes,
@@ -312,9 +260,8 @@ pub async fn submit_interaction(
 pub async fn end(
     state: web::Data<AppState>,
     req: HttpRequest,
-    path: web::Path<String>,
+    Participant { session_id }: Participant,
 ) -> Result<HttpResponse, ApiError> {
-    let session_id = authorize_participant(&state, &req, &path).await?;
     let command = SessionCommand::RequestEnd(cmd::RequestEnd { at: Utc::now() });
     let status = execute_participant(&state, &req, session_id, command).await?;
     Ok(HttpResponse::Ok().json(SubmitInteractionResponse { ok: true, status }))
@@ -328,10 +275,8 @@ pub async fn end(
 #[get("/api/sessions/{session_id}")]
 pub async fn get(
     state: web::Data<AppState>,
-    req: HttpRequest,
-    path: web::Path<String>,
+    SessionCaller { caller, session_id }: SessionCaller,
 ) -> Result<HttpResponse, ApiError> {
-    let (caller, session_id) = authorize(&state, &req, &path).await?;
     let view = load_view(&state, session_id).await?;
     let rows = read::transcript(&state.db, &session_id.to_string()).await?;
     let transcript = rows

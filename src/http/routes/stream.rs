@@ -15,8 +15,8 @@ use actix_web::{get, web, HttpRequest, HttpResponse};
 use interview_projections::stream::{StreamEvent, StreamFolder};
 use tokio::sync::mpsc;
 
+use crate::http::auth::SessionCaller;
 use crate::http::error::ApiError;
-use crate::http::routes::sessions::authorize;
 use crate::live::feed::{Fed, FeedError, SessionFeed};
 use crate::state::AppState;
 
@@ -63,9 +63,8 @@ pub async fn stream(
     state: web::Data<AppState>,
     guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
-    path: web::Path<String>,
+    SessionCaller { session_id, .. }: SessionCaller,
 ) -> Result<HttpResponse, ApiError> {
-    let (_, session_id) = authorize(&state, &req, &path).await?;
     let after = last_event_id(&req)?;
     let slot = guards
         .streams

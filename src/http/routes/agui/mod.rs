@@ -25,9 +25,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::http::auth::Participant;
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
-use crate::http::routes::sessions::{authorize_participant, execute_participant};
+use crate::http::routes::sessions::execute_participant;
 use crate::live::feed::{Fed, FeedError, SessionFeed};
 use crate::state::AppState;
 use events::Translator;
@@ -49,10 +50,9 @@ pub async fn run(
     state: web::Data<AppState>,
     guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
-    path: web::Path<String>,
+    Participant { session_id }: Participant,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let session_id = authorize_participant(&state, &req, &path).await?;
     let limit = state
         .settings
         .max_body_bytes
