@@ -12,6 +12,8 @@ use actix_web::{web, App, HttpServer};
 use interview_projections::db::PoolSettings;
 use interview_projections::{Db, Projector};
 use interview_session::hash::sha256_hex;
+use utoipa::OpenApi;
+use utoipa_actix_web::AppExt;
 
 use crate::command::store::SessionStore;
 use crate::interviewer::Interviewer;
@@ -184,6 +186,14 @@ impl Application {
             // Innermost first: the door (bodies, caps, content types), CORS, then the error
             // envelope around both (so their refusals are JSON too), the request span outside.
             App::new()
+                .into_utoipa_app()
+                .openapi(crate::http::openapi::ApiDoc::openapi())
+                .app_data(app_state.clone())
+                .app_data(app_guards.clone())
+                .configure(crate::http::routes::configure)
+                .openapi_service(crate::http::openapi::serve)
+                .default_service(web::to(crate::http::routes::not_found))
+                .into_app()
                 .wrap(from_fn(crate::http::door::door))
                 .wrap(cors(&origins))
                 .wrap(from_fn(crate::http::error::envelope))
@@ -192,10 +202,6 @@ impl Application {
                     actix_web::middleware::DefaultHeaders::new()
                         .add(("x-content-type-options", "nosniff")),
                 )
-                .app_data(app_state.clone())
-                .app_data(app_guards.clone())
-                .configure(crate::http::routes::configure)
-                .default_service(web::to(crate::http::routes::not_found))
         })
         .on_connect(move |conn, data| crate::http::door::on_connect(&connections, conn, data))
         // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies

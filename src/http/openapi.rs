@@ -1,26 +1,16 @@
 //! The OpenAPI document, generated from the handlers' annotations and served at
 //! `/api/openapi.json`.
 
-use actix_web::{get, HttpResponse};
+use actix_web::{web, HttpResponse};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::http::routes::{erasure, health, join, research, sessions, stream, studies};
-
+/// The document's frame: its title, tags and security scheme. The paths are collected from the
+/// routes as they are registered (`routes::configure`, through `utoipa-actix-web`), so each
+/// route's method and path are written once, in its actix-web attribute.
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Interview Runtime API", description = "Event-sourced AI interview runtime"),
-    paths(
-        health::healthz, health::readyz,
-        studies::create, studies::list, studies::get, studies::overview, studies::replace, studies::publish, studies::pause, studies::resume, studies::rotate_link_secret, studies::remove_link_secret,
-        join::create, sessions::get, sessions::post_message, sessions::submit_interaction, sessions::end, crate::http::routes::agui::run,
-        crate::http::routes::page::study_page, crate::http::routes::page::session_page, crate::http::routes::page::asset, crate::http::routes::page::favicon, crate::http::routes::metrics::scrape,
-        stream::stream,
-        research::study_sessions, research::transcript, research::session_state, research::decisions,
-        research::tool_calls, research::interaction_events, research::events,
-        research::results, research::results_csv, research::results_jsonl,
-        erasure::withdraw, erasure::erase_session, erasure::erase_participant, erasure::purge_log,
-    ),
     modifiers(&BearerAuth),
     tags(
         (name = "participant", description = "Public link, messages, interactions"),
@@ -43,7 +33,10 @@ impl Modify for BearerAuth {
     }
 }
 
-#[get("/api/openapi.json")]
-pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(ApiDoc::openapi())
+/// `GET /api/openapi.json`: the document, as the routes were registered.
+pub fn serve(document: utoipa::openapi::OpenApi) -> actix_web::Resource {
+    web::resource("/api/openapi.json").route(web::get().to(move || {
+        let document = document.clone();
+        async move { HttpResponse::Ok().json(document) }
+    }))
 }

@@ -39,7 +39,7 @@ struct EraseParticipantBody {
 
 /// Withdraw from the interview: it ends if it is running, and everything the participant said,
 /// chose or was told is erased. Answers the erasure's receipt (the same one when called again).
-#[utoipa::path(post, path = "/api/sessions/{session_id}/withdraw", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path)),
     responses((status = 200, description = "the receipt: session_id, erased_at, erased_by, events_erased, head_hash, sequence, content_verified"),
               (status = 401), (status = 403, description = "a researcher token, or another session's"), (status = 404), (status = 503)))]
@@ -62,7 +62,7 @@ pub async fn withdraw(
 
 /// Erase a session's participant data (a researcher acting on a request); optional JSON
 /// `{"reason"}`. Answers the receipt (the same one when called again).
-#[utoipa::path(delete, path = "/api/sessions/{session_id}/participant-data", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)),
     request_body(content = Object, description = r#"optional: {"reason": "…"} (at most 500 characters; kept in the audit log)"#),
     responses((status = 200, description = "the receipt"), (status = 400), (status = 401),
@@ -98,7 +98,7 @@ pub async fn erase_session(
 /// Erase every session of a study created for a panel id (`participant_ref`): a data-subject
 /// request. Answers the receipts; a panel id whose sessions are all erased already names none
 /// any more (the erasure took it too), so a repeat answers an empty list.
-#[utoipa::path(post, path = "/api/studies/{study_id}/erasures", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     request_body(content = Object, description = r#"{"participant_ref": "…", "reason": "…"?}"#),
     responses((status = 200, description = "{study_id, receipts: [...]}"), (status = 400), (status = 401), (status = 403), (status = 404), (status = 422)))]
@@ -135,7 +135,7 @@ pub async fn erase_participant(
 }
 
 /// The study's purge log: every erasure of its sessions (session, when, who, why), oldest first.
-#[utoipa::path(get, path = "/api/studies/{study_id}/erasures", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200, description = "{study_id, erasures: [...]}"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/erasures")]

@@ -7,14 +7,14 @@ use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "alive")))]
+#[utoipa::path(tag = "operations", responses((status = 200, description = "alive")))]
 #[get("/healthz")]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
 /// The database answers.
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
+#[utoipa::path(tag = "operations", responses(
     (status = 200, description = "ready"),
     (status = 503, description = "database unreachable")))]
 #[get("/readyz")]

@@ -50,7 +50,7 @@ pub struct CreateSessionResponse {
 }
 
 /// Start a session from a study's public link (no login).
-#[utoipa::path(post, path = "/api/public/studies/{public_slug}/sessions", tag = "participant",
+#[utoipa::path(tag = "participant",
     params(("public_slug" = String, Path)),
     request_body(content = CreateSessionRequest, description = "optional"),
     responses((status = 201, body = CreateSessionResponse), (status = 400),

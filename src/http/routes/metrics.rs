@@ -7,7 +7,7 @@ use crate::http::error::ApiError;
 use crate::state::AppState;
 
 /// The metrics, in Prometheus text format.
-#[utoipa::path(get, path = "/metrics", tag = "operations", security(("bearer" = [])),
+#[utoipa::path(tag = "operations", security(("bearer" = [])),
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain"),
               (status = 401), (status = 403)))]
 #[get("/metrics")]

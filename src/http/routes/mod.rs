@@ -12,12 +12,12 @@ pub mod sessions;
 pub mod stream;
 pub mod studies;
 
-use actix_web::web;
+use utoipa_actix_web::service_config::ServiceConfig;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// Every route, each registered once: actix-web serves it and the OpenAPI document lists it.
+pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(health::healthz)
         .service(health::readyz)
-        .service(crate::http::openapi::openapi_json)
         .service(studies::create)
         .service(studies::list)
         .service(studies::get)

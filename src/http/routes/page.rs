@@ -138,7 +138,7 @@ async fn study_boot(state: &AppState, slug: &str) -> Result<serde_json::Value, A
 }
 
 /// The participant page for a study's public link.
-#[utoipa::path(get, path = "/interview/{public_slug}", tag = "page",
+#[utoipa::path(tag = "page",
     params(("public_slug" = String, Path)),
     responses((status = 200, description = "the interview page", content_type = "text/html")))]
 #[get("/interview/{public_slug}")]
@@ -151,7 +151,7 @@ pub async fn study_page(
 }
 
 /// The participant page reopening a session (its token is in the browser that started it).
-#[utoipa::path(get, path = "/interview/s/{session_id}", tag = "page",
+#[utoipa::path(tag = "page",
     params(("session_id" = String, Path)),
     responses((status = 200, description = "the interview page", content_type = "text/html")))]
 #[get("/interview/s/{session_id}")]
@@ -177,7 +177,7 @@ pub async fn session_page(
 }
 
 /// The page's script and style.
-#[utoipa::path(get, path = "/interview/assets/{file}", tag = "page",
+#[utoipa::path(tag = "page",
     params(("file" = String, Path, description = "app.js or app.css")),
     responses((status = 200, description = "a static asset"), (status = 404)))]
 #[get("/interview/assets/{file}")]
@@ -192,7 +192,7 @@ pub async fn asset(req: HttpRequest, path: web::Path<String>) -> Result<HttpResp
 }
 
 /// `/favicon.ico`, for clients that ask by that name: the page's icon (SVG).
-#[utoipa::path(get, path = "/favicon.ico", tag = "page",
+#[utoipa::path(tag = "page",
     responses((status = 200, description = "the page's icon, image/svg+xml")))]
 #[get("/favicon.ico")]
 pub async fn favicon(req: HttpRequest) -> HttpResponse {

@@ -92,7 +92,7 @@ fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
 }
 
 /// A study's sessions, oldest first, in pages.
-#[utoipa::path(get, path = "/api/studies/{study_id}/sessions", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path), SessionListQuery),
     responses((status = 200, description = "{sessions: [...], next_cursor}"), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/sessions")]
@@ -155,7 +155,7 @@ async fn researcher_session(
 }
 
 /// A session's transcript.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/transcript", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/transcript")]
 pub async fn transcript(
@@ -169,7 +169,7 @@ pub async fn transcript(
 }
 
 /// A session's state view.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/state", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/state")]
 pub async fn session_state(
@@ -189,7 +189,7 @@ pub async fn session_state(
 }
 
 /// A session's decision log.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/decisions", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/decisions")]
 pub async fn decisions(
@@ -203,7 +203,7 @@ pub async fn decisions(
 }
 
 /// A session's tool calls with their results.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/tool-calls", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/tool-calls")]
 pub async fn tool_calls(
@@ -217,7 +217,7 @@ pub async fn tool_calls(
 }
 
 /// A session's interaction events (rendered, submitted, skipped).
-#[utoipa::path(get, path = "/api/sessions/{session_id}/interaction-events", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/interaction-events")]
 pub async fn interaction_events(
@@ -232,7 +232,7 @@ pub async fn interaction_events(
 }
 
 /// A session's raw event log.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/events", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/events")]
 pub async fn events(
@@ -254,7 +254,7 @@ pub async fn events(
 }
 
 /// A study's results (completed, non-preview sessions), in pages.
-#[utoipa::path(get, path = "/api/studies/{study_id}/results", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path), PageQuery),
     responses((status = 200, description = "{results: [...], next_cursor}"), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results")]
@@ -335,7 +335,7 @@ async fn export_results(
 }
 
 /// A study's results as CSV, streamed.
-#[utoipa::path(get, path = "/api/studies/{study_id}/results.csv", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path)), responses((status = 200, content_type = "text/csv"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results.csv")]
 pub async fn results_csv(
@@ -347,7 +347,7 @@ pub async fn results_csv(
 }
 
 /// A study's results as JSON Lines, streamed.
-#[utoipa::path(get, path = "/api/studies/{study_id}/results.jsonl", tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = [])),
     params(("study_id" = String, Path)), responses((status = 200, content_type = "application/x-ndjson"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results.jsonl")]
 pub async fn results_jsonl(

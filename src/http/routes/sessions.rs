@@ -156,7 +156,7 @@ pub(crate) async fn execute_participant(
 }
 
 /// Post a participant message.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/messages", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path)), request_body = PostMessageRequest,
     responses((status = 202, body = PostMessageResponse), (status = 400), (status = 401), (status = 403), (status = 404),
               (status = 409, description = "a pending interaction or another state conflict; details say which"),
@@ -211,7 +211,7 @@ pub async fn post_message(
 }
 
 /// Answer (or skip) the pending interaction.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/interactions/{interaction_id}/submit", tag = "participant",
+#[utoipa::path(tag = "participant",
     security(("bearer" = [])),
     params(("session_id" = String, Path), ("interaction_id" = String, Path)), request_body = SubmitInteractionRequest,
     responses((status = 200, body = SubmitInteractionResponse), (status = 400), (status = 401), (status = 403),
@@ -252,7 +252,7 @@ pub async fn submit_interaction(
 /// confirms its summary (ending again at that step completes the session with the summary
 /// unconfirmed); before it (consent, screening) the session is abandoned. A widget left open
 /// is recorded as skipped. The body, if any, is ignored.
-#[utoipa::path(post, path = "/api/sessions/{session_id}/end", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path)),
     responses((status = 200, body = SubmitInteractionResponse), (status = 401), (status = 403), (status = 404),
               (status = 410, description = "the session has already ended"), (status = 503)))]
@@ -269,7 +269,7 @@ pub async fn end(
 
 /// Read a session: participants see their conversation; researchers also see tool calls,
 /// interaction events, extracted fields and the decision log.
-#[utoipa::path(get, path = "/api/sessions/{session_id}", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path)),
     responses((status = 200, body = SessionResponse), (status = 401), (status = 403), (status = 404), (status = 503)))]
 #[get("/api/sessions/{session_id}")]

@@ -52,7 +52,7 @@ fn last_event_id(req: &HttpRequest) -> Result<u64, ApiError> {
 }
 
 /// Stream a session's events live (Server-Sent Events), resuming after `Last-Event-ID`.
-#[utoipa::path(get, path = "/api/sessions/{session_id}/stream", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path),
            ("last_event_id" = Option<u64>, Query, description = "resume after this id (or the Last-Event-ID header)"),
            ("token" = Option<String>, Query, description = "the participant token, for EventSource")),

@@ -99,7 +99,7 @@ async fn definition_body(
 }
 
 /// Create a study draft from a definition.
-#[utoipa::path(post, path = "/api/studies", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     request_body(content = Object, description = "A study definition (docs/study-definition.md)"),
     responses((status = 201, body = StudyResponse), (status = 400), (status = 401), (status = 403), (status = 413),
               (status = 422, description = "the definition breaks a rule; details.field names it")))]
@@ -115,7 +115,7 @@ pub async fn create(
 }
 
 /// Replace a study's draft definition (published sessions are unaffected until the next publish).
-#[utoipa::path(put, path = "/api/studies/{study_id}", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     request_body(content = Object, description = "A study definition"),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 422)))]
@@ -133,7 +133,7 @@ pub async fn replace(
 }
 
 /// Publish the draft: four content-addressed version ids and the public slug.
-#[utoipa::path(post, path = "/api/studies/{study_id}/publish", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
               (status = 409, description = "slug_taken"), (status = 422)))]
@@ -149,7 +149,7 @@ pub async fn publish(
 }
 
 /// Pause a published study: new sessions are refused (409 `study_paused`).
-#[utoipa::path(post, path = "/api/studies/{study_id}/pause", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
               (status = 409, description = "study_not_published")))]
@@ -165,7 +165,7 @@ pub async fn pause(
 }
 
 /// Resume a paused study.
-#[utoipa::path(post, path = "/api/studies/{study_id}/resume", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 409)))]
 #[post("/api/studies/{study_id}/resume")]
@@ -186,7 +186,7 @@ pub struct StudyList {
 }
 
 /// List studies.
-#[utoipa::path(get, path = "/api/studies", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     responses((status = 200, body = StudyList), (status = 401), (status = 403)))]
 #[get("/api/studies")]
 pub async fn list(
@@ -199,7 +199,7 @@ pub async fn list(
 }
 
 /// One study.
-#[utoipa::path(get, path = "/api/studies/{study_id}", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}")]
@@ -213,7 +213,7 @@ pub async fn get(
 
 /// A study's overview: the funnel, where sessions stopped, and over its completed interviews
 /// durations, turns, objective coverage, field fill rates and model spend (`docs/overview.md`).
-#[utoipa::path(get, path = "/api/studies/{study_id}/overview", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/overview")]
@@ -265,7 +265,7 @@ pub struct LinkSecretRequest {
 
 /// Start signing the study's participant links (or replace the secret: links signed with the
 /// old one stop working). From then on a create with a `participant_ref` needs its signature.
-#[utoipa::path(post, path = "/api/studies/{study_id}/participant-link-secret", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)), request_body(content = LinkSecretRequest, description = "optional"),
     responses((status = 200, body = LinkSecretResponse), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[post("/api/studies/{study_id}/participant-link-secret")]
@@ -301,7 +301,7 @@ pub async fn rotate_link_secret(
 }
 
 /// Stop signing the study's participant links: references are taken unsigned again.
-#[utoipa::path(delete, path = "/api/studies/{study_id}/participant-link-secret", tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = [])),
     params(("study_id" = String, Path)),
     responses((status = 204), (status = 401), (status = 403), (status = 404)))]
 #[delete("/api/studies/{study_id}/participant-link-secret")]

@@ -38,7 +38,7 @@ use input::{ResumeStatus, RunAgentInput};
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Run the interview over AG-UI (RunAgentInput in, an AG-UI event stream out).
-#[utoipa::path(post, path = "/api/sessions/{session_id}/agui", tag = "participant", security(("bearer" = [])),
+#[utoipa::path(tag = "participant", security(("bearer" = [])),
     params(("session_id" = String, Path)),
     request_body(content = Object, description = "an AG-UI RunAgentInput: threadId = the session id, runId, messages (the last user message is the new one), resume (answers the pending interaction)"),
     responses((status = 200, description = "text/event-stream of AG-UI events", content_type = "text/event-stream"),
