@@ -1,13 +1,10 @@
 //! The `replay` binary against a real log written by the real server, on both stores (the
 //! PostgreSQL one on the cluster named by `TEST_DATABASE_URL`, as `scripts/test` starts it).
 
-mod common;
-#[path = "common/fixture.rs"]
-mod fixture;
-
-use common::replay;
-use fixture::{Fixture, Store};
+use interview_test_kit::app::TestApp;
 use interview_test_kit::both_stores;
+use interview_test_kit::replay;
+use interview_test_kit::Store;
 
 use std::process::Command;
 
@@ -15,16 +12,16 @@ use interview_projections::columns::Kind;
 use serde_json::Value;
 
 async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: Store) {
-    let f = Fixture::start(store).await;
+    let f = TestApp::spawn_for_audit(store, |_| {}).await;
     f.interviewed_session().await;
     let session = f.interviewed_session().await;
-    let url = f.url.as_str();
+    let url = &f.database_url();
 
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("2 session(s) checked, 0 failed"), "{out}");
 
-    let (code, out, _) = replay(url, &["show", &session]);
+    let (code, out, _) = replay!(url, &["show", &session]);
     assert_eq!(code, 0);
     assert!(
         out.contains("session.created")
@@ -32,7 +29,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
             && out.contains("Consent must be given"),
         "{out}"
     );
-    let (_, json_out, _) = replay(url, &["show", &session, "--json"]);
+    let (_, json_out, _) = replay!(url, &["show", &session, "--json"]);
     let lines: Vec<Value> = json_out
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -54,23 +51,23 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         .filter(|l| l["event_type"] == "interaction.rendered")
         .all(|l| l["payload"]["interaction"]["interaction_id"].is_string()));
 
-    let (code, out, _) = replay(url, &["at", &session, "--seq", "1"]);
+    let (code, out, _) = replay!(url, &["at", &session, "--seq", "1"]);
     assert_eq!(code, 0);
     let at: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(at["session_state"]["status"], "created");
 
-    let (code, out, _) = replay(url, &["stream", &session]);
+    let (code, out, _) = replay!(url, &["stream", &session]);
     assert_eq!(code, 0);
     assert!(out.starts_with("event: session.status\nid: 1\n"), "{out}");
     assert!(out.contains("event: interaction.render") && out.contains("event: message.completed"));
 
     // A portable bundle verifies with no database, against its head.
-    let bundle = f.dir.join("bundle.jsonl");
-    let (code, head, _) = replay(url, &["export", &session, "-o", bundle.to_str().unwrap()]);
+    let bundle = f.data_dir().join("bundle.jsonl");
+    let (code, head, _) = replay!(url, &["export", &session, "-o", bundle.to_str().unwrap()]);
     assert_eq!(code, 0);
     let head = head.trim().to_string();
     let nowhere = "postgres://127.0.0.1:1/none";
-    let (code, out, _) = replay(
+    let (code, out, _) = replay!(
         nowhere,
         &[
             "verify",
@@ -81,7 +78,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         ],
     );
     assert_eq!(code, 0, "{out}");
-    let (code, _, _) = replay(
+    let (code, _, _) = replay!(
         nowhere,
         &[
             "verify",
@@ -92,15 +89,15 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         ],
     );
     assert_eq!(code, 1);
-    let (code, out, _) = replay(nowhere, &["show", "--bundle", bundle.to_str().unwrap()]);
+    let (code, out, _) = replay!(nowhere, &["show", "--bundle", bundle.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(out.contains("session.created"));
     let tampered = std::fs::read_to_string(&bundle)
         .unwrap()
         .replace("shared list", "paper list");
-    let tampered_path = f.dir.join("tampered.jsonl");
+    let tampered_path = f.data_dir().join("tampered.jsonl");
     std::fs::write(&tampered_path, tampered).unwrap();
-    let (code, out, _) = replay(
+    let (code, out, _) = replay!(
         nowhere,
         &["verify", "--bundle", tampered_path.to_str().unwrap()],
     );
@@ -113,7 +110,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         &format!("UPDATE session_state SET state = jsonb_set(state, '{{turn_count}}', '99') WHERE session_id = '{session}'"),
     )
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("column state differs at .turn_count: stored 99"),
@@ -124,20 +121,20 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     assert_eq!(overview["funnel"]["created"], 2, "{overview}");
     f.exec_both("UPDATE study_overview SET n = n + 5").await;
     assert_ne!(f.overview().await, overview);
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("FAILED    study overviews")
             && out.contains("overview count created is 7, its sessions add up to 2"),
         "{out}"
     );
-    let (code, out, _) = replay(url, &["rebuild", "--all"]);
+    let (code, out, _) = replay!(url, &["rebuild", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("events/s"), "{out}");
     assert_eq!(f.overview().await, overview, "the overview summed again");
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 0, "{out}");
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
 
     // A tampered log is caught.
@@ -146,7 +143,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         &format!("UPDATE events SET payload = jsonb_set(payload, '{{content}}', '\"We never plan.\"') WHERE aggregate_id = '{session}' AND event_type = 'participant.message.created'"),
     )
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("does not match the payload"), "{out}");
 
@@ -154,7 +151,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     let second = f.interviewed_session().await;
     let third = f.interviewed_session().await;
     for id in [&second, &third] {
-        assert_eq!(replay(url, &["verify", id]).0, 0);
+        assert_eq!(replay!(url, &["verify", id]).0, 0);
     }
     for (from, to) in [(2, 1000), (3, 2), (1000, 3)] {
         f.exec_both(&format!(
@@ -162,7 +159,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         ))
         .await;
     }
-    let (code, out, _) = replay(url, &["verify", &second]);
+    let (code, out, _) = replay!(url, &["verify", &second]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("the previous hash"),
@@ -172,7 +169,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
         "DELETE FROM events WHERE aggregate_id = '{third}' AND sequence = 3"
     ))
     .await;
-    let (code, out, _) = replay(url, &["verify", &third]);
+    let (code, out, _) = replay!(url, &["verify", &third]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("expected sequence 3, found 4"),
@@ -180,14 +177,14 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     );
 
     // Clear errors and distinct exit codes.
-    let (code, _, err) = replay(url, &["show", "no-such-session"]);
+    let (code, _, err) = replay!(url, &["show", "no-such-session"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("no session"));
-    let (code, _, _) = replay(nowhere, &["show", &session]);
+    let (code, _, _) = replay!(nowhere, &["show", &session]);
     assert_eq!(code, 4);
-    let (code, _, _) = replay(url, &["verify", "--bundle", "/nonexistent/bundle.jsonl"]);
+    let (code, _, _) = replay!(url, &["verify", "--bundle", "/nonexistent/bundle.jsonl"]);
     assert_eq!(code, 5);
-    let _ = std::fs::remove_dir_all(&f.dir);
+    let _ = std::fs::remove_dir_all(f.data_dir());
 }
 
 /// `replay show … | head`: a reader that closes the pipe early ends replay quietly, without a
@@ -195,7 +192,7 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
 async fn a_closed_pipe_ends_replay_quietly(store: Store) {
     use std::io::Read;
     use std::process::Stdio;
-    let f = Fixture::start(store).await;
+    let f = TestApp::spawn_for_audit(store, |_| {}).await;
     let session = f.interviewed_session().await;
     for args in [
         vec!["show", session.as_str()],
@@ -203,7 +200,7 @@ async fn a_closed_pipe_ends_replay_quietly(store: Store) {
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_replay"))
             .args(&args)
-            .env("DATABASE_URL", &f.url)
+            .env("DATABASE_URL", f.database_url())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -253,10 +250,10 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,
         TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
     };
-    let f = Fixture::start(store).await;
+    let f = TestApp::spawn_for_audit(store, |_| {}).await;
     let session = f.completed_session().await;
-    let url = f.url.as_str();
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let url = &f.database_url();
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
     let tables: [(&str, &[&str], &[Kind]); 4] = [
         ("session_state", &STATE_COLUMNS, &STATE_KINDS),
@@ -271,9 +268,9 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             ))
             .await;
         }
-        let (code, out, _) = replay(url, &["rebuild", &session]);
+        let (code, out, _) = replay!(url, &["rebuild", &session]);
         assert_eq!(code, 0, "{out}");
-        let (code, out, _) = replay(url, &["verify", &session]);
+        let (code, out, _) = replay!(url, &["verify", &session]);
         assert_eq!(code, 0, "a rebuild restores the views: {out}");
     };
     let mut caught = 0;
@@ -281,7 +278,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         for (column, kind) in columns.iter().zip(kinds.iter()) {
             f.exec_both(&tamper_sql(store, table, column, *kind, &session))
                 .await;
-            let (code, out, _) = replay(url, &["verify", &session]);
+            let (code, out, _) = replay!(url, &["verify", &session]);
             assert_eq!(code, 1, "{table}.{column} tampered, yet: {out}");
             assert!(out.contains(table), "{table}.{column}: {out}");
             if *column != "session_id" && *column != "seq" {
@@ -301,7 +298,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         "DELETE FROM results WHERE session_id = '{session}'"
     ))
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("results: missing from the store"), "{out}");
     restore().await;
@@ -311,7 +308,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         "UPDATE events SET event_version = '3' WHERE aggregate_id = '{session}' AND sequence = 2"
     ))
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("event 2:") && out.contains("does not match the payload"),
@@ -328,7 +325,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         &format!("UPDATE events SET metadata = '{{\"actor\":\"forged\"}}'::jsonb WHERE aggregate_id = '{session}'"),
     )
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("not audited: event metadata"), "{out}");
 
@@ -337,17 +334,17 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
         "DELETE FROM events WHERE aggregate_id = '{session}' AND sequence = 1"
     ))
     .await;
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains(&format!("FAILED    {session}")), "{out}");
     f.exec_both(&format!(
         "DELETE FROM events WHERE aggregate_id = '{session}'"
     ))
     .await;
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("the log has no event of it"), "{out}");
-    let _ = std::fs::remove_dir_all(&f.dir);
+    let _ = std::fs::remove_dir_all(f.data_dir());
 }
 
 both_stores!(

@@ -3,44 +3,37 @@
 //! and what was erased, a rebuild from the erased log gives the stored views, and an edit of an
 //! erased event is caught.
 
-mod common;
-#[path = "common/fixture.rs"]
-mod fixture;
-
-use common::replay;
-use fixture::{Fixture, Store};
+use interview_test_kit::app::{TestApp, RESEARCHER_TOKEN};
 use interview_test_kit::both_stores;
+use interview_test_kit::replay;
+use interview_test_kit::Store;
 use serde_json::Value;
 
 const WORDS: &str = "Sunday evenings with a shared list";
 
 async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
-    let f = Fixture::start(store).await;
+    let f = TestApp::spawn_for_audit(store, |_| {}).await;
     let session = f.completed_session().await;
     let kept = f.completed_session().await;
-    let url = f.url.as_str();
-    let (_, shown, _) = replay(url, &["show", &session]);
+    let url = &f.database_url();
+    let (_, shown, _) = replay!(url, &["show", &session]);
     assert!(shown.contains(WORDS), "{shown}");
     // What an auditor exported before the erasure.
-    let before = f.dir.join("before.jsonl");
-    let other = f.dir.join("other.jsonl");
+    let before = f.data_dir().join("before.jsonl");
+    let other = f.data_dir().join("other.jsonl");
     for (id, path) in [(&session, &before), (&kept, &other)] {
-        let (code, _, err) = replay(url, &["export", id, "-o", path.to_str().unwrap()]);
+        let (code, _, err) = replay!(url, &["export", id, "-o", path.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
     }
 
     let receipt: Value = f
-        .http
-        .delete(format!(
-            "{}/api/sessions/{session}/participant-data",
-            f.base
-        ))
-        .bearer_auth("r")
-        .header("content-type", "application/json")
-        .body(r#"{"reason": "ethics board request 17"}"#)
-        .send()
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{session}/participant-data"),
+            Some(RESEARCHER_TOKEN),
+            Some(r#"{"reason": "ethics board request 17"}"#.into()),
+        )
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();
@@ -52,14 +45,14 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
         vec!["at", &session, "--seq", "1000"],
         vec!["stream", &session],
     ] {
-        let (code, out, err) = replay(url, &args);
+        let (code, out, err) = replay!(url, &args);
         assert_eq!(code, 0, "{args:?}: {err}");
         assert!(
             !out.contains(WORDS) && !out.contains("Sunday"),
             "{args:?}: {out}"
         );
     }
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("erased:") && out.contains("by the researcher"),
@@ -70,23 +63,23 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
         "{out}"
     );
     assert!(out.contains(head), "{out}");
-    let (code, out, _) = replay(url, &["verify", &kept]);
+    let (code, out, _) = replay!(url, &["verify", &kept]);
     assert_eq!(code, 0);
     assert!(!out.contains("erased:"), "{out}");
 
     // An exported bundle holds nothing erased and verifies against the receipt's head.
-    let bundle = f.dir.join("erased.jsonl");
+    let bundle = f.data_dir().join("erased.jsonl");
     let (code, exported_head, _) =
-        replay(url, &["export", &session, "-o", bundle.to_str().unwrap()]);
+        replay!(url, &["export", &session, "-o", bundle.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(exported_head.trim(), head);
     assert!(!std::fs::read_to_string(&bundle).unwrap().contains("Sunday"));
     let path = bundle.to_str().unwrap();
-    let (code, out, _) = replay(url, &["verify", "--bundle", path, "--expect-head", head]);
+    let (code, out, _) = replay!(url, &["verify", "--bundle", path, "--expect-head", head]);
     assert_eq!(code, 0, "{out}");
 
     // The chain exported before links to the erased one; another session's does not.
-    let (code, out, _) = replay(
+    let (code, out, _) = replay!(
         url,
         &[
             "verify",
@@ -97,7 +90,7 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     );
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("linked:"), "{out}");
-    let (code, out, _) = replay(
+    let (code, out, _) = replay!(
         url,
         &["verify", &session, "--erased-from", other.to_str().unwrap()],
     );
@@ -105,9 +98,9 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     assert!(out.contains("is not the bundle's event"), "{out}");
 
     // The views rebuilt from the erased log are the stored ones.
-    let (code, out, _) = replay(url, &["rebuild", &session]);
+    let (code, out, _) = replay!(url, &["rebuild", &session]);
     assert_eq!(code, 0, "{out}");
-    let (code, out, _) = replay(url, &["verify", "--all"]);
+    let (code, out, _) = replay!(url, &["verify", "--all"]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("2 session(s) checked, 0 failed"), "{out}");
 
@@ -119,7 +112,7 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
         &format!("UPDATE events SET payload = jsonb_set(payload, '{{content}}', '\"forged\"') WHERE {message}"),
     )
     .await;
-    let (code, out, _) = replay(url, &["verify", &session]);
+    let (code, out, _) = replay!(url, &["verify", &session]);
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("are not the ones erased"), "{out}");
 }
@@ -129,27 +122,27 @@ async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
 /// why.
 async fn replay_reads_content_only_with_the_data_key(store: Store) {
     const KEY: &str = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e";
-    let f = Fixture::start_with(store, |s| {
+    let f = TestApp::spawn_for_audit(store, |s| {
         s.data_key = Some(interview_runtime::settings::Secret(KEY.into()))
     })
     .await;
     let session = f.completed_session().await;
-    let url = f.url.as_str();
+    let url = &f.database_url();
     assert!(
-        !f.dir.join("data.key").exists(),
+        !f.data_dir().join("data.key").exists(),
         "no key file when the key is given"
     );
 
-    let (code, out, err) = replay(url, &["verify", &session]);
+    let (code, out, err) = replay!(url, &["verify", &session]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("encrypted and does not open here"), "{out}");
-    let (_, shown, _) = replay(url, &["show", &session]);
+    let (_, shown, _) = replay!(url, &["show", &session]);
     assert!(!shown.contains(WORDS), "{shown}");
 
     let key = [("DATA_KEY", KEY)];
-    let (code, out, err) = common::replay_with(url, &["verify", &session], &key);
+    let (code, out, err) = replay!(url, &["verify", &session], &key);
     assert_eq!(code, 0, "{out}{err}");
-    let (code, shown, err) = common::replay_with(url, &["show", &session], &key);
+    let (code, shown, err) = replay!(url, &["show", &session], &key);
     assert_eq!(code, 0, "{err}");
     assert!(shown.contains(WORDS), "{shown}");
 }

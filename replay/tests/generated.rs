@@ -14,8 +14,6 @@
 //! The longer run (thousands) is `GEN_SESSIONS=2000 cargo test -p interview-replay --test
 //! generated --release` (docs/audit.md).
 
-mod common;
-
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,7 +124,7 @@ impl Server {
         let dir = std::env::temp_dir().join(format!("gen-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let url = if postgres {
-            common::fresh_postgres_database().await
+            interview_test_kit::fresh_postgres_database().await
         } else {
             format!("sqlite://{}", dir.join("interview.db").display())
         };

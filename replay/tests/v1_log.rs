@@ -8,10 +8,9 @@
 //! change since: the view format 2 words widget answers in the transcript as the results do
 //! (`projections/src/view_format.rs`; three rows differ from what was answered then).
 
-mod common;
-
-use common::replay;
 use interview_session::commands as cmd;
+use interview_test_kit::app::{TestApp, RESEARCHER_TOKEN};
+use interview_test_kit::replay;
 use interview_test_kit::{both_stores, Store};
 
 use interview_projections::Db;
@@ -24,41 +23,6 @@ const BUNDLE: &str = concat!(
     "/../tests/fixtures/v1/session.jsonl"
 );
 const VIEWS: &str = include_str!("../../tests/fixtures/v1/views.json");
-
-struct Server {
-    url: String,
-    base: String,
-    db: Db,
-    state: actix_web::web::Data<interview_runtime::state::AppState>,
-}
-
-async fn start(store: Store) -> Server {
-    let dir = std::env::temp_dir().join(format!("replay-v1-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = match store {
-        Store::Sqlite => format!("sqlite://{}", dir.join("interview.db").display()),
-        Store::Postgres => common::fresh_postgres_database().await,
-    };
-    let settings = Settings {
-        bind: "127.0.0.1:0".into(),
-        database_url: Some(url.clone()),
-        data_dir: dir,
-        researcher_tokens: vec![Secret("r".into())],
-        sweep_interval_secs: 1,
-        ..Settings::default()
-    };
-    let app = Application::build(settings).await.unwrap();
-    let base = format!("http://127.0.0.1:{}", app.port());
-    let state = app.state();
-    let db = state.db.clone();
-    tokio::spawn(app.run_until_stopped());
-    Server {
-        url,
-        base,
-        db,
-        state,
-    }
-}
 
 /// The fixture's stored events, one JSON object per line.
 fn fixture_events() -> Vec<Value> {
@@ -100,10 +64,10 @@ async fn insert(db: &Db, session: &str, events: &[Value]) {
     });
 }
 
-async fn get(server: &Server, path: &str) -> Value {
+async fn get(server: &TestApp, path: &str) -> Value {
     reqwest::Client::new()
-        .get(format!("{}{path}", server.base))
-        .bearer_auth("r")
+        .get(format!("{}{path}", server.address))
+        .bearer_auth(RESEARCHER_TOKEN)
         .send()
         .await
         .unwrap()
@@ -113,16 +77,16 @@ async fn get(server: &Server, path: &str) -> Value {
 }
 
 async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Store) {
-    let server = start(store).await;
+    let server = TestApp::spawn_for_audit(store, |_| {}).await;
     let (session, events) = fixture();
     assert!(events.iter().all(|e| e["event_version"] == "1"));
-    insert(&server.db, &session, &events).await;
+    insert(server.db(), &session, &events).await;
 
-    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    let (code, out, err) = replay!(&server.database_url(), &["rebuild", &session]);
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    let (code, out, err) = replay!(&server.database_url(), &["verify", &session]);
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = replay(&server.url, &["verify", "--bundle", BUNDLE]);
+    let (code, out, err) = replay!(&server.database_url(), &["verify", "--bundle", BUNDLE]);
     assert_eq!(code, 0, "{out}{err}");
 
     let expected: Value = serde_json::from_str(VIEWS).unwrap();
@@ -139,7 +103,7 @@ async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Stor
         assert_eq!(now, expected[key], "GET /api/sessions/{{id}}{path} differs");
     }
     let study = expected["study"]["study_id"].as_str().unwrap();
-    let results = interview_projections::read::results_page(&server.db, study, None, 10)
+    let results = interview_projections::read::results_page(server.db(), study, None, 10)
         .await
         .unwrap();
     assert_eq!(
@@ -149,8 +113,8 @@ async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Stor
 
     // The export of the stored log is the fixture again.
     let out_path = std::env::temp_dir().join(format!("v1-{}.jsonl", uuid::Uuid::new_v4()));
-    let (code, _, err) = replay(
-        &server.url,
+    let (code, _, err) = replay!(
+        &server.database_url(),
         &["export", &session, "-o", out_path.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{err}");
@@ -163,7 +127,7 @@ async fn a_version_1_log_verifies_and_rebuilds_the_views_of_its_time(store: Stor
 }
 
 async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
-    let server = start(store).await;
+    let server = TestApp::spawn_for_audit(store, |_| {}).await;
     let (session, events) = fixture();
     // Up to an interviewer's question: waiting for the participant.
     let cut = events
@@ -174,8 +138,8 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
                 && e["sequence"].as_u64().unwrap() > 20
         })
         .unwrap();
-    insert(&server.db, &session, &events[..=cut]).await;
-    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    insert(server.db(), &session, &events[..=cut]).await;
+    let (code, out, err) = replay!(&server.database_url(), &["rebuild", &session]);
     assert_eq!(code, 0, "{out}{err}");
     // Two days on, the sweeper's command expires it: new events on the old chain.
     let later = chrono::Utc::now() + chrono::Duration::days(2);
@@ -192,7 +156,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
         .unwrap();
     let view = get(&server, &format!("/api/sessions/{session}")).await;
     assert_eq!(view["status"], "abandoned", "{view}");
-    let versions = interview_projections::read::event_versions(&server.db, &session)
+    let versions = interview_projections::read::event_versions(server.db(), &session)
         .await
         .unwrap();
     assert!(versions[..=cut].iter().all(|v| v == "1"));
@@ -203,7 +167,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
         "{versions:?}"
     );
     assert!(versions.len() > cut + 1);
-    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    let (code, out, err) = replay!(&server.database_url(), &["verify", &session]);
     assert_eq!(code, 0, "{out}{err}");
     // The researcher's log reads alike across the two versions: each event names the one before.
     let log = get(&server, &format!("/api/sessions/{session}/events")).await;
@@ -218,7 +182,7 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
 /// an edited payload breaks the chain at that event only, even for events written after it by a
 /// process that read the log cold.
 async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
-    let first = start(store).await;
+    let first = TestApp::spawn_for_audit(store, |_| {}).await;
     let (session, events) = fixture();
     let cut = events
         .iter()
@@ -226,7 +190,7 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
             e["event_type"] == "session.status_changed" && e["payload"]["to"] == "waiting_for_user"
         })
         .unwrap();
-    insert(&first.db, &session, &events[..=cut]).await;
+    insert(first.db(), &session, &events[..=cut]).await;
     let later = chrono::Utc::now() + chrono::Duration::days(2);
     let system = |command| {
         let state = first.state.clone();
@@ -253,15 +217,15 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
         Store::Sqlite => format!("UPDATE events SET payload = json_set(payload, '$.reason', 'participant_requested_end') WHERE aggregate_id = '{session}' AND event_type = 'session.abandoned'"),
         Store::Postgres => format!("UPDATE events SET payload = jsonb_set(payload, '{{reason}}', '\"participant_requested_end\"') WHERE aggregate_id = '{session}' AND event_type = 'session.abandoned'"),
     };
-    interview_projections::on_db!(write(&first.db), |pool| {
+    interview_projections::on_db!(write(first.db()), |pool| {
         sqlx::query(&sql).execute(pool).await.unwrap();
     });
     // Another process, cold, writes after it.
     let settings = Settings {
         bind: "127.0.0.1:0".into(),
-        database_url: Some(first.url.clone()),
+        database_url: Some(first.database_url().clone()),
         data_dir: std::env::temp_dir().join(format!("replay-v1-{}", uuid::Uuid::new_v4().simple())),
-        researcher_tokens: vec![Secret("r".into())],
+        researcher_tokens: vec![Secret(RESEARCHER_TOKEN.into())],
         sweep_interval_secs: 0,
         demo_study: false,
         ..Settings::default()
@@ -283,7 +247,7 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
         )
         .await
         .unwrap();
-    let (code, out, _) = replay(&first.url, &["verify", &session]);
+    let (code, out, _) = replay!(&first.database_url(), &["verify", &session]);
     assert_eq!(code, 1, "{out}");
     let broken: Vec<&str> = out
         .lines()
@@ -296,10 +260,10 @@ async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
 /// other: nothing of its content is left, its rows carry their hashes in the column, and it
 /// verifies, linking to the head it had.
 async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
-    let server = start(store).await;
+    let server = TestApp::spawn_for_audit(store, |_| {}).await;
     let (session, events) = fixture();
-    insert(&server.db, &session, &events).await;
-    let (code, out, err) = replay(&server.url, &["rebuild", &session]);
+    insert(server.db(), &session, &events).await;
+    let (code, out, err) = replay!(&server.database_url(), &["rebuild", &session]);
     assert_eq!(code, 0, "{out}{err}");
     let old_head = events.last().unwrap()["payload"]["hash"].as_str().unwrap();
     let said = events
@@ -320,12 +284,12 @@ async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
     assert_eq!(receipt.events_erased, events.len() as u64);
     assert!(receipt.content_verified);
 
-    let (code, out, err) = replay(&server.url, &["verify", &session]);
+    let (code, out, err) = replay!(&server.database_url(), &["verify", &session]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("erased:"), "{out}");
-    let (_, shown, _) = replay(&server.url, &["show", &session, "--json"]);
+    let (_, shown, _) = replay!(&server.database_url(), &["show", &session, "--json"]);
     assert!(!shown.contains(&said), "{shown}");
-    let rows = interview_projections::log::all_rows(&server.db, &session)
+    let rows = interview_projections::log::all_rows(server.db(), &session)
         .await
         .unwrap();
     assert!(rows[..events.len()]

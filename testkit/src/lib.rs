@@ -5,11 +5,17 @@
 //!   store runs on both, the PostgreSQL one on a new database of the cluster `scripts/test`
 //!   starts;
 //! - [`scripted_model`]: an OpenAI-compatible server on loopback, answering from a script;
+//! - [`app`]: the real server on port 0 against a fresh database, with typed helpers, and
+//!   [`paths`]: the API's addresses;
 //! - [`participant`] and [`widget_values`]: a participant over plain HTTP and a valid answer
-//!   for each widget.
+//!   for each widget;
+//! - [`replay`]: the `replay` binary run against a database.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod participant;
+pub mod paths;
+pub mod replay;
 pub mod scripted_model;
 pub mod widget_values;
 

@@ -20,7 +20,6 @@ use serde_json::{json, Value};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
-#[allow(dead_code)] // each binary that includes this file uses some
 pub enum Reply {
     /// A tool call whose arguments stream in small pieces.
     Tool(&'static str, Value),
@@ -62,7 +61,6 @@ pub enum Reply {
 
 /// How the endpoint reports token usage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[allow(dead_code)] // each binary that includes this file uses some
 pub enum UsageReport {
     /// In a final chunk without choices (OpenAI with `stream_options.include_usage`).
     #[default]
@@ -75,7 +73,6 @@ pub enum UsageReport {
 
 /// What an endpoint refuses with 400, as servers that do not implement all of OpenAI's API do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[allow(dead_code)]
 pub enum Strictness {
     #[default]
     Lenient,
@@ -129,7 +126,6 @@ type Answerer = fn(&Value) -> Reply;
 
 /// One answered request's span.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)]
 pub struct Call {
     pub extraction: bool,
     pub arrived: std::time::Instant,
@@ -210,7 +206,6 @@ impl ScriptedModel {
 
     /// Answers with `reply` whenever the script is empty, and stops recording requests (a
     /// model that always answers at once, for benchmarks).
-    #[allow(dead_code)] // the bench binary includes this file and uses it
     pub fn always(&self, reply: Reply) {
         *self.shared.fallback.lock().unwrap() = Some(reply);
         self.shared
@@ -219,7 +214,6 @@ impl ScriptedModel {
     }
 
     /// Time to the first token and between tokens, for every streamed answer from now on.
-    #[allow(dead_code)]
     pub fn pace(&self, first_token: std::time::Duration, between_tokens: std::time::Duration) {
         self.shared.behaviour.lock().unwrap().pace = Pace {
             first_token,
@@ -227,30 +221,25 @@ impl ScriptedModel {
         };
     }
 
-    #[allow(dead_code)]
     pub fn usage(&self, report: UsageReport) {
         self.shared.behaviour.lock().unwrap().usage = report;
     }
 
-    #[allow(dead_code)]
     pub fn strictness(&self, strictness: Strictness) {
         self.shared.behaviour.lock().unwrap().strictness = strictness;
     }
 
     /// The answered requests' spans, in arrival order.
-    #[allow(dead_code)]
     pub fn timeline(&self) -> Vec<Call> {
         self.shared.timeline.lock().unwrap().clone()
     }
 
     /// How many requests were answered.
-    #[allow(dead_code)]
     pub fn calls(&self) -> u64 {
         self.shared.behaviour.lock().unwrap().calls
     }
 
     /// Queues the answer to the next extraction request.
-    #[allow(dead_code)]
     pub fn push_extraction(&self, reply: Reply) {
         self.shared.extractions.lock().unwrap().push_back(reply);
     }
@@ -258,7 +247,6 @@ impl ScriptedModel {
     /// Requests for `model` are answered as a hosted model would: `reply` (extraction requests
     /// with an empty extraction) at `pace`, usage counted from the request (four characters a
     /// token). Other requests are answered as before.
-    #[allow(dead_code)]
     pub fn simulate(&self, model: &str, pace: Pace, reply: Reply) {
         *self.shared.simulated.lock().unwrap() = Some(Simulated {
             model: model.into(),
@@ -269,7 +257,6 @@ impl ScriptedModel {
 
     /// Requests for `model` are answered by `answer(request)`, at once, usage counted as usual;
     /// requests are no longer recorded.
-    #[allow(dead_code)]
     pub fn compute(&self, model: &str, answer: Answerer) {
         *self.shared.computed.lock().unwrap() = Some((model.into(), answer));
         self.shared
@@ -285,7 +272,6 @@ impl ScriptedModel {
         self.shared.requests.lock().unwrap().clone()
     }
 
-    #[allow(dead_code)]
     pub fn raw_requests(&self) -> Vec<Bytes> {
         self.shared.raw_requests.lock().unwrap().clone()
     }

@@ -5,13 +5,14 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, Store, TestApp};
 
 /// Posts a RunAgentInput; returns the AG-UI events of the run.
 async fn run(app: &TestApp, session: &str, token: &str, input: Value) -> Vec<Value> {
     let res = app
         .client
-        .post(app.url(&format!("/api/sessions/{session}/agui")))
+        .post(app.url(&paths::agui(session)))
         .bearer_auth(token)
         .header("accept", "text/event-stream")
         .json(&input)
@@ -135,7 +136,7 @@ async fn an_interview_runs_over_ag_ui(store: Store) {
 async fn bad_run_input_is_refused_and_writes_nothing(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;
-    let path = format!("/api/sessions/{session}/agui");
+    let path = paths::agui(&session);
     let before = app.total_events().await;
     let cases = [
         ("not json", "{".to_string(), "invalid_json"),
@@ -192,10 +193,7 @@ async fn cors_allows_only_the_configured_origins(store: Store) {
     ] {
         let res = app
             .client
-            .request(
-                reqwest::Method::OPTIONS,
-                app.url(&format!("/api/sessions/{session}/agui")),
-            )
+            .request(reqwest::Method::OPTIONS, app.url(&paths::agui(&session)))
             .header("origin", origin)
             .header("access-control-request-method", "POST")
             .header(
@@ -268,7 +266,7 @@ async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store)
     let messages2 = messages.clone();
     let res = app
         .client
-        .post(app.url(&format!("/api/sessions/{session}/agui")))
+        .post(app.url(&paths::agui(&session)))
         .bearer_auth(&token)
         .json(&input(
             &session,
@@ -287,7 +285,7 @@ async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store)
 async fn a_message_id_reused_with_other_text_is_a_conflict(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;
-    let path = format!("/api/sessions/{session}/messages");
+    let path = paths::messages(&session);
     let send = |content: &'static str| {
         let body = json!({"content": content, "client_message_id": "k"});
         let (app, path, token) = (&app, path.clone(), token.clone());
@@ -328,7 +326,7 @@ async fn a_message_id_reused_with_other_text_is_a_conflict(store: Store) {
         let before = app.total_events().await;
         let res = app
             .client
-            .post(app.url(&format!("/api/sessions/{session}/agui")))
+            .post(app.url(&paths::agui(&session)))
             .bearer_auth(&token)
             .json(&input(&session, msg("Not what I said before"), None))
             .send()

@@ -6,6 +6,7 @@
 use reqwest::StatusCode;
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{json_of, Store, TestApp, RESEARCHER_TOKEN};
 use crate::research::interview_as;
 use interview_runtime::settings::Secret;
@@ -92,7 +93,7 @@ async fn the_log_holds_words_only_encrypted_and_erasure_deletes_the_key(store: S
     let res = app
         .send(
             reqwest::Method::POST,
-            &format!("/api/sessions/{session}/withdraw"),
+            &paths::withdraw(&session),
             Some(&token),
             None,
         )

@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
 use crate::research::interview_as;
 
@@ -29,26 +30,24 @@ async fn demo_study(app: &TestApp) -> String {
 async fn everything_readable(app: &TestApp, study: &str, session: &str, token: &str) -> String {
     let mut text = String::new();
     for path in [
-        format!("/api/sessions/{session}"),
+        paths::session(session),
         format!("/api/sessions/{session}/transcript"),
         format!("/api/sessions/{session}/state"),
         format!("/api/sessions/{session}/decisions"),
         format!("/api/sessions/{session}/tool-calls"),
         format!("/api/sessions/{session}/interaction-events"),
-        format!("/api/sessions/{session}/events"),
-        format!("/api/studies/{study}/results"),
+        paths::events(session),
+        paths::results(study),
         format!("/api/studies/{study}/results.csv"),
         format!("/api/studies/{study}/results.jsonl"),
         format!("/api/studies/{study}/sessions"),
-        format!("/api/studies/{study}/overview"),
+        paths::overview(study),
     ] {
         let res = app.get(&path, Some(RESEARCHER_TOKEN)).await;
         assert_eq!(res.status(), StatusCode::OK, "{path}");
         text += &res.text().await.unwrap();
     }
-    let own = app
-        .get(&format!("/api/sessions/{session}"), Some(token))
-        .await;
+    let own = app.get(&paths::session(session), Some(token)).await;
     text += &own.text().await.unwrap();
     text + &stream_replay(app, session, token).await
 }
@@ -133,11 +132,7 @@ async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
     );
 
     let res = app
-        .post(
-            &format!("/api/sessions/{session}/withdraw"),
-            Some(&token),
-            &json!({}),
-        )
+        .post(&paths::withdraw(&session), Some(&token), &json!({}))
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     let receipt = json_of(res).await;
@@ -152,11 +147,7 @@ async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
     // Again: the same receipt, nothing written.
     let events = app.total_events().await;
     let again = app
-        .post(
-            &format!("/api/sessions/{session}/withdraw"),
-            Some(&token),
-            &json!({}),
-        )
+        .post(&paths::withdraw(&session), Some(&token), &json!({}))
         .await;
     assert_eq!(json_of(again).await, receipt);
     let by_researcher = app
@@ -185,20 +176,14 @@ async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
 
     // The session drops out of results and counts as withdrawn.
     let results = json_of(
-        app.get(
-            &format!("/api/studies/{study}/results"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::results(&study), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     assert_eq!(results["results"], json!([]));
     let overview = json_of(
-        app.get(
-            &format!("/api/studies/{study}/overview"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::overview(&study), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     assert_eq!(overview["stopped"]["withdrawn"], 1);
@@ -225,11 +210,8 @@ async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
 
     // The purge log.
     let log = json_of(
-        app.get(
-            &format!("/api/studies/{study}/erasures"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::erasures(&study), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     assert_eq!(log["erasures"], json!([receipt]));
@@ -244,11 +226,7 @@ async fn a_running_interview_is_ended_and_erased(store: Store) {
     );
     app.run(&session).await;
     let res = app
-        .post(
-            &format!("/api/sessions/{session}/withdraw"),
-            Some(&token),
-            &json!({}),
-        )
+        .post(&paths::withdraw(&session), Some(&token), &json!({}))
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     let state = app.researcher_view(&session).await;
@@ -282,7 +260,7 @@ async fn erasure_refuses_bad_input_and_writes_nothing(store: Store) {
     let (session, token) = app.interviewing("demo").await;
     let (other, other_token) = app.interviewing("demo").await;
     let events = app.total_events().await;
-    let withdraw = |s: &str| format!("/api/sessions/{s}/withdraw");
+    let withdraw = |s: &str| paths::withdraw(s);
     let erase = |s: &str| format!("/api/sessions/{s}/participant-data");
     let unknown = uuid::Uuid::new_v4().to_string();
 
@@ -415,7 +393,7 @@ async fn a_data_subject_request_erases_every_session_of_a_panel_id(store: Store)
     .await;
     let res = app
         .post(
-            &format!("/api/studies/{study}/erasures"),
+            &paths::erasures(&study),
             Some(RESEARCHER_TOKEN),
             &json!({"participant_ref": REF, "reason": "data-subject request 2026-12"}),
         )
@@ -437,7 +415,7 @@ async fn a_data_subject_request_erases_every_session_of_a_panel_id(store: Store)
     // The panel id went with them: a repeat finds nothing.
     let again = app
         .post(
-            &format!("/api/studies/{study}/erasures"),
+            &paths::erasures(&study),
             Some(RESEARCHER_TOKEN),
             &json!({"participant_ref": REF}),
         )
@@ -445,11 +423,8 @@ async fn a_data_subject_request_erases_every_session_of_a_panel_id(store: Store)
     assert_eq!(json_of(again).await["receipts"], json!([]));
     assert!(erasure_free(&app, &kept).await);
     let results = json_of(
-        app.get(
-            &format!("/api/studies/{study}/results"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::results(&study), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     assert_eq!(results["results"].as_array().unwrap().len(), 1);
@@ -466,11 +441,7 @@ async fn retention_erases_ended_sessions_by_itself(store: Store) {
     // "End" once stops the questions; again at the summary, the session completes.
     for _ in 0..2 {
         let res = app
-            .post(
-                &format!("/api/sessions/{ended}/end"),
-                Some(&token),
-                &json!({}),
-            )
+            .post(&paths::end(&ended), Some(&token), &json!({}))
             .await;
         assert_eq!(res.status(), StatusCode::OK);
         app.run(&ended).await;
@@ -489,11 +460,8 @@ async fn retention_erases_ended_sessions_by_itself(store: Store) {
     assert_eq!(retention(&app.state, later).await.unwrap(), 0);
     assert!(erasure_free(&app, &open).await);
     let log = json_of(
-        app.get(
-            &format!("/api/studies/{study}/erasures"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::erasures(&study), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     let erasures = log["erasures"].as_array().unwrap();

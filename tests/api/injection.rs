@@ -10,6 +10,7 @@
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::Store;
 use crate::llm::Llm;
 use crate::scripted_model::Reply;
@@ -197,7 +198,7 @@ async fn what_an_obedient_model_writes_never_reaches_the_participant(store: Stor
             .await;
         if s["status"] == "waiting_for_tool" {
             let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
-            let path = format!("/api/sessions/{session}/interactions/{id}/submit");
+            let path = paths::submit(&session, id);
             let skip = json!({"status": "skipped"});
             llm.model.push(ask("What else?"));
             let res = llm.app.post(&path, Some(&token), &skip).await;
@@ -211,7 +212,7 @@ async fn what_an_obedient_model_writes_never_reaches_the_participant(store: Stor
         );
         let participant = llm
             .app
-            .get(&format!("/api/sessions/{session}"), Some(&token))
+            .get(&paths::session(&session), Some(&token))
             .await
             .text()
             .await

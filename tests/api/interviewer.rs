@@ -6,6 +6,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, last_assistant, Store, TestApp};
 use crate::sse::SseClient;
 
@@ -211,11 +212,7 @@ async fn declining_consent_abandons_the_session_kindly(store: Store) {
     assert_eq!(s["status"], "abandoned");
     assert_eq!(s["end_reason"], "consent_declined");
     assert!(last_assistant(&s).contains("thank you"));
-    let participant = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let participant = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     let transcript = participant["transcript"].as_array().unwrap();
     assert!(transcript
         .iter()

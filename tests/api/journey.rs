@@ -4,6 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, last_assistant, Store, TestApp};
 
 async fn screened_study(app: &TestApp) -> String {
@@ -101,7 +102,7 @@ async fn an_ended_session_sends_a_panel_participant_back_with_the_outcome(store:
     let slug = screened_study(&app).await;
     let res = app
         .post(
-            &format!("/api/public/studies/{slug}/sessions"),
+            &paths::join(&slug),
             None,
             &json!({"participant_ref": "panel 42"}),
         )
@@ -123,11 +124,8 @@ async fn an_ended_session_sends_a_panel_participant_back_with_the_outcome(store:
     app.answer(&session, &token, &s, json!("weekly")).await;
     app.run(&session).await;
     let expected = "https://panel.example/return?pid=panel%2042&status=screened_out";
-    let participant = crate::helpers::json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let participant =
+        crate::helpers::json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert_eq!(participant["status"], "abandoned");
     assert_eq!(participant["redirect_url"], expected);
     let frames = sse

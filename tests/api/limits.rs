@@ -9,15 +9,11 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, Store, TestApp};
 
 async fn create(app: &TestApp, slug: &str) -> reqwest::Response {
-    app.post(
-        &format!("/api/public/studies/{slug}/sessions"),
-        None,
-        &json!({}),
-    )
-    .await
+    app.post(&paths::join(slug), None, &json!({})).await
 }
 
 async fn creates_are_rate_limited_per_address_and_per_study(store: Store) {
@@ -75,7 +71,7 @@ async fn open_streams_are_capped(store: Store) {
     })
     .await;
     let (session, token) = app.create_session("demo").await;
-    let url = app.url(&format!("/api/sessions/{session}/stream"));
+    let url = app.url(&paths::stream(&session));
     let open = || app.client.get(&url).bearer_auth(&token).send();
     let (a, b) = (open().await.unwrap(), open().await.unwrap());
     assert_eq!((a.status(), b.status()), (StatusCode::OK, StatusCode::OK));

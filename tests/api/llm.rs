@@ -6,6 +6,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::helpers::paths;
 use crate::helpers::{json_of, last_assistant, Store, TestApp, RESEARCHER_TOKEN};
 use crate::scripted_model::{Reply, ScriptedModel};
 use crate::sse::SseClient;
@@ -83,7 +84,7 @@ impl Llm {
         let res = self
             .app
             .post(
-                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                &paths::submit(session, &id),
                 Some(token),
                 &json!({"status": "submitted", "value": {"accepted": true}}),
             )
@@ -234,7 +235,7 @@ async fn a_fourth_probe_is_refused_by_the_cap(store: Store) {
     }
     let s = json_of(
         llm.app
-            .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .get(&paths::session(&session), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await;

@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 
+use crate::helpers::paths;
 use crate::helpers::{json_of, last_assistant, Store, RESEARCHER_TOKEN};
 use crate::llm::{last_decision, Llm};
 use crate::scripted_model::{Reply, ANSWERING_MODEL};
@@ -57,7 +58,7 @@ async fn completed(llm: &Llm) -> String {
 async fn researcher_view(llm: &Llm, session: &str) -> Value {
     json_of(
         llm.app
-            .get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+            .get(&paths::session(session), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await
@@ -152,10 +153,7 @@ async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: St
     let study = s["study_id"].as_str().unwrap();
     let o = json_of(
         llm.app
-            .get(
-                &format!("/api/studies/{study}/overview"),
-                Some(RESEARCHER_TOKEN),
-            )
+            .get(&paths::overview(study), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await;

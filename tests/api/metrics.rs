@@ -7,6 +7,7 @@ use prometheus_parse::{Sample, Scrape, Value as Metric};
 use reqwest::StatusCode;
 use serde_json::json;
 
+use crate::helpers::paths;
 use crate::helpers::{assert_error, Store, RESEARCHER_TOKEN};
 use crate::llm::Llm;
 use crate::scripted_model::Reply;
@@ -83,7 +84,7 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
     // A stream open while scraping.
     let stream = app
         .client
-        .get(app.url(&format!("/api/sessions/{session}/stream")))
+        .get(app.url(&paths::stream(&session)))
         .bearer_auth(&token)
         .send()
         .await

@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
 use interview_projections::Projector;
 
@@ -100,10 +101,7 @@ async fn state(app: &TestApp, session: &str) -> Value {
 
 async fn overview(app: &TestApp, study: &str) -> Value {
     let res = app
-        .get(
-            &format!("/api/studies/{study}/overview"),
-            Some(RESEARCHER_TOKEN),
-        )
+        .get(&paths::overview(study), Some(RESEARCHER_TOKEN))
         .await;
     assert_eq!(res.status(), StatusCode::OK);
     json_of(res).await
@@ -143,11 +141,7 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     assert_eq!(s["end_reason"], "screening_failed", "{s}");
     let (ended, token, _) = start(&app, &slug, Some(true), &[json!(true)]).await;
     let res = app
-        .post(
-            &format!("/api/sessions/{ended}/end"),
-            Some(&token),
-            &json!({}),
-        )
+        .post(&paths::end(&ended), Some(&token), &json!({}))
         .await;
     assert!(res.status().is_success(), "{}", res.status());
     assert_eq!(state(&app, &ended).await["status"], "abandoned");
@@ -165,7 +159,7 @@ async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     start(&app, &slug, None, &[]).await;
     let res = app
         .post(
-            &format!("/api/public/studies/{slug}/sessions"),
+            &paths::join(&slug),
             Some(RESEARCHER_TOKEN),
             &json!({"preview": true}),
         )
@@ -321,7 +315,7 @@ async fn the_overview_is_for_researchers_and_known_studies(store: Store) {
     let app = TestApp::spawn(store).await;
     let (study, slug) = screened_study(&app).await;
     let (_, token) = app.create_session(&slug).await;
-    let path = format!("/api/studies/{study}/overview");
+    let path = paths::overview(&study);
     assert_error(
         app.get(&path, None).await,
         StatusCode::UNAUTHORIZED,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::helpers::paths;
 use crate::helpers::{Store, TestApp, RESEARCHER_TOKEN};
 use crate::participant::{self, Step, Words};
 
@@ -276,10 +277,7 @@ async fn postgres_restarted_under_load_loses_nothing() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let events = app
-            .get(
-                &format!("/api/sessions/{session}/events"),
-                Some(RESEARCHER_TOKEN),
-            )
+            .get(&paths::events(session), Some(RESEARCHER_TOKEN))
             .await
             .json::<Value>()
             .await

@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, Store, TestApp};
 
 fn study(slug: &str, max_sessions: Option<u32>) -> Value {
@@ -22,8 +23,7 @@ fn study(slug: &str, max_sessions: Option<u32>) -> Value {
 
 /// A created session: (id, token).
 async fn create(app: &TestApp, slug: &str, body: Value) -> reqwest::Response {
-    app.post(&format!("/api/public/studies/{slug}/sessions"), None, &body)
-        .await
+    app.post(&paths::join(slug), None, &body).await
 }
 
 async fn created(app: &TestApp, slug: &str, body: Value) -> (String, String) {
@@ -105,11 +105,7 @@ async fn unconsented_sessions_hold_no_place(store: Store) {
         .map(|(s, _)| s.clone())
         .unwrap();
     let res = app
-        .post(
-            &format!("/api/sessions/{id}/withdraw"),
-            Some(&token),
-            &json!({}),
-        )
+        .post(&paths::withdraw(&id), Some(&token), &json!({}))
         .await;
     assert!(res.status().is_success(), "{}", res.status());
     let (late, late_token) = created(&app, "capped", json!({})).await;
@@ -163,20 +159,12 @@ async fn a_stranger_with_someone_s_reference_locks_nobody_out(store: Store) {
     // Once the owner's session has ended, the reference may start again.
     app.run(&owner).await;
     let ended = app
-        .post(
-            &format!("/api/sessions/{owner}/end"),
-            Some(&owner_token),
-            &json!({}),
-        )
+        .post(&paths::end(&owner), Some(&owner_token), &json!({}))
         .await;
     assert_eq!(ended.status(), StatusCode::OK);
     app.run(&owner).await;
     let ended = app
-        .post(
-            &format!("/api/sessions/{owner}/end"),
-            Some(&owner_token),
-            &json!({}),
-        )
+        .post(&paths::end(&owner), Some(&owner_token), &json!({}))
         .await;
     assert!(ended.status().is_success() || ended.status() == StatusCode::GONE);
     let s = app.run(&owner).await;
@@ -278,7 +266,7 @@ async fn a_study_that_signs_its_links_takes_only_signed_references(store: Store)
     // The secret is not shown again, and only researchers may set it.
     let s = app
         .get(
-            &format!("/api/studies/{study_id}"),
+            &paths::study(&study_id),
             Some(crate::helpers::RESEARCHER_TOKEN),
         )
         .await;

@@ -1,6 +1,7 @@
 //! The `interview-runtime` binary as an operator runs it: `--help`, start-up on the embedded
 //! default with a generated researcher token, and a clean exit on SIGTERM.
 
+use crate::helpers::paths;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -141,7 +142,7 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
         .unwrap();
     let id = created["study_id"].as_str().unwrap();
     post(
-        format!("/api/studies/{id}/publish"),
+        paths::publish(id),
         Some("rt-json-test"),
         serde_json::json!({}),
     )
@@ -176,7 +177,7 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
         if let Some(widget) = s["pending_interaction"]["interaction_id"].as_str() {
             if s["pending_interaction"]["type"] == "consent" {
                 post(
-                    format!("/api/sessions/{sid}/interactions/{widget}/submit"),
+                    paths::submit(sid, widget),
                     Some(token),
                     serde_json::json!({"status": "submitted", "value": {"accepted": true}}),
                 )

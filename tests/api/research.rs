@@ -5,6 +5,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
 
 const AWKWARD: &str =
@@ -109,11 +110,8 @@ async fn results_and_exports_hold_completed_sessions_only(store: Store) {
     let preview = interview(&app, true, true).await;
 
     let results = json_of(
-        app.get(
-            &format!("/api/studies/{study_id}/results"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::results(&study_id), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     let rows = results["results"].as_array().unwrap();
@@ -250,11 +248,8 @@ async fn session_read_apis_serve_researchers_only(store: Store) {
         .await;
     }
     let events = json_of(
-        app.get(
-            &format!("/api/sessions/{session}/events"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::events(&session), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     assert_eq!(events["events"][0]["event_type"], "session.created");
@@ -343,11 +338,7 @@ async fn session_read_apis_serve_researchers_only(store: Store) {
     )
     .await;
     assert_error(
-        app.get(
-            &format!("/api/studies/{study_id}/results"),
-            Some(&participant),
-        )
-        .await,
+        app.get(&paths::results(study_id), Some(&participant)).await,
         StatusCode::FORBIDDEN,
         "forbidden",
     )
@@ -427,11 +418,8 @@ async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store:
     .await;
     assert_eq!(state["final_extraction_done"], true);
     let events = json_of(
-        app.get(
-            &format!("/api/sessions/{session}/events"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::events(&session), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     let finals: Vec<&Value> = events["events"]
@@ -587,7 +575,7 @@ async fn coverage_is_served_to_researchers(store: Store) {
         if s["status"] == "waiting_for_tool" {
             let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
             app.post(
-                &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                &paths::submit(&session, id),
                 Some(&token),
                 &json!({"status": "skipped"}),
             )
@@ -618,11 +606,7 @@ async fn coverage_is_served_to_researchers(store: Store) {
     .await;
     assert_eq!(state["covered_objectives"], c);
     // Participants do not get it.
-    let own = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let own = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert!(own.get("covered_objectives").is_none());
 }
 

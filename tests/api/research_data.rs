@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{json_of, Store, TestApp, RESEARCHER_TOKEN};
 
 /// The answer given to each widget of the every-type study, and what its field must then say.
@@ -94,11 +95,8 @@ async fn widget_answers_fill_the_fields_of_their_objective(store: Store) {
     let mut row = Value::Null;
     for _ in 0..100 {
         let results = json_of(
-            app.get(
-                &format!("/api/studies/{study_id}/results"),
-                Some(RESEARCHER_TOKEN),
-            )
-            .await,
+            app.get(&paths::results(&study_id), Some(RESEARCHER_TOKEN))
+                .await,
         )
         .await;
         row = results["results"][0].clone();
@@ -350,11 +348,8 @@ async fn a_correction_to_the_summary_wins(store: Store) {
     }
     assert_eq!(app.researcher_view(&session).await["current_phase"], "END");
     let results = json_of(
-        app.get(
-            &format!("/api/studies/{study_id}/results"),
-            Some(RESEARCHER_TOKEN),
-        )
-        .await,
+        app.get(&paths::results(&study_id), Some(RESEARCHER_TOKEN))
+            .await,
     )
     .await;
     let row = results["results"][0].clone();

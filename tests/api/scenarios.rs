@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{typical_value, Store, TestApp};
 use crate::sse::{Frame, SseClient};
 
@@ -337,7 +338,7 @@ async fn a_confirmed_summary_concludes_even_when_coverage_never_holds(store: Sto
                 let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
                 let res = app
                     .post(
-                        &format!("/api/sessions/{session}/interactions/{id}/submit"),
+                        &paths::submit(&session, id),
                         Some(&token),
                         &json!({"status": "skipped"}),
                     )
@@ -419,7 +420,7 @@ async fn an_addition_at_the_summary_reaches_the_results(store: Store) {
     let study_id = s["study_id"].as_str().unwrap();
     let results = crate::helpers::json_of(
         app.get(
-            &format!("/api/studies/{study_id}/results"),
+            &paths::results(study_id),
             Some(crate::helpers::RESEARCHER_TOKEN),
         )
         .await,
@@ -460,7 +461,7 @@ async fn every_phase_appears_in_order(store: Store) {
     for _ in 0..100 {
         let events = crate::helpers::json_of(
             app.get(
-                &format!("/api/sessions/{session}/events"),
+                &paths::events(&session),
                 Some(crate::helpers::RESEARCHER_TOKEN),
             )
             .await,
@@ -955,7 +956,7 @@ async fn concurrent_load_never_shows_two_pending_widgets(store: Store) {
                 continue;
             }
             let id = pending["interaction_id"].as_str().unwrap();
-            let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
+            let submit = paths::submit(&session, id);
             let body = json!({"status": "submitted", "value": typical_value(pending)});
             let (a, b, c, m) = tokio::join!(
                 app.post(&submit, Some(&token), &body),

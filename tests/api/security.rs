@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
 
 /// Opens `n` connections that each send a request's headers announcing a body, then nothing.
@@ -263,7 +264,7 @@ async fn every_error_has_the_envelope_and_head_works(store: Store) {
 async fn token_carriers_are_scoped(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
-    let path = format!("/api/sessions/{session}");
+    let path = paths::session(&session);
     let by_query = |t: &str| app.client.get(app.url(&format!("{path}?token={t}"))).send();
     let by_cookie = |t: &str| {
         app.client
@@ -363,7 +364,7 @@ async fn keep_alive_is_withdrawn_under_pressure_from_one_address(store: Store) {
 async fn streams_are_capped_per_session_and_head_holds_none(store: Store) {
     let app = TestApp::spawn_with(store, |s| s.max_streams_per_session = 2).await;
     let (session, token) = app.create_session("demo").await;
-    let url = app.url(&format!("/api/sessions/{session}/stream"));
+    let url = app.url(&paths::stream(&session));
     let head = app
         .client
         .head(&url)
@@ -385,7 +386,7 @@ async fn streams_are_capped_per_session_and_head_holds_none(store: Store) {
     let (other, other_token) = app.create_session("demo").await;
     let res = app
         .client
-        .get(app.url(&format!("/api/sessions/{other}/stream")))
+        .get(app.url(&paths::stream(&other)))
         .bearer_auth(&other_token)
         .send()
         .await

@@ -5,6 +5,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
 use interview_runtime::command::store::Actor;
 
@@ -30,7 +31,7 @@ async fn creating_a_session_answers_the_contract(store: Store) {
     let (_, slug, published) = app.publish_study(&study_definition()).await;
     let res = app
         .post(
-            &format!("/api/public/studies/{slug}/sessions"),
+            &paths::join(&slug),
             None,
             &json!({"participant_ref": "panel-42"}),
         )
@@ -56,7 +57,7 @@ async fn creating_a_session_answers_the_contract(store: Store) {
 
     let session = body["session_id"].as_str().unwrap();
     let researcher = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+        app.get(&paths::session(session), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await;
@@ -67,11 +68,7 @@ async fn a_session_reads_back_with_every_contract_key(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
     app.run(&session).await;
-    let body = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let body = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     for key in [
         "session_id",
         "status",
@@ -99,7 +96,7 @@ async fn a_session_reads_back_with_every_contract_key(store: Store) {
         );
     }
     let full = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(RESEARCHER_TOKEN))
+        app.get(&paths::session(&session), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await;
@@ -138,7 +135,7 @@ async fn a_message_is_accepted_and_joins_the_transcript(store: Store) {
 async fn a_retried_message_answers_the_same_and_writes_once(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;
-    let path = format!("/api/sessions/{session}/messages");
+    let path = paths::messages(&session);
     let body = json!({"content": "hello", "client_message_id": "m-1"});
     let first = json_of(app.post(&path, Some(&token), &body).await).await;
     app.run(&session).await;
@@ -158,11 +155,7 @@ async fn a_retried_message_answers_the_same_and_writes_once(store: Store) {
     }
     turn_ids.dedup();
     assert_eq!(turn_ids.len(), 1);
-    let read = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let read = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     let messages = read["transcript"]
         .as_array()
         .unwrap()
@@ -184,7 +177,7 @@ async fn the_token_also_works_as_query_parameter_and_cookie(store: Store) {
     assert_eq!(by_query.status(), StatusCode::OK);
     let by_cookie = app
         .client
-        .get(app.url(&format!("/api/sessions/{session}")))
+        .get(app.url(&paths::session(&session)))
         .header("cookie", format!("participant_token={token}"))
         .send()
         .await
@@ -221,7 +214,7 @@ async fn an_interaction_is_submitted_once_and_validated(store: Store) {
         id.as_str()
     );
 
-    let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
+    let submit = paths::submit(&session, &id);
     let bad = app
         .post(
             &submit,
@@ -294,7 +287,7 @@ async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
     let id = read["pending_interaction"]["interaction_id"]
         .as_str()
         .unwrap();
-    let submit = format!("/api/sessions/{session}/interactions/{id}/submit");
+    let submit = paths::submit(&session, id);
     let value = read["pending_interaction"]["options"][0]["id"].clone();
     let answer = json!({"status": "submitted", "value": value});
     let attempts = (0..50).map(|_| app.post(&submit, Some(&token), &answer));
@@ -348,18 +341,14 @@ async fn an_ended_session_refuses_messages_and_submits_with_410(store: Store) {
     assert_eq!(body["error"]["details"]["status"], "abandoned");
     let submit = app
         .post(
-            &format!("/api/sessions/{session}/interactions/{consent}/submit"),
+            &paths::submit(&session, &consent),
             Some(&token),
             &json!({"status": "skipped"}),
         )
         .await;
     assert_error(submit, StatusCode::GONE, "session_terminal").await;
     assert_eq!(app.total_events().await, before);
-    let read = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let read = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert_eq!(read["status"], "abandoned");
     assert_eq!(read["pending_interaction"], Value::Null);
 }
@@ -380,7 +369,7 @@ async fn concurrent_sessions_never_surface_a_database_error(store: Store) {
         let app = &app;
         async move {
             app.post(
-                &format!("/api/sessions/{s}/messages"),
+                &paths::messages(&s),
                 Some(&t),
                 &json!({"content": format!("We shop on day {i} with a long list and a plan"), "client_message_id": format!("c{i}")}),
             )
@@ -403,7 +392,7 @@ async fn concurrent_sessions_never_surface_a_database_error(store: Store) {
         }
     }
     for (s, t) in &sessions {
-        let read = json_of(app.get(&format!("/api/sessions/{s}"), Some(t)).await).await;
+        let read = json_of(app.get(&paths::session(s), Some(t)).await).await;
         assert!(read["turn_count"].as_u64().unwrap() >= 3, "{read}");
         app.assert_stream_follows_the_rules(s).await;
     }
@@ -414,7 +403,7 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
     let (session, token) = app.interviewing("demo").await;
     let res = app
         .client
-        .post(app.url(&format!("/api/sessions/{session}/messages")))
+        .post(app.url(&paths::messages(&session)))
         .bearer_auth(&token)
         .header("x-request-id", "req-abc-123")
         .json(&json!({"content": "hello"}))
@@ -493,11 +482,7 @@ async fn views_catch_up_after_a_lost_projection(store: Store) {
     });
     let applied = app.state.projector.catch_up().await.unwrap();
     assert!(applied >= 3, "{applied}");
-    let read = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let read = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert_eq!(read["turn_count"], 1);
     assert_eq!(read["transcript"], live["transcript"]);
     assert!(read["transcript"]
@@ -559,11 +544,7 @@ async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) 
         .execute(&session, command, Actor::Participant, "test")
         .await
         .unwrap();
-    let live = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let live = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     let contents: Vec<&str> = live["transcript"]
         .as_array()
         .unwrap_or_else(|| panic!("{live}"))
@@ -644,14 +625,7 @@ async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
     for (id, expected) in
         std::iter::once((&contested, acknowledged)).chain(others.iter().map(|o| (o, 8)))
     {
-        let log = json_of(
-            app.get(
-                &format!("/api/sessions/{id}/events"),
-                Some(RESEARCHER_TOKEN),
-            )
-            .await,
-        )
-        .await;
+        let log = json_of(app.get(&paths::events(id), Some(RESEARCHER_TOKEN)).await).await;
         let recorded = log["events"]
             .as_array()
             .unwrap_or_else(|| panic!("{log}"))

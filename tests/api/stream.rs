@@ -6,6 +6,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, Store, TestApp, RESEARCHER_TOKEN};
 use crate::sse::{Frame, SseClient};
 
@@ -14,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(5);
 async fn open(app: &TestApp, session: &str, token: &str, last_event_id: Option<&str>) -> SseClient {
     let mut req = app
         .client
-        .get(app.url(&format!("/api/sessions/{session}/stream")))
+        .get(app.url(&paths::stream(session)))
         .bearer_auth(token);
     if let Some(id) = last_event_id {
         req = req.header("last-event-id", id);
@@ -208,7 +209,7 @@ async fn the_stream_checks_tokens_and_ids(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, _) = app.create_session("demo").await;
     let (_, other) = app.create_session("demo").await;
-    let path = format!("/api/sessions/{session}/stream");
+    let path = paths::stream(&session);
     assert_error(
         app.get(&path, None).await,
         StatusCode::UNAUTHORIZED,

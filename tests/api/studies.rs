@@ -4,6 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
 
 const VERSION_KEYS: [&str; 4] = [
@@ -34,7 +35,7 @@ async fn republishing_keeps_ids_of_unchanged_parts(store: Store) {
     let (study_id, slug, first) = app.publish_study(&study_definition()).await;
     let again = json_of(
         app.post(
-            &format!("/api/studies/{study_id}/publish"),
+            &paths::publish(&study_id),
             Some(RESEARCHER_TOKEN),
             &json!({}),
         )
@@ -49,7 +50,7 @@ async fn republishing_keeps_ids_of_unchanged_parts(store: Store) {
     let put = app
         .send(
             reqwest::Method::PUT,
-            &format!("/api/studies/{study_id}"),
+            &paths::study(&study_id),
             Some(RESEARCHER_TOKEN),
             Some(changed.to_string()),
         )
@@ -57,7 +58,7 @@ async fn republishing_keeps_ids_of_unchanged_parts(store: Store) {
     assert_eq!(put.status(), StatusCode::OK);
     let third = json_of(
         app.post(
-            &format!("/api/studies/{study_id}/publish"),
+            &paths::publish(&study_id),
             Some(RESEARCHER_TOKEN),
             &json!({}),
         )
@@ -86,14 +87,14 @@ async fn republishing_never_changes_a_running_session(store: Store) {
     changed["limits"] = json!({"max_turn_count": 5});
     app.send(
         reqwest::Method::PUT,
-        &format!("/api/studies/{study_id}"),
+        &paths::study(&study_id),
         Some(RESEARCHER_TOKEN),
         Some(changed.to_string()),
     )
     .await;
     let second = json_of(
         app.post(
-            &format!("/api/studies/{study_id}/publish"),
+            &paths::publish(&study_id),
             Some(RESEARCHER_TOKEN),
             &json!({}),
         )
@@ -102,11 +103,7 @@ async fn republishing_never_changes_a_running_session(store: Store) {
     .await;
     assert_ne!(second["config_versions"], first["config_versions"]);
 
-    let running = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let running = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert_eq!(running["config_versions"], first["config_versions"]);
     // The session's own first event holds the documents it pinned, unchanged.
     let events = interview_projections::read::events(app.db(), &session)
@@ -121,11 +118,7 @@ async fn republishing_never_changes_a_running_session(store: Store) {
     assert_eq!(pinned["study_config"]["limits"]["max_turn_count"], 20);
     // A new session pins the new versions.
     let (newer, newer_token) = app.create_session(&slug).await;
-    let fresh = json_of(
-        app.get(&format!("/api/sessions/{newer}"), Some(&newer_token))
-            .await,
-    )
-    .await;
+    let fresh = json_of(app.get(&paths::session(&newer), Some(&newer_token)).await).await;
     assert_eq!(fresh["config_versions"], second["config_versions"]);
 }
 
@@ -141,13 +134,7 @@ async fn a_paused_study_refuses_new_sessions_until_resumed(store: Store) {
         .await;
     assert_eq!(json_of(paused).await["status"], "paused");
     let before = app.total_events().await;
-    let refused = app
-        .post(
-            &format!("/api/public/studies/{slug}/sessions"),
-            None,
-            &json!({}),
-        )
-        .await;
+    let refused = app.post(&paths::join(&slug), None, &json!({})).await;
     assert_error(refused, StatusCode::CONFLICT, "study_paused").await;
     assert_eq!(app.total_events().await, before);
     let resumed = app
@@ -193,7 +180,7 @@ async fn studies_are_listed_and_read(store: Store) {
     assert!(ids.contains(&study_id.as_str()));
     assert_eq!(ids.len(), 2, "the demo study and ours: {list}");
     let one = json_of(
-        app.get(&format!("/api/studies/{study_id}"), Some(RESEARCHER_TOKEN))
+        app.get(&paths::study(&study_id), Some(RESEARCHER_TOKEN))
             .await,
     )
     .await;
@@ -209,11 +196,7 @@ async fn a_slug_is_used_by_one_study_only(store: Store) {
     let created = json_of(app.post("/api/studies", Some(RESEARCHER_TOKEN), &def).await).await;
     let id = created["study_id"].as_str().unwrap();
     let res = app
-        .post(
-            &format!("/api/studies/{id}/publish"),
-            Some(RESEARCHER_TOKEN),
-            &json!({}),
-        )
+        .post(&paths::publish(id), Some(RESEARCHER_TOKEN), &json!({}))
         .await;
     assert_error(res, StatusCode::CONFLICT, "slug_taken").await;
 }
@@ -222,11 +205,7 @@ async fn the_demo_study_is_published_at_start_up_once(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
     app.run(&session).await;
-    let body: Value = json_of(
-        app.get(&format!("/api/sessions/{session}"), Some(&token))
-            .await,
-    )
-    .await;
+    let body: Value = json_of(app.get(&paths::session(&session), Some(&token)).await).await;
     assert_eq!(body["pending_interaction"]["type"], "consent");
     // Publishing again at start-up is skipped when the slug exists.
     assert!(!interview_runtime::demo::ensure_demo_study(app.db())

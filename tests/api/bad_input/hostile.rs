@@ -1,5 +1,6 @@
 //! Hostile input on every route that takes text.
 
+use crate::helpers::paths;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -11,7 +12,7 @@ use super::{case, definition_with, token_in, with_content_type, with_field, Carr
 pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Case> {
     use StatusCode as S;
     use Token::*;
-    let msg = format!("/api/sessions/{session}/messages");
+    let msg = paths::messages(session);
     let nul = |name, method, path: String, token, body: Value, field| {
         with_field(
             case(
@@ -33,7 +34,7 @@ pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Ca
     });
     let huge_study = definition_with(|d| d["description"] = json!("x".repeat(300 * 1024)));
     let sessions_of = format!("/api/studies/{study_id}/sessions");
-    let results_of = format!("/api/studies/{study_id}/results");
+    let results_of = paths::results(study_id);
     let query = |name, path: String, field| {
         with_field(
             case(
@@ -68,7 +69,7 @@ pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Ca
         nul(
             "NUL in a participant_ref",
             Method::POST,
-            format!("/api/public/studies/{slug}/sessions"),
+            paths::join(slug),
             Anonymous,
             json!({"participant_ref": "p\u{0}"}),
             "participant_ref",
@@ -92,7 +93,7 @@ pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Ca
         nul(
             "NUL in an AG-UI message",
             Method::POST,
-            format!("/api/sessions/{session}/agui"),
+            paths::agui(session),
             Own,
             agui,
             "messages[0].content",
@@ -126,7 +127,7 @@ pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Ca
                 case(
                     "ending by cookie alone, without a JSON content type",
                     Method::POST,
-                    format!("/api/sessions/{session}/end"),
+                    paths::end(session),
                     Own,
                     None,
                     S::UNSUPPORTED_MEDIA_TYPE,
@@ -152,7 +153,7 @@ pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Ca
             case(
                 "a researcher token as the participant cookie",
                 Method::GET,
-                format!("/api/sessions/{session}"),
+                paths::session(session),
                 Researcher,
                 None,
                 S::UNAUTHORIZED,

@@ -11,6 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::both_stores;
+use crate::helpers::paths;
 use crate::helpers::{assert_error, json_of, study_definition, Store, TestApp, RESEARCHER_TOKEN};
 
 use hostile::hostile_cases;
@@ -257,11 +258,7 @@ impl Fixture {
             );
         }
         // Nothing changed the sessions either.
-        let read = json_of(
-            app.get(&format!("/api/sessions/{session}"), Some(own.as_str()))
-                .await,
-        )
-        .await;
+        let read = json_of(app.get(&paths::session(session), Some(own.as_str())).await).await;
         assert_eq!(read["turn_count"], 0);
         assert_eq!(read["status"], "waiting_for_user");
     }

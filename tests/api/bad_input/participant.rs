@@ -1,6 +1,7 @@
 //! Bad input on a participant's routes: message bodies, callers without the right token, and
 //! commands a session in its state cannot take.
 
+use crate::helpers::paths;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -73,7 +74,7 @@ pub(super) fn message_cases(fx: &Fixture) -> Vec<Case> {
 /// Callers without the right token, and sessions that are not there.
 pub(super) fn caller_cases(fx: &Fixture) -> Vec<Case> {
     let session = &fx.session;
-    let msg = format!("/api/sessions/{session}/messages");
+    let msg = paths::messages(session);
     let ok_msg = Some(json!({"content": "hi"}).to_string());
     use StatusCode as S;
     use Token::*;
@@ -108,7 +109,7 @@ pub(super) fn caller_cases(fx: &Fixture) -> Vec<Case> {
         case(
             "another session's token reading",
             Method::GET,
-            format!("/api/sessions/{session}"),
+            paths::session(session),
             OtherSession,
             None,
             S::FORBIDDEN,
@@ -155,7 +156,7 @@ pub(super) fn ended_session_cases(fx: &Fixture) -> Vec<Case> {
         case(
             "message on an ended session",
             Method::POST,
-            format!("/api/sessions/{ended}/messages"),
+            paths::messages(ended),
             Ended,
             ok_msg.clone(),
             S::GONE,

@@ -4,6 +4,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use super::{case, definition_with, with_field, Case, Fixture, Token};
+use crate::helpers::paths;
 use crate::helpers::study_definition;
 
 /// Joins of a study that cannot be joined, or with a body that is not a join.
@@ -35,7 +36,7 @@ pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
         case(
             "paused study",
             Method::POST,
-            format!("/api/public/studies/{paused_slug}/sessions"),
+            paths::join(paused_slug),
             Anonymous,
             Some("{}".into()),
             S::CONFLICT,
@@ -44,7 +45,7 @@ pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
         case(
             "malformed create body",
             Method::POST,
-            format!("/api/public/studies/{slug}/sessions"),
+            paths::join(slug),
             Anonymous,
             Some("[".into()),
             S::BAD_REQUEST,
@@ -54,7 +55,7 @@ pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
             case(
                 "participant_ref too long",
                 Method::POST,
-                format!("/api/public/studies/{slug}/sessions"),
+                paths::join(slug),
                 Anonymous,
                 Some(json!({"participant_ref": "r".repeat(201)}).to_string()),
                 S::UNPROCESSABLE_ENTITY,
@@ -65,7 +66,7 @@ pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
         case(
             "preview without a researcher token",
             Method::POST,
-            format!("/api/public/studies/{slug}/sessions"),
+            paths::join(slug),
             Own,
             Some(r#"{"preview": true}"#.into()),
             S::FORBIDDEN,
@@ -236,7 +237,7 @@ pub(super) fn study_cases(fx: &Fixture) -> Vec<Case> {
             case(
                 "confidence threshold above 1",
                 Method::PUT,
-                format!("/api/studies/{study_id}"),
+                paths::study(study_id),
                 Researcher,
                 Some(definition_with(|d| {
                     d["limits"] = json!({"confidence_threshold": 1.5})
