@@ -69,7 +69,7 @@ async fn load_documents(
 }
 
 /// One session's rebuilt views.
-struct Folded {
+struct RebuiltSession {
     session_id: String,
     view: SessionStateView,
     rows: NewRows,
@@ -121,7 +121,10 @@ impl Projector {
     }
 
     /// Reads the batch's events in one query and folds each session.
-    async fn fold_batch(&self, ids: &[String]) -> Result<(Vec<Folded>, u64), ProjectionError> {
+    async fn fold_batch(
+        &self,
+        ids: &[String],
+    ) -> Result<(Vec<RebuiltSession>, u64), ProjectionError> {
         let rows = on_db!(read(self.db()), |pool| {
             // The payload as text, decoded straight into events (no JSON tree in between).
             let mut q = QueryBuilder::new(if self.db().is_postgres() {
@@ -157,14 +160,14 @@ impl Projector {
         let events = rows.len() as u64;
         // Each document is checked against its content id once per batch, not per session.
         let documents = codec::CheckedOnce::new(load_documents(self.db(), &rows).await?);
-        let mut folded: Vec<Folded> = Vec::with_capacity(ids.len());
+        let mut folded: Vec<RebuiltSession> = Vec::with_capacity(ids.len());
         let mut prev = GENESIS_HASH.to_string();
         let mut before = codec::compact::Before::default();
         for row in rows {
             if folded.last().is_none_or(|f| f.session_id != row.session_id) {
                 prev = GENESIS_HASH.to_string();
                 before = codec::compact::Before::default();
-                folded.push(Folded {
+                folded.push(RebuiltSession {
                     session_id: row.session_id.clone(),
                     view: SessionStateView::default(),
                     rows: NewRows::default(),
@@ -195,7 +198,11 @@ impl Projector {
     }
 
     /// Replaces the batch's views in one transaction.
-    async fn write_batch(&self, ids: &[String], folded: &[Folded]) -> Result<(), ProjectionError> {
+    async fn write_batch(
+        &self,
+        ids: &[String],
+        folded: &[RebuiltSession],
+    ) -> Result<(), ProjectionError> {
         on_db!(write(self.db()), |pool| {
             let mut tx = pool.begin().await?;
             for table in ["transcript", "results", "session_state"] {
@@ -239,7 +246,7 @@ impl Projector {
             crate::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view)).await?;
             let moved: Vec<_> = folded
                 .iter()
-                .filter_map(|f| crate::overview::Moved::of(&f.session_id, &f.session))
+                .filter_map(|f| crate::overview::NewContribution::of(&f.session_id, &f.session))
                 .collect();
             crate::overview::write(&mut tx, &moved).await?;
             tx.commit().await?;

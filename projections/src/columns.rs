@@ -10,7 +10,6 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::projector::end_reason_text;
 use crate::views::{SessionStateView, TranscriptRow};
 use interview_session::SessionStatus;
 
@@ -169,17 +168,6 @@ pub const OVERVIEW_COLUMNS: [&str; 3] = ["session_id", "study_id", "contribution
 
 pub const OVERVIEW_KINDS: [Kind; 3] = [Kind::Text, Kind::Text, Kind::Json];
 
-/// A session's `session_overview` row.
-pub fn overview_cells(moved: &crate::overview::Moved) -> [Cell; 3] {
-    [
-        Cell::Text(Some(moved.session_id.clone())),
-        Cell::Text(Some(moved.study_id.clone())),
-        Cell::Json(Some(
-            serde_json::to_value(&moved.contribution).expect("counts serialize"),
-        )),
-    ]
-}
-
 /// Binds `cells` in order onto a statement (the writers' side of the one list).
 pub(crate) fn bind_all<'q, DB>(
     mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
@@ -268,6 +256,16 @@ pub async fn stored_rows(
                     .collect()
             })
             .collect())
+    })
+}
+
+/// The `results.end_reason` column of a view.
+fn end_reason_text(view: &SessionStateView) -> Option<String> {
+    view.end_reason.map(|r| {
+        serde_json::to_value(r)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
     })
 }
 

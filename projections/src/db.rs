@@ -336,9 +336,9 @@ fn untested_on_acquire(options: PgPoolOptions) -> PgPoolOptions {
 /// holding its connection halves the round trips of the commit path. It goes back to the pool —
 /// which tests it, and drops it if it broke — after a batch that failed, after a second unused
 /// (the committer's wait for work gives it back; [`crate::group_commit`]), after
-/// [`HOLD_AT_MOST`], before a batch goes the long way, and when the pool closes.
+/// [`HOLD_AT_MOST`], before a batch goes through the transaction path, and when the pool closes.
 #[derive(Default)]
-pub(crate) struct Held(Option<HeldConnection>);
+pub(crate) struct KeptConnection(Option<HeldConnection>);
 
 struct HeldConnection {
     conn: sqlx::pool::PoolConnection<sqlx::Postgres>,
@@ -350,7 +350,7 @@ struct HeldConnection {
 /// limit (sqlx's default, 30 minutes) is checked only when a connection comes back.
 const HOLD_AT_MOST: Duration = Duration::from_secs(30 * 60);
 
-impl Held {
+impl KeptConnection {
     /// The held connection, or a new one from the pool; the pool's error when it has none to
     /// give (closed, or the database unreachable within the acquire timeout).
     pub(crate) async fn get(

@@ -22,12 +22,15 @@ use cqrs_es::persist::PersistenceError;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::batch::{Appended, FoldedFromKept};
 use crate::batch_error::{batch_error, one_commands_fault};
-use crate::db::Held;
+use crate::db::KeptConnection;
 use crate::log::NewEvent;
-use crate::overview::{self, Moved};
-use crate::projector::{fold_pending, placeholders, RecentViews};
-use crate::views::{NewRows, SessionStateView};
+use crate::overview::{self, NewContribution};
+use crate::pending::fold_pending;
+use crate::recent::RecentViews;
+use crate::statements::placeholders;
+use crate::views::SessionStateView;
 use crate::{on_db, view_writes, Db, ProjectionError};
 
 /// The most commands one transaction takes.
@@ -42,13 +45,9 @@ const PG_COMMITTERS: usize = 2;
 
 struct Job {
     events: Vec<NewEvent>,
-    moved: Option<Moved>,
+    moved: Option<NewContribution>,
     reply: oneshot::Sender<Result<(), PersistenceError>>,
 }
-
-/// One command's events, and its session's new contribution to the study overview when the
-/// command moved it.
-pub(crate) type Command<'a> = (&'a [NewEvent], Option<&'a Moved>);
 
 /// The sending side; the committing task ends when it is dropped.
 #[derive(Clone, Debug)]
@@ -70,7 +69,7 @@ impl GroupCommit {
     pub(crate) async fn submit(
         &self,
         events: &[NewEvent],
-        moved: Option<Moved>,
+        moved: Option<NewContribution>,
     ) -> Result<(), PersistenceError> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
@@ -94,9 +93,9 @@ async fn run(
     recent: Arc<RecentViews>,
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
 ) {
-    let mut held = Held::default();
+    let mut held = KeptConnection::default();
     // A pool too small to spare a connection per committer and two more for everything else
-    // (reads, the long way) lends the committers theirs for one batch at a time.
+    // (reads, the transaction path) lends the committers theirs for one batch at a time.
     let holds = match &db {
         Db::Postgres(pool) => pool.options().get_max_connections() as usize >= PG_COMMITTERS + 2,
         Db::Sqlite(_) => false,
@@ -125,7 +124,7 @@ async fn run(
         let Some(jobs) = jobs else {
             return;
         };
-        let commands: Vec<Command> = jobs
+        let commands: Vec<Appended> = jobs
             .iter()
             .map(|j| (j.events.as_slice(), j.moved.as_ref()))
             .collect();
@@ -169,15 +168,15 @@ async fn gather(rx: &tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>) -> Option
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
-    commands: &[Command<'_>],
-    held: &mut Held,
+    commands: &[Appended<'_>],
+    held: &mut KeptConnection,
 ) -> Vec<Result<(), PersistenceError>> {
     if let Db::Postgres(pool) = db {
         if crate::one_statement::fits(recent, commands) {
             let conn = match held.get(pool).await {
                 Ok(conn) => conn,
                 // No connection to be had (the database down, the pool closed): every command
-                // hears it now, rather than after the long way waited for the pool again.
+                // hears it now, rather than after the transaction path waited for the pool again.
                 Err(error) => {
                     let error = ProjectionError::Db(error);
                     return commands.iter().map(|_| Err(batch_error(&error))).collect();
@@ -194,7 +193,7 @@ pub(crate) async fn commit(
                 return outcomes;
             }
         }
-        // The long way takes its connection from the pool: the held one goes back meanwhile,
+        // The transaction path takes its connection from the pool: the held one goes back meanwhile,
         // so a committer never needs two.
         held.release();
     }
@@ -248,43 +247,10 @@ where
     Ok(())
 }
 
-/// A command whose kept view was the one just before its events: folded in memory.
-pub(crate) struct Fast<'a> {
-    pub(crate) command: usize,
-    /// The `last_seq` the fold started from, which guards the state row's write.
-    pub(crate) expected: i64,
-    pub(crate) view: SessionStateView,
-    pub(crate) rows: NewRows,
-    pub(crate) session_id: &'a str,
-}
-
-impl<'a> Fast<'a> {
-    /// Takes the kept view of command `i`'s session and folds the command's events into it —
-    /// `None` (the view taken, if any, dropped) when no view is kept just before its events.
-    pub(crate) fn fold(recent: &RecentViews, i: usize, events: &'a [NewEvent]) -> Option<Self> {
-        let first = events.first()?;
-        let mut view = recent
-            .take(&first.aggregate_id)
-            .filter(|view| view.last_seq + 1 == first.sequence)?;
-        let expected = view.last_seq as i64;
-        let mut rows = NewRows::default();
-        for e in events {
-            view.apply(e.sequence, &e.event, &mut rows);
-        }
-        Some(Fast {
-            command: i,
-            expected,
-            view,
-            rows,
-            session_id: &first.aggregate_id,
-        })
-    }
-}
-
 async fn try_commit<DB>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
-    commands: &[Command<'_>],
+    commands: &[Appended<'_>],
     postgres: bool,
 ) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError>
 where
@@ -362,13 +328,13 @@ where
     }
 
     // 2. Fold in memory what starts from a kept view; the rest from the stored rows.
-    let mut fast: Vec<Fast> = Vec::new();
+    let mut fast: Vec<FoldedFromKept> = Vec::new();
     let mut slow: Vec<usize> = Vec::new();
     for (i, (command, _)) in commands.iter().enumerate() {
         if command.is_empty() || outcomes[i].is_err() {
             continue;
         }
-        match Fast::fold(recent, i, command) {
+        match FoldedFromKept::fold(recent, i, command) {
             Some(f) => fast.push(f),
             None => slow.push(i),
         }
@@ -377,7 +343,7 @@ where
     let states: Vec<(i64, &SessionStateView)> =
         fast.iter().map(|f| (f.expected, &f.view)).collect();
     let written = view_writes::update_states(&mut tx, &states).await?;
-    let (fast, stale): (Vec<Fast>, Vec<Fast>) = fast
+    let (fast, stale): (Vec<FoldedFromKept>, Vec<FoldedFromKept>) = fast
         .into_iter()
         .partition(|f| written.contains(f.session_id));
     slow.extend(stale.iter().map(|f| f.command));
@@ -412,7 +378,7 @@ where
         }
     }
     // 3. The study overview, for the commands that moved it (their sessions are distinct).
-    let moved: Vec<Moved> = commands
+    let moved: Vec<NewContribution> = commands
         .iter()
         .zip(&outcomes)
         .filter(|(_, outcome)| outcome.is_ok())

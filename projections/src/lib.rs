@@ -7,6 +7,7 @@
 //! reads the event rows back through the one decode point.
 #![forbid(unsafe_code)]
 
+mod batch;
 mod batch_error;
 pub mod bulk;
 pub mod columns;
@@ -14,15 +15,19 @@ pub mod db;
 pub mod decision_log;
 pub mod encrypted;
 pub mod erasure;
+mod error;
 pub mod group_commit;
 pub mod keys;
 pub mod locks;
 pub mod log;
 mod one_statement;
 pub mod overview;
+mod pending;
 pub mod processes;
 pub mod projector;
 pub mod read;
+mod recent;
+mod statements;
 pub mod stream;
 pub mod view_format;
 mod view_writes;

@@ -7,24 +7,25 @@
 //! completion, and a last `SELECT` that checks every event went in and every state row was still
 //! where the fold started; if not, `interview_refuse_batch()` (migration 0012) raises, and the
 //! statement — its own transaction — leaves nothing behind. The caller then commits the batch
-//! the long way ([`crate::group_commit`]), which sorts out the lost races and the stale views.
+//! the transaction path ([`crate::group_commit`]), which sorts out the lost races and the stale views.
 //!
 //! Why: each statement is a round trip that wakes a backend, and a command alone made six or
 //! seven (`BEGIN`, events, state, transcript, results, notify, `COMMIT`). Here it
 //! is one, whatever the batch holds. SQLite has no data-modifying `WITH`, and its round trips
-//! are to a thread in this process: it keeps the long way.
+//! are to a thread in this process: it keeps the transaction path.
 
 use cqrs_es::persist::PersistenceError;
 use sqlx::PgConnection;
 
+use crate::batch::{Appended, FoldedFromKept};
 use crate::columns::{
     result_cells, state_cells, transcript_cells, Cell, RESULT_COLUMNS, STATE_COLUMNS,
     TRANSCRIPT_COLUMNS,
 };
-use crate::group_commit::{Command, Fast};
 use crate::log::NewEvent;
-use crate::projector::{RecentViews, NOTIFY_CHANNEL};
+use crate::recent::RecentViews;
 use crate::view_writes;
+use crate::view_writes::NOTIFY_CHANNEL;
 
 /// The most values one statement binds (PostgreSQL takes 65,535).
 const MAX_VALUES: usize = 60_000;
@@ -33,7 +34,7 @@ use crate::log::{EVENT_COLUMNS, EVENT_VALUES};
 
 /// Whether a batch is of the kind one statement commits: every command starts from a kept view,
 /// none moves the overview, and the statement's values stay under PostgreSQL's limit.
-pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
+pub(crate) fn fits(recent: &RecentViews, commands: &[Appended<'_>]) -> bool {
     let kept = commands.iter().all(|(events, moved)| {
         moved.is_none()
             && crate::erasure::erasure_in(events).is_none()
@@ -54,17 +55,17 @@ pub(crate) fn fits(recent: &RecentViews, commands: &[Command<'_>]) -> bool {
 }
 
 /// Commits `commands`, a batch that [`fits`] (the caller has checked), in one statement; `None`
-/// when the statement refused it (nothing was written: the caller commits it the long way; the
-/// views it folded are dropped, so the long way folds them from the stored rows).
+/// when the statement refused it (nothing was written: the caller commits it through the transaction path; the
+/// views it folded are dropped, so the transaction path folds them from the stored rows).
 pub(crate) async fn commit(
     conn: &mut PgConnection,
     recent: &RecentViews,
-    commands: &[Command<'_>],
+    commands: &[Appended<'_>],
 ) -> Option<Vec<Result<(), PersistenceError>>> {
-    let mut folded: Vec<Fast> = Vec::with_capacity(commands.len());
+    let mut folded: Vec<FoldedFromKept> = Vec::with_capacity(commands.len());
     for (i, (events, _)) in commands.iter().enumerate() {
-        // Evicted since `fits` looked: the long way folds them from their rows.
-        folded.push(Fast::fold(recent, i, events)?);
+        // Evicted since `fits` looked: the transaction path folds them from their rows.
+        folded.push(FoldedFromKept::fold(recent, i, events)?);
     }
     folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
     let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
@@ -84,8 +85,8 @@ pub(crate) async fn commit(
             }
             Some(commands.iter().map(|_| Ok(())).collect())
         }
-        // Refused by its own check, or for a value one command brought (the long way splits
-        // the batch to find it): the statement wrote nothing, so the batch goes the long way.
+        // Refused by its own check, or for a value one command brought (the transaction path splits
+        // the batch to find it): the statement wrote nothing, so the batch goes through the transaction path.
         Err(error) if refused(&error) => {
             tracing::debug!(
                 commands = commands.len(),
@@ -96,12 +97,12 @@ pub(crate) async fn commit(
         Err(error) => {
             let error = crate::ProjectionError::Db(error);
             if crate::batch_error::one_commands_fault(&error) {
-                tracing::debug!(%error, "the one-statement commit failed on a value; the long way splits the batch");
+                tracing::debug!(%error, "the one-statement commit failed on a value; the transaction path splits the batch");
                 return None;
             }
             // The database down or overloaded, a deadlock, or the answer lost after the commit
             // was sent: writing the batch again could not help (and, were it committed, would
-            // only collide with itself). Every command hears it, as from the long way.
+            // only collide with itself). Every command hears it, as from the transaction path.
             tracing::warn!(%error, commands = commands.len(), "a batch of commands failed");
             Some(
                 commands
@@ -120,7 +121,7 @@ fn refused(error: &sqlx::Error) -> bool {
 
 /// The statement and the cells it binds after the events' nine values each (the notify
 /// channel and the notes follow them), and the commit notes.
-fn statement(events: &[&NewEvent], folded: &[Fast]) -> (String, Vec<Cell>, Vec<String>) {
+fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Cell>, Vec<String>) {
     let mut cells: Vec<Cell> = Vec::new();
     let mut clauses: Vec<String> = Vec::new();
     let before = events.len() * EVENT_VALUES;

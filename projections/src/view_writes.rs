@@ -10,7 +10,10 @@ use crate::columns::{
     bind_all, result_cells, state_cells, transcript_cells, RESULT_COLUMNS, STATE_COLUMNS,
     TRANSCRIPT_COLUMNS,
 };
-use crate::projector::{placeholders, NOTIFY_CHANNEL};
+use crate::statements::placeholders;
+
+/// The PostgreSQL NOTIFY channel announcing `<session id> <last sequence>` after each projection.
+pub const NOTIFY_CHANNEL: &str = "interview_session_events";
 use crate::views::{SessionStateView, TranscriptRow};
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.

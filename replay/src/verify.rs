@@ -140,7 +140,7 @@ pub async fn compare_views(
     };
     let (rebuilt, rows) = fold_views(events, &decoded);
     let session = interview_session::Session::from_events(decoded.iter().cloned());
-    let overview = interview_projections::overview::Moved::of(session_id, &session);
+    let overview = interview_projections::overview::NewContribution::of(session_id, &session);
     let tables = [
         Table {
             name: "session_state",
@@ -178,10 +178,7 @@ pub async fn compare_views(
             kinds: &columns::OVERVIEW_KINDS,
             key: 1,
             order_by: "session_id",
-            expected: overview
-                .iter()
-                .map(|m| columns::overview_cells(m).to_vec())
-                .collect(),
+            expected: overview.iter().map(|m| m.cells().to_vec()).collect(),
         },
     ];
     let mut problems = Vec::new();

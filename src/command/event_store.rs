@@ -13,7 +13,7 @@
 //! process (PostgreSQL scale-out) wrote to the session, and that is always caught:
 //! - events decided on old state take sequence numbers that are already used, so the append
 //!   fails as a lost race; the entry is dropped and the retry reads the log;
-//! - a command *refused* on old state is judged again (the caller marks the session doubted),
+//! - a command *refused* on old state is judged again (the caller marks its kept copy as possibly stale),
 //!   after reading the events after the kept ones.
 //!
 //! A command that succeeds on old state without writing anything is a no-op on the newer
@@ -33,13 +33,13 @@ use interview_session::{Session, SessionError};
 /// How many sessions' folded state is kept. A miss costs one full read of the stream.
 const KEPT_SESSIONS: usize = 1024;
 
-/// The kept sessions, shared by the event store and the command side that may doubt them.
+/// The kept sessions, shared by the event store and the command side that may find one stale.
 pub struct KeptSessions {
     /// Session id → its state and the sequence of the last event folded into it; the least
     /// recently used goes first.
     kept: Mutex<LruCache<String, (Session, usize)>>,
     /// Sessions whose next load must read the log after the kept state.
-    doubted: Mutex<HashSet<String>>,
+    maybe_stale: Mutex<HashSet<String>>,
     /// The events each session's last command in this process committed, with their sequence
     /// numbers: the interviewer goes on from them instead of reading them back
     /// ([`crate::command::store::SessionStore::execute_committed`]).
@@ -50,7 +50,7 @@ impl Default for KeptSessions {
     fn default() -> Self {
         Self {
             kept: Mutex::new(LruCache::new(KEPT_SESSIONS)),
-            doubted: Mutex::default(),
+            maybe_stale: Mutex::default(),
             commits: Mutex::new(LruCache::new(KEPT_SESSIONS)),
         }
     }
@@ -58,8 +58,8 @@ impl Default for KeptSessions {
 
 impl KeptSessions {
     /// The next command on `id` reads the events after the kept state first.
-    pub fn doubt(&self, id: &str) {
-        self.doubted
+    pub fn mark_maybe_stale(&self, id: &str) {
+        self.maybe_stale
             .lock()
             .expect("the session cache is never poisoned")
             .insert(id.to_string());
@@ -104,8 +104,8 @@ impl KeptSessions {
         self.take_commit(id);
     }
 
-    fn take_doubt(&self, id: &str) -> bool {
-        self.doubted
+    fn take_maybe_stale(&self, id: &str) -> bool {
+        self.maybe_stale
             .lock()
             .expect("the session cache is never poisoned")
             .remove(id)
@@ -211,9 +211,9 @@ impl EventStore<Session> for CachingEventStore {
         &self,
         aggregate_id: &str,
     ) -> Result<Self::AC, AggregateError<SessionError>> {
-        let doubted = self.sessions.take_doubt(aggregate_id);
+        let maybe_stale = self.sessions.take_maybe_stale(aggregate_id);
         let kept = self.kept(aggregate_id);
-        if let (Some((aggregate, sequence)), false) = (&kept, doubted) {
+        if let (Some((aggregate, sequence)), false) = (&kept, maybe_stale) {
             return Ok(EventStoreAggregateContext {
                 aggregate_id: aggregate_id.to_string(),
                 aggregate: aggregate.clone(),
@@ -303,7 +303,9 @@ impl EventStore<Session> for CachingEventStore {
         // The session's contribution to its study overview, when this command moved it.
         let moved = aggregate
             .overview_may_move(envelopes.iter().map(|e| &e.payload.body))
-            .then(|| interview_projections::overview::Moved::of(&aggregate_id, &aggregate))
+            .then(|| {
+                interview_projections::overview::NewContribution::of(&aggregate_id, &aggregate)
+            })
             .flatten();
         let last = current_sequence as u64 + rows.len() as u64;
         if !rows.is_empty() {

@@ -139,7 +139,7 @@ impl SessionStore {
         // What an earlier command left is not this one's.
         self.kept.take_commit(id);
         let mut attempt = 0;
-        let mut doubted = false;
+        let mut judged_again = false;
         loop {
             let result = self
                 .framework
@@ -163,9 +163,9 @@ impl SessionStore {
                 }
                 // The command may have been judged on kept state that another process has
                 // moved past: judge it again on the log's.
-                Err(AggregateError::UserError(_)) if !doubted => {
-                    doubted = true;
-                    self.kept.doubt(id);
+                Err(AggregateError::UserError(_)) if !judged_again => {
+                    judged_again = true;
+                    self.kept.mark_maybe_stale(id);
                 }
                 Ok(()) => {
                     self.committed

@@ -26,6 +26,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage};
 
 use crate::http::error::ApiError;
+use crate::http::limits::{BodyBudget, HeldBytes};
 use crate::settings::Exempt;
 use crate::state::AppState;
 
@@ -119,53 +120,6 @@ pub const KEEP_ALIVE_UP_TO: usize = 16;
 /// balancers and reverse proxies, so they close first (docs/security.md, "Keep-alive").
 pub const KEEP_ALIVE_IDLE_SECS: u64 = 75;
 
-/// Bytes of request bodies being read at the door at once, across all connections; beyond it a
-/// body is refused 503 `overloaded` (so thousands of slow uploads cannot fill memory).
-pub struct BodyBudget {
-    max: usize,
-    used: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Bytes held against the budget until the request is answered.
-pub struct Held {
-    used: Arc<std::sync::atomic::AtomicUsize>,
-    bytes: usize,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.used
-            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-impl BodyBudget {
-    /// `max` 0 means no budget.
-    pub fn new(max: usize) -> Self {
-        Self {
-            max,
-            used: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-        }
-    }
-
-    fn hold(&self) -> Held {
-        Held {
-            used: self.used.clone(),
-            bytes: 0,
-        }
-    }
-
-    /// Adds `bytes` to `held`, or refuses when the budget would be exceeded.
-    fn take(&self, held: &mut Held, bytes: usize) -> bool {
-        let now = self
-            .used
-            .fetch_add(bytes, std::sync::atomic::Ordering::AcqRel)
-            + bytes;
-        held.bytes += bytes;
-        self.max == 0 || now <= self.max
-    }
-}
-
 /// `HttpServer::on_connect`: TCP_NODELAY, and the per-address cap.
 pub fn on_connect(cap: &Arc<ConnectionCap>, conn: &dyn Any, data: &mut Extensions) {
     let Some(tcp) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() else {
@@ -245,7 +199,7 @@ async fn read_body(
     limit: usize,
     deadline: Duration,
     budget: &BodyBudget,
-    held: &mut Held,
+    held: &mut HeldBytes,
 ) -> Result<web::Bytes, ApiError> {
     let announced = req
         .headers()

@@ -3,8 +3,7 @@
 //! request bodies being read. Built once per server from its settings and handed to the door
 //! and the routes that need them as `web::Data<Guards>`.
 
-use super::door::BodyBudget;
-use super::limits::{Gauge, RateLimiter, StreamLimits};
+use super::limits::{BodyBudget, Gauge, RateLimiter, StreamLimits};
 use crate::settings::Settings;
 
 pub struct Guards {

@@ -149,6 +149,53 @@ impl StreamLimits {
     }
 }
 
+/// Bytes of request bodies being read at the door at once, across all connections; beyond it a
+/// body is refused 503 `overloaded` (so thousands of slow uploads cannot fill memory).
+pub struct BodyBudget {
+    max: usize,
+    used: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Bytes held against the budget until the request is answered.
+pub struct HeldBytes {
+    used: Arc<std::sync::atomic::AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.used
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl BodyBudget {
+    /// `max` 0 means no budget.
+    pub fn new(max: usize) -> Self {
+        Self {
+            max,
+            used: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    pub(crate) fn hold(&self) -> HeldBytes {
+        HeldBytes {
+            used: self.used.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds `bytes` to `held`, or refuses when the budget would be exceeded.
+    pub(crate) fn take(&self, held: &mut HeldBytes, bytes: usize) -> bool {
+        let now = self
+            .used
+            .fetch_add(bytes, std::sync::atomic::Ordering::AcqRel)
+            + bytes;
+        held.bytes += bytes;
+        self.max == 0 || now <= self.max
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

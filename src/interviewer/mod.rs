@@ -204,7 +204,7 @@ impl Interviewer {
                         outcome = RunOutcome::Yielded;
                         continue;
                     }
-                    Unclaimed::Moved => {
+                    Unclaimed::SessionChanged => {
                         unclaimed = false;
                         continue;
                     }

@@ -20,7 +20,7 @@ use interview_session::conversation::Conversation;
 pub(super) enum Unclaimed {
     Committed,
     /// The session moved under it: load it again.
-    Moved,
+    SessionChanged,
     /// Not a rules step as proposed: take it the claimed way (with the rules' proposal, when it
     /// was worked out: the same session and time give the same one).
     NotTaken(Option<Box<Proposal>>),
@@ -71,7 +71,7 @@ impl Interviewer {
             // words, the end): the run loads it again and decides on what it finds — never
             // the claimed way on the state it had (it would stream words from it).
             Err(AggregateError::AggregateConflict | AggregateError::UserError(_)) => {
-                Ok(Unclaimed::Moved)
+                Ok(Unclaimed::SessionChanged)
             }
             Err(e) => Err(e.into()),
         }

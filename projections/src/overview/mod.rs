@@ -18,21 +18,32 @@ use interview_session::hash::GENESIS_HASH;
 use interview_session::Session;
 use serde_json::Value;
 
-use crate::columns::{bind_all, overview_cells, OVERVIEW_COLUMNS};
-use crate::projector::placeholders;
+use crate::columns::{bind_all, Cell, OVERVIEW_COLUMNS};
+use crate::statements::placeholders;
 use crate::{on_db, Db, ProjectionError};
 
 pub use report::{percentile, Overview};
 
 /// A session's new contribution to its study's overview.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Moved {
+pub struct NewContribution {
     pub session_id: String,
     pub study_id: String,
     pub contribution: Contribution,
 }
 
-impl Moved {
+impl NewContribution {
+    /// Its `session_overview` row, in the order of [`OVERVIEW_COLUMNS`].
+    pub fn cells(&self) -> [Cell; 3] {
+        [
+            Cell::Text(Some(self.session_id.clone())),
+            Cell::Text(Some(self.study_id.clone())),
+            Cell::Json(Some(
+                serde_json::to_value(&self.contribution).expect("counts serialize"),
+            )),
+        ]
+    }
+
     /// The contribution of a folded session, if it has a study yet.
     pub fn of(session_id: &str, session: &Session) -> Option<Self> {
         Some(Self {
@@ -54,7 +65,7 @@ const ROWS: usize = 5_000;
 /// name) on every process, so two transactions adding to the same rows lock them alike.
 pub(crate) async fn write<'c, DB>(
     tx: &mut sqlx::Transaction<'c, DB>,
-    moved: &[Moved],
+    moved: &[NewContribution],
 ) -> Result<(), sqlx::Error>
 where
     DB: sqlx::Database,
@@ -75,7 +86,7 @@ where
         return Ok(());
     }
     // One session may appear twice in a batch of catch-up work: its last contribution stands.
-    let mut latest: BTreeMap<&str, &Moved> = BTreeMap::new();
+    let mut latest: BTreeMap<&str, &NewContribution> = BTreeMap::new();
     for m in moved {
         latest.insert(&m.session_id, m);
     }
@@ -101,7 +112,7 @@ where
         }
     }
     let mut deltas: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    let mut changed: Vec<&Moved> = Vec::new();
+    let mut changed: Vec<&NewContribution> = Vec::new();
     for m in latest.values() {
         let old = before.get(&m.session_id);
         if old == Some(&m.contribution) {
@@ -137,7 +148,7 @@ where
         );
         let mut q = sqlx::query(&sql);
         for m in chunk {
-            q = bind_all(q, overview_cells(m));
+            q = bind_all(q, m.cells());
         }
         q.execute(&mut **tx).await?;
     }
@@ -176,7 +187,7 @@ where
         &crate::log::KeptDocuments,
     )?;
     let session = Session::from_events(events.into_iter().map(|(_, e)| e));
-    if let Some(moved) = Moved::of(session_id, &session) {
+    if let Some(moved) = NewContribution::of(session_id, &session) {
         write(tx, &[moved]).await?;
     }
     Ok(())

@@ -138,7 +138,7 @@ pub async fn run(
     }
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let folded = Folded { view };
+        let folded = RunView { view };
         pump(state.clone(), id, input, folded, feed, tx).await;
         drop(slot);
     });
@@ -158,11 +158,11 @@ async fn send_all(tx: &mpsc::Sender<Bytes>, events: Vec<Value>) -> Result<(), ()
 
 /// The session's state view as of the run's start, with every event the run has seen folded
 /// in by the projector's own fold: what `RUN_FINISHED` and its snapshot are made of.
-struct Folded {
+struct RunView {
     view: SessionStateView,
 }
 
-impl Folded {
+impl RunView {
     fn fold(&mut self, seq: u64, event: &SessionEvent) {
         self.view.apply(seq, event, &mut NewRows::default());
     }
@@ -179,7 +179,7 @@ impl Folded {
 /// Folds what the feed brought into the run's view and sends it as AG-UI events.
 async fn forward(
     fed: Fed,
-    folded: &mut Folded,
+    folded: &mut RunView,
     t: &mut Translator,
     tx: &mpsc::Sender<Bytes>,
 ) -> Result<(), &'static str> {
@@ -206,7 +206,7 @@ async fn pump(
     state: web::Data<AppState>,
     session_id: String,
     input: RunAgentInput,
-    mut folded: Folded,
+    mut folded: RunView,
     mut feed: SessionFeed,
     tx: mpsc::Sender<Bytes>,
 ) {
