@@ -38,6 +38,17 @@ pub struct AppState {
     pub draining: tokio::sync::watch::Sender<bool>,
 }
 
+impl AppState {
+    /// What an erasure reaches in this process.
+    pub fn erasing(&self) -> crate::command::erasure::Erasing<'_> {
+        crate::command::erasure::Erasing {
+            db: &self.db,
+            store: &self.store,
+            copies: &*self.interviewer,
+        }
+    }
+}
+
 /// Striped in-process locks, one stripe per study id's hash.
 pub struct StudyLocks([tokio::sync::Mutex<()>; 64]);
 

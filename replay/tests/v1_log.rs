@@ -273,7 +273,7 @@ async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
         .unwrap();
 
     let receipt = interview_runtime::command::erasure::erase(
-        &server.state,
+        server.state.erasing(),
         &session,
         interview_session::erasure::ErasedBy::Researcher,
         None,

@@ -12,9 +12,25 @@ use interview_session::commands as cmd;
 use interview_session::erasure::{ErasedBy, Erasure};
 use interview_session::{SessionCommand, SessionError};
 
+use interview_projections::Db;
+
 use super::error::CommandError;
-use crate::command::store::Actor;
-use crate::state::AppState;
+use crate::command::store::{Actor, SessionStore};
+
+/// What keeps a copy of sessions' content in memory outside the command side (the
+/// interviewer's folded sessions and conversations): an erasure drops it.
+pub trait KeepsSessionCopies: Send + Sync {
+    fn forget(&self, session_id: &str);
+}
+
+/// What an erasure reaches: the log and views, the command side, and the other copies this
+/// process keeps (`AppState::erasing`).
+#[derive(Clone, Copy)]
+pub struct Erasing<'a> {
+    pub db: &'a Db,
+    pub store: &'a SessionStore,
+    pub copies: &'a dyn KeepsSessionCopies,
+}
 
 /// How many times an erasure is tried again when the session moved under it (the interviewer's
 /// next step, the post-session extraction), waiting a little longer each time.
@@ -32,7 +48,7 @@ fn actor(by: ErasedBy) -> Actor {
 /// such session.
 #[tracing::instrument(skip(state, reason))]
 pub async fn erase(
-    state: &AppState,
+    state: Erasing<'_>,
     session_id: &str,
     by: ErasedBy,
     reason: Option<String>,
@@ -40,11 +56,11 @@ pub async fn erase(
 ) -> Result<Receipt, CommandError> {
     interview_session::erasure::check_reason(reason.as_deref())?;
     // Erased already: the first erasure's receipt (its who and why stand).
-    if let Some(receipt) = erasure::receipt(&state.db, session_id).await? {
+    if let Some(receipt) = erasure::receipt(state.db, session_id).await? {
         return Ok(receipt);
     }
     for attempt in 0..ATTEMPTS {
-        let prepared = erasure::prepare(&state.db, session_id)
+        let prepared = erasure::prepare(state.db, session_id)
             .await?
             .ok_or_else(CommandError::session_not_found)?;
         let command = SessionCommand::RecordErasure(cmd::RecordErasure {
@@ -73,7 +89,7 @@ pub async fn erase(
                 forget_copies(state, session_id).await;
                 metrics::counter!("interview_erasures_total", "by" => by.as_str()).increment(1);
                 tracing::info!(session_id, by = by.as_str(), "participant data erased");
-                return erasure::receipt(&state.db, session_id)
+                return erasure::receipt(state.db, session_id)
                     .await?
                     .ok_or_else(|| {
                         CommandError::Corrupt(
@@ -83,7 +99,7 @@ pub async fn erase(
             }
             // Someone else erased it meanwhile: theirs is the receipt.
             Err(AggregateError::UserError(SessionError::Erased)) => {
-                return erasure::receipt(&state.db, session_id)
+                return erasure::receipt(state.db, session_id)
                     .await?
                     .ok_or_else(|| {
                         CommandError::Corrupt("an erased session has no erasure record".into())
@@ -109,9 +125,9 @@ pub async fn erase(
 
 /// Drops what this process keeps of the session's content, and on SQLite empties the WAL that
 /// still holds the pages the erasure overwrote.
-async fn forget_copies(state: &AppState, session_id: &str) {
+async fn forget_copies(state: Erasing<'_>, session_id: &str) {
     state.store.forget(session_id);
-    state.interviewer.forget(session_id);
+    state.copies.forget(session_id);
     match state.db.truncate_wal().await {
         Ok(true) => {}
         // The next checkpoint overwrites them; said, not fatal.
@@ -124,7 +140,7 @@ async fn forget_copies(state: &AppState, session_id: &str) {
 /// session first (none when the reference names no session — or only erased ones, which no
 /// longer hold it).
 pub async fn erase_participant(
-    state: &AppState,
+    state: Erasing<'_>,
     study_id: &str,
     participant_ref: &str,
     reason: Option<String>,
@@ -132,7 +148,7 @@ pub async fn erase_participant(
 ) -> Result<Vec<Receipt>, CommandError> {
     interview_session::erasure::check_reason(reason.as_deref())?;
     let mut receipts = Vec::new();
-    for id in erasure::sessions_of_participant(&state.db, study_id, participant_ref).await? {
+    for id in erasure::sessions_of_participant(state.db, study_id, participant_ref).await? {
         receipts.push(erase(state, &id, ErasedBy::Researcher, reason.clone(), request_id).await?);
     }
     Ok(receipts)

@@ -225,3 +225,9 @@ impl Interviewer {
         Ok(outcome)
     }
 }
+
+impl crate::command::erasure::KeepsSessionCopies for Interviewer {
+    fn forget(&self, session_id: &str) {
+        Interviewer::forget(self, session_id);
+    }
+}

@@ -55,8 +55,14 @@ async fn erase_study(
         };
         for (_, id) in &page {
             tried += 1;
-            match crate::command::erasure::erase(state, id, ErasedBy::Retention, None, "retention")
-                .await
+            match crate::command::erasure::erase(
+                state.erasing(),
+                id,
+                ErasedBy::Retention,
+                None,
+                "retention",
+            )
+            .await
             {
                 Ok(_) => erased += 1,
                 Err(error) => tracing::warn!(

@@ -50,7 +50,7 @@ pub async fn withdraw(
     Participant { session_id }: Participant,
 ) -> Result<HttpResponse, ApiError> {
     let receipt = erasure::erase(
-        &state,
+        state.erasing(),
         &session_id.to_string(),
         ErasedBy::Participant,
         None,
@@ -85,7 +85,7 @@ pub async fn erase_session(
         ShapeErrors::BadRequest,
     )?;
     let receipt = erasure::erase(
-        &state,
+        state.erasing(),
         &session_id.to_string(),
         ErasedBy::Researcher,
         body.reason,
@@ -124,7 +124,7 @@ pub async fn erase_participant(
         ));
     }
     let receipts = erasure::erase_participant(
-        &state,
+        state.erasing(),
         &study.study_id,
         &body.participant_ref,
         body.reason,
