@@ -75,7 +75,7 @@ pub(super) fn runtime_summary(session: &Session, conversation: &Conversation) ->
         .collect();
     // The copier keeps a recorded field whose evidence is a reply to the summary: not an
     // unrecognised one.
-    for f in super::rules::extract_all(session, conversation) {
+    for f in super::rules_fields::extract_all(session, conversation) {
         if unrecognised.get(&f.field_id) != Some(&&f.value) {
             fields.entry(f.field_id.clone()).or_insert(f);
         }

@@ -12,7 +12,7 @@ use interview_session::input_class::classify;
 use interview_session::study::AgentMode;
 use interview_session::Session;
 
-use super::llm_step::Step;
+use super::step::Step;
 use super::Interviewer;
 use crate::llm::prompt::{self, Listing};
 use crate::llm::{prompt_records, tools, ModelGateway};
@@ -30,7 +30,7 @@ impl Interviewer {
         now: DateTime<Utc>,
     ) -> (Vec<ExtractedField>, Option<Provenance>) {
         let (session, conversation) = (&loaded.session, &loaded.conversation);
-        let copier = || super::rules::extract_all(session, conversation);
+        let copier = || super::rules_fields::extract_all(session, conversation);
         let (Some(gateway), Some(study)) = (&self.gateway, session.study()) else {
             return (copier(), None);
         };

@@ -17,13 +17,7 @@ use crate::llm::visible::{Refused, Visible};
 use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
 use interview_session::conversation::Conversation;
 
-/// Identifies the decision being made.
-pub(super) struct Step<'a> {
-    pub session_id: &'a str,
-    pub run_id: Uuid,
-    pub message_id: Uuid,
-    pub now: DateTime<Utc>,
-}
+pub(super) use super::step::Step;
 
 /// What the participant saw of a decision while it streamed.
 #[derive(Debug, Clone, PartialEq, Eq)]

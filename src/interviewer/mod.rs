@@ -23,7 +23,9 @@ pub mod probing;
 pub mod reworded;
 pub mod rules;
 pub mod rules_fields;
+mod rules_proposal;
 pub mod schedule;
+mod step;
 
 mod charged;
 mod claimed;

@@ -13,7 +13,7 @@
 //!   once, then the interview concludes.
 
 use chrono::{DateTime, Utc};
-use interview_session::decision::{AgentAction, ConcludeReason, Proposal, Provenance};
+use interview_session::decision::{AgentAction, ConcludeReason, Proposal};
 use interview_session::input_class::{classify, InputClass};
 use interview_session::study::{FieldType, Objective};
 use interview_session::Session;
@@ -24,27 +24,8 @@ pub use super::rules_fields::{all_declined_fields, all_widget_fields, extract_al
 use super::rules_fields::{extract, take_in_addition};
 use interview_session::conversation::{Answer, Conversation};
 
-pub const PROMPT_VERSION_ID: &str = "rules-v1";
-
-pub(super) fn proposal(action: AgentAction, rationale: String, input_summary: String) -> Proposal {
-    Proposal {
-        action,
-        rationale,
-        message: None,
-        interaction: None,
-        fields: Vec::new(),
-        summary: None,
-        input_summary,
-        provenance: Provenance {
-            model: "rules".into(),
-            prompt_version_id: PROMPT_VERSION_ID.into(),
-            latency_ms: 0,
-            token_usage: Default::default(),
-        },
-        input_class: None,
-        refused: None,
-    }
-}
+pub(super) use super::rules_proposal::proposal;
+pub use super::rules_proposal::PROMPT_VERSION_ID;
 
 /// The next decision for a session whose interviewer holds the turn, with the class of the
 /// participant's input it follows.

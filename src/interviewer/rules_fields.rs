@@ -20,7 +20,7 @@ use interview_session::Session;
 use serde_json::{json, Value};
 
 use super::probing;
-use super::rules::proposal;
+use super::rules_proposal::proposal;
 use interview_session::conversation::{Answer, Conversation};
 
 /// The text field of objective `o` an answer answers: the one whose description (and id) shares

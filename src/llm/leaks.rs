@@ -22,7 +22,9 @@ use std::collections::HashSet;
 use interview_session::interaction::{InteractionKind, InteractionSpec};
 use interview_session::study::PinnedStudy;
 
-use super::visible::Refused;
+/// Why a text may not be shown: the term found (for the log; never the text itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub String);
 
 /// A span of internal text this many words long (no CJK character in it) is a copy.
 const SPAN_WORDS: usize = 6;

@@ -126,7 +126,7 @@ pub fn prompt_version_id() -> &'static str {
         let digest = sha256_hex(
             format!(
                 "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{}",
-                super::prompt_records::EXTRACTION_TEMPLATE,
+                super::templates::EXTRACTION_TEMPLATE,
                 runtime_texts().join("\n")
             )
             .as_bytes(),

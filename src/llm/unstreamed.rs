@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::gateway::{ModelError, ModelTurn};
+use super::turn::{ModelError, ModelTurn};
 use interview_session::decision::TokenUsage;
 
 /// The request body in the unstreamed form: `stream: false`, and `tool_choice: "auto"` with

@@ -144,9 +144,7 @@ const TERMS: &[&str] = &[
     "你的回复太",
 ];
 
-/// Why a text may not be shown: the term found (for the log; never the text itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused(pub String);
+pub use super::leaks::Refused;
 
 /// The check for one session's study.
 #[derive(Debug, Clone, Default)]
