@@ -2,9 +2,10 @@
 //! a session's stored events into their erased form in the transaction that records the
 //! erasure, the views it empties, and the purge log read back from the log.
 
+use interview_session::chain::verify_chain;
 use interview_session::codec::{self, erased, NoDocuments};
 use interview_session::erasure::{ErasedBy, Erasure};
-use interview_session::hash::{verify_chain, GENESIS_HASH};
+use interview_session::hash::GENESIS_HASH;
 use interview_session::{EventBody, SessionEvent, AGGREGATE_TYPE};
 use serde::Serialize;
 use serde_json::Value;

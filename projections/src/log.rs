@@ -126,8 +126,8 @@ impl Row {
         })
     }
 
-    /// The row as the chain check reads it (`interview_session::hash::verify_chain`).
-    pub fn chain(&self) -> interview_session::hash::ChainRow<'_> {
+    /// The row as the chain check reads it (`interview_session::chain::verify_chain`).
+    pub fn chain(&self) -> interview_session::chain::ChainRow<'_> {
         (
             self.sequence as usize,
             &self.event_type,

@@ -8,8 +8,9 @@ use interview_projections::columns::{self, Cell, Kind, StoredRow};
 use interview_projections::views::{NewRows, SessionStateView};
 use interview_projections::Db;
 use interview_session::aggregate::check_stream;
+use interview_session::chain::verify_chain;
 use interview_session::codec::{self, DecodeError};
-use interview_session::hash::{verify_chain, GENESIS_HASH};
+use interview_session::hash::GENESIS_HASH;
 use interview_session::SessionEvent;
 
 use crate::source::StoredEvent;

@@ -297,7 +297,7 @@ async fn a_version_1_session_is_erased_and_still_verifies(store: Store) {
         .all(|r| r.event_version == "erased" && r.hash.is_some()));
     // The erasure record links to the head the version 1 log had.
     let link =
-        interview_session::hash::verify_chain(rows[..events.len()].iter().map(|r| r.chain()));
+        interview_session::chain::verify_chain(rows[..events.len()].iter().map(|r| r.chain()));
     assert!(
         link.is_err(),
         "erased rows alone, without their record, do not verify"

@@ -549,6 +549,62 @@ pub fn hex_to_bytes(hex: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The version every event is written in.
+pub const EVENT_VERSION: &str = CURRENT_VERSION;
+
+/// Sealing an event onto its session's chain is storing it: its payload, salt and hash are the
+/// codec's.
+impl SessionEvent {
+    /// Seals `body` onto the chain after `prev_hash`, unsalted.
+    pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
+        Self::seal_with(body, at, prev_hash, None)
+    }
+
+    /// Seals `body` onto the chain after `prev_hash`; salted, when it holds personal data, with
+    /// the session's `chain_secret` and its place in the chain: deterministic, so the aggregate
+    /// stays a function of its commands, and unguessable without the secret, which is erased
+    /// with the content.
+    pub fn seal_with(
+        body: EventBody,
+        at: DateTime<Utc>,
+        prev_hash: &str,
+        chain_secret: Option<&str>,
+    ) -> Self {
+        let salt = chain_secret
+            .filter(|_| body.holds_personal_data())
+            .map(|secret| {
+                let digest =
+                    crate::hash::sha256_hex(format!("salt\n{secret}\n{prev_hash}").as_bytes());
+                digest[..32].to_string()
+            });
+        let (mut payload, changed) = payload_and_changed(&body, at);
+        add_salt(&mut payload, salt.as_deref());
+        let hash = hash(prev_hash, body.event_type(), &payload);
+        let body = if changed {
+            body_from(body.event_type(), &payload, body)
+        } else {
+            body
+        };
+        Self {
+            body,
+            at,
+            salt,
+            prev_hash: prev_hash.to_string(),
+            hash,
+        }
+    }
+}
+
+impl cqrs_es::DomainEvent for SessionEvent {
+    fn event_type(&self) -> String {
+        self.body.event_type().to_string()
+    }
+
+    fn event_version(&self) -> String {
+        EVENT_VERSION.to_string()
+    }
+}
+
 #[cfg(test)]
 #[path = "codec_tests.rs"]
 mod tests;

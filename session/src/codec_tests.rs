@@ -6,8 +6,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::*;
+use crate::chain::verify_chain;
 use crate::events::{ConcludeReason, EventBody, SessionEvent};
-use crate::hash::{event_hash, verify_chain, GENESIS_HASH};
+use crate::hash::{event_hash, GENESIS_HASH};
 
 fn message(prev: &str, content: &str) -> SessionEvent {
     SessionEvent::seal(

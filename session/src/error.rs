@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use crate::events::SessionStatus;
+use crate::status::SessionStatus;
 
 /// The class of a refusal, which decides the HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,6 @@
 //! changed shape gets a new `event_version` and an upcaster there.
 
 use chrono::{DateTime, Utc};
-use cqrs_es::DomainEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -15,85 +14,7 @@ use crate::decision::{AgentAction, ExtractedField, TokenUsage};
 use crate::interaction::InteractionToolCall;
 use crate::study::PinnedStudy;
 
-/// The version every event is written in (see `codec`).
-pub const EVENT_VERSION: &str = crate::codec::CURRENT_VERSION;
-
-/// Session status (FR-04-3): `created → active → waiting_for_user | waiting_for_tool → active →
-/// … → completed | abandoned`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(test, derive(strum::EnumIter))]
-#[serde(rename_all = "snake_case")]
-#[derive(strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum SessionStatus {
-    #[default]
-    Created,
-    Active,
-    WaitingForUser,
-    WaitingForTool,
-    Completed,
-    Abandoned,
-}
-
-impl SessionStatus {
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Abandoned)
-    }
-
-    /// The status machine (FR-04-3).
-    pub fn can_become(self, to: SessionStatus) -> bool {
-        use SessionStatus::*;
-        match self {
-            Created => matches!(to, Active | Abandoned),
-            Active => matches!(to, WaitingForUser | WaitingForTool | Completed | Abandoned),
-            WaitingForUser | WaitingForTool => matches!(to, Active | Completed | Abandoned),
-            Completed | Abandoned => false,
-        }
-    }
-
-    /// The name as the events and the API spell it.
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
-
-impl Phase {
-    /// Participant input in this phase counts as a turn (not consent, screening or the summary
-    /// confirmation reply).
-    pub fn counts_turns(self) -> bool {
-        !matches!(self, Phase::ConsentOrScreening | Phase::SummaryConfirmation)
-    }
-}
-
-/// Interviewer phases (FR-04-9).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(test, derive(strum::EnumIter))]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[derive(strum::AsRefStr, strum::IntoStaticStr)]
-#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
-pub enum Phase {
-    #[default]
-    LoadContext,
-    ConsentOrScreening,
-    Opening,
-    AskOrProbe,
-    OptionalInteraction,
-    Extract,
-    EvaluateCoverage,
-    NextTopicOrProbe,
-    SummaryConfirmation,
-    Conclude,
-    PostSessionExtraction,
-    End,
-}
-
-/// A participant's answer to an interaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SubmitStatus {
-    Submitted,
-    Skipped,
-}
+pub use crate::status::{Phase, SessionStatus, SubmitStatus};
 
 /// The business content of an event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -378,55 +299,4 @@ pub struct SessionEvent {
     pub salt: Option<String>,
     pub prev_hash: String,
     pub hash: String,
-}
-
-impl SessionEvent {
-    /// Seals `body` onto the chain after `prev_hash`, unsalted.
-    pub fn seal(body: EventBody, at: DateTime<Utc>, prev_hash: &str) -> Self {
-        Self::seal_with(body, at, prev_hash, None)
-    }
-
-    /// Seals `body` onto the chain after `prev_hash`; salted, when it holds personal data, with
-    /// the session's `chain_secret` and its place in the chain: deterministic, so the aggregate
-    /// stays a function of its commands, and unguessable without the secret, which is erased
-    /// with the content.
-    pub fn seal_with(
-        body: EventBody,
-        at: DateTime<Utc>,
-        prev_hash: &str,
-        chain_secret: Option<&str>,
-    ) -> Self {
-        let salt = chain_secret
-            .filter(|_| body.holds_personal_data())
-            .map(|secret| {
-                let digest =
-                    crate::hash::sha256_hex(format!("salt\n{secret}\n{prev_hash}").as_bytes());
-                digest[..32].to_string()
-            });
-        let (mut payload, changed) = crate::codec::payload_and_changed(&body, at);
-        crate::codec::add_salt(&mut payload, salt.as_deref());
-        let hash = crate::codec::hash(prev_hash, body.event_type(), &payload);
-        let body = if changed {
-            crate::codec::body_from(body.event_type(), &payload, body)
-        } else {
-            body
-        };
-        Self {
-            body,
-            at,
-            salt,
-            prev_hash: prev_hash.to_string(),
-            hash,
-        }
-    }
-}
-
-impl DomainEvent for SessionEvent {
-    fn event_type(&self) -> String {
-        self.body.event_type().to_string()
-    }
-
-    fn event_version(&self) -> String {
-        EVENT_VERSION.to_string()
-    }
 }

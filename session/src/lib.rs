@@ -8,11 +8,13 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod chain;
 pub mod codec;
 pub mod commands;
 pub mod condense;
 pub mod conversation;
 pub mod decision;
+pub mod erased_form;
 pub mod erasure;
 pub mod error;
 pub mod events;
@@ -22,17 +24,17 @@ pub mod input_class;
 pub mod interaction;
 pub mod phrases;
 pub mod redirect;
+pub mod status;
 pub mod study;
 pub mod text;
 pub mod turns;
 pub mod widget_answers;
 
 pub use aggregate::Session;
+pub use codec::EVENT_VERSION;
 pub use commands::SessionCommand;
 pub use error::{ErrorKind, SessionError};
-pub use events::{
-    ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus, EVENT_VERSION,
-};
+pub use events::{ConcludeReason, EventBody, Phase, SessionEvent, SessionStatus, SubmitStatus};
 pub use study::{PinnedStudy, StudyDefinition};
 
 /// The cqrs-es aggregate type name; the `aggregate_type` column of every session event.

@@ -197,7 +197,7 @@ async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
     assert!(rows[..erased as usize]
         .iter()
         .all(|r| r.event_version == "erased"));
-    let head = interview_session::hash::verify_chain(rows.iter().map(|r| r.chain()))
+    let head = interview_session::chain::verify_chain(rows.iter().map(|r| r.chain()))
         .expect("the erased log verifies");
     assert_eq!(head, receipt["head_hash"].as_str().unwrap());
 
@@ -252,7 +252,7 @@ async fn a_running_interview_is_ended_and_erased(store: Store) {
             "session.abandoned"
         ]
     );
-    assert!(interview_session::hash::verify_chain(rows.iter().map(|r| r.chain())).is_ok());
+    assert!(interview_session::chain::verify_chain(rows.iter().map(|r| r.chain())).is_ok());
 }
 
 async fn erasure_refuses_bad_input_and_writes_nothing(store: Store) {

@@ -642,7 +642,7 @@ async fn the_log_reads_alike_from_any_event(store: Store) {
         .await
         .unwrap();
     let last = whole.last().unwrap().0;
-    let head = interview_session::hash::verify_chain(
+    let head = interview_session::chain::verify_chain(
         rows.iter()
             .filter(|r| r.sequence <= last)
             .map(|r| r.chain()),

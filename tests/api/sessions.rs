@@ -456,7 +456,7 @@ async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: S
     assert!(rows
         .iter()
         .all(|r| r.event_version != "3" || r.metadata == json!({})));
-    let head = interview_session::hash::verify_chain(rows.iter().map(|r| r.chain())).unwrap();
+    let head = interview_session::chain::verify_chain(rows.iter().map(|r| r.chain())).unwrap();
     assert_eq!(head, events.last().unwrap().2["hash"].as_str().unwrap());
     assert!(
         !events[0].2.to_string().contains(&token),

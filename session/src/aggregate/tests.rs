@@ -9,10 +9,11 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::Session;
+use crate::chain::verify_chain;
 use crate::commands::SessionCommand as C;
 use crate::error::SessionError;
 use crate::events::{ConcludeReason, EventBody, SessionEvent, SessionStatus as S, SubmitStatus};
-use crate::hash::{verify_chain, GENESIS_HASH};
+use crate::hash::GENESIS_HASH;
 use crate::interaction::{InteractionKind, InteractionSpec, InteractionToolCall};
 use crate::study::{PinnedStudy, StudyDefinition};
 

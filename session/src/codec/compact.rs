@@ -119,9 +119,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::chain::verify_chain;
     use crate::codec::{decode, decode_after, encode_after, Encoded, NoDocuments, Stored};
     use crate::events::{EventBody, SessionEvent, SessionStatus};
-    use crate::hash::{verify_chain, GENESIS_HASH};
+    use crate::hash::GENESIS_HASH;
     use crate::interaction::InteractionToolCall;
 
     fn likert() -> InteractionToolCall {
@@ -170,7 +171,7 @@ mod tests {
             .collect()
     }
 
-    fn rows(encoded: &[Encoded]) -> Vec<crate::hash::ChainRow<'_>> {
+    fn rows(encoded: &[Encoded]) -> Vec<crate::chain::ChainRow<'_>> {
         encoded
             .iter()
             .enumerate()

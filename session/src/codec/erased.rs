@@ -9,7 +9,7 @@
 //! and hash — and is itself stored whole and chained as usual (onto the last erased event, or the
 //! withdrawal that came in its commit). `replay verify` recomputes the digest from the rows and
 //! the erasure event's hash from its payload: an edit of any erased row, or of the erasure
-//! record, is caught against the head after the erasure (`hash::verify_chain`).
+//! record, is caught against the head after the erasure (`chain::verify_chain`).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -179,8 +179,8 @@ mod tests {
         ]
     }
 
-    fn verify(rows: &[Encoded]) -> Result<String, Vec<crate::hash::ChainBreak>> {
-        crate::hash::verify_chain(rows.iter().enumerate().map(|(i, r)| {
+    fn verify(rows: &[Encoded]) -> Result<String, Vec<crate::chain::ChainBreak>> {
+        crate::chain::verify_chain(rows.iter().enumerate().map(|(i, r)| {
             (
                 i + 1,
                 r.event_type,
