@@ -2,7 +2,7 @@
 //! `metrics-exporter-prometheus` from what the server records through the `metrics` facade.
 //!
 //! Counters and histograms are recorded where things happen (commands in `command/store.rs`,
-//! commits in `projections/src/group_commit.rs`, model calls in `interviewer/charged.rs`, fallbacks
+//! commits in `projections/src/commit/group_commit.rs`, model calls in `interviewer/charged.rs`, fallbacks
 //! in `interviewer/mod.rs`, refusals in `http/error.rs`, background work in `jobs/sweeper.rs` and
 //! `jobs/extraction.rs`); gauges that describe the present (sessions by status and phase, streams
 //! and requests open) are read when Prometheus scrapes. The route is protected: a researcher token,

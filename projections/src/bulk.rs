@@ -10,12 +10,12 @@ use interview_session::codec;
 use interview_session::hash::GENESIS_HASH;
 use interview_session::AGGREGATE_TYPE;
 
-use crate::log::KeptDocuments;
+use crate::store::log::KeptDocuments;
 use sqlx::{QueryBuilder, Row};
 
+use crate::commit::projector::{ProjectionError, Projector};
 use crate::on_db;
-use crate::projector::{ProjectionError, Projector};
-use crate::views::{NewRows, SessionStateView, TranscriptRow};
+use crate::read_side::views::{NewRows, SessionStateView, TranscriptRow};
 
 /// Sessions per batch (one read, one write transaction).
 pub const BATCH: usize = 500;
@@ -36,7 +36,7 @@ struct TextRow {
 /// The documents the batch's `session.created` events name, in a map of the batch's own (a
 /// batch may name more than the process-wide cache keeps).
 async fn load_documents(
-    db: &crate::Db,
+    db: &crate::store::db::Db,
     rows: &[TextRow],
 ) -> Result<std::collections::HashMap<String, serde_json::Value>, ProjectionError> {
     let mut missing = Vec::new();
@@ -59,7 +59,7 @@ async fn load_documents(
     use interview_session::codec::Documents;
     for id in missing {
         if KeptDocuments.document(&id).is_none() {
-            crate::log::load_documents(db, std::slice::from_ref(&id)).await?;
+            crate::store::log::load_documents(db, std::slice::from_ref(&id)).await?;
         }
         if let Some(document) = KeptDocuments.document(&id) {
             documents.insert(id, document);
@@ -217,11 +217,11 @@ impl Projector {
             for chunk in folded.chunks(ROWS_PER_INSERT / 2) {
                 let mut q = QueryBuilder::new(format!(
                     "INSERT INTO session_state ({}) ",
-                    crate::columns::STATE_COLUMNS.join(", ")
+                    crate::read_side::columns::STATE_COLUMNS.join(", ")
                 ));
                 q.push_values(chunk, |mut b, f| {
-                    use crate::columns::Cell;
-                    for cell in crate::columns::state_cells(&f.view) {
+                    use crate::read_side::columns::Cell;
+                    for cell in crate::read_side::columns::state_cells(&f.view) {
                         match cell {
                             Cell::Text(v) => b.push_bind(v),
                             Cell::Int(v) => b.push_bind(v),
@@ -242,13 +242,16 @@ impl Projector {
                         .map(move |t| (f.session_id.as_str(), t))
                 })
                 .collect();
-            crate::view_writes::insert_transcript(&mut tx, &transcript).await?;
-            crate::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view)).await?;
+            crate::commit::view_writes::insert_transcript(&mut tx, &transcript).await?;
+            crate::commit::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view))
+                .await?;
             let moved: Vec<_> = folded
                 .iter()
-                .filter_map(|f| crate::overview::NewContribution::of(&f.session_id, &f.session))
+                .filter_map(|f| {
+                    crate::read_side::overview::NewContribution::of(&f.session_id, &f.session)
+                })
                 .collect();
-            crate::overview::write(&mut tx, &moved).await?;
+            crate::read_side::overview::write(&mut tx, &moved).await?;
             tx.commit().await?;
         });
         Ok(())
@@ -256,8 +259,11 @@ impl Projector {
 }
 
 /// Opens a batch's encrypted rows (`encrypted.rs`) with their sessions' keys, read in one query.
-async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), ProjectionError> {
-    use crate::encrypted::sealed_version;
+async fn open_text_rows(
+    db: &crate::store::db::Db,
+    rows: &mut [TextRow],
+) -> Result<(), ProjectionError> {
+    use crate::store::encrypted::sealed_version;
     let mut sessions: Vec<&str> = rows
         .iter()
         .filter(|r| sealed_version(&r.event_version).is_some())
@@ -267,7 +273,7 @@ async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), Proj
         return Ok(());
     }
     sessions.dedup();
-    let keys = crate::keys::for_sessions(db, &sessions).await?;
+    let keys = crate::store::keys::for_sessions(db, &sessions).await?;
     for row in rows.iter_mut() {
         let Some(key) = keys.get(&row.session_id) else {
             continue;
@@ -285,7 +291,7 @@ async fn open_text_rows(db: &crate::Db, rows: &mut [TextRow]) -> Result<(), Proj
             .map_err(interview_session::codec::DecodeError::Malformed)
             .and_then(|stored| {
                 let sealed = row.sealed.as_deref().unwrap_or_default();
-                crate::encrypted::open(&row.event_version, &stored, sealed, key, at)
+                crate::store::encrypted::open(&row.event_version, &stored, sealed, key, at)
             });
         if let Ok(payload) = opened {
             row.payload = payload.to_string();

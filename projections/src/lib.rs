@@ -1,4 +1,5 @@
-//! Read models folded from the Session event stream, and the database handle they live in.
+//! The event store (`store`), the read models folded from it (`read_side`), and the commit that
+//! appends events and writes the views they change together (`commit`).
 //!
 //! The [`Projector`] folds a session's events from the view's last applied sequence, in sequence
 //! order, and writes every view in one transaction. The server appends a command's events
@@ -7,32 +8,21 @@
 //! reads the event rows back through the one decode point.
 #![forbid(unsafe_code)]
 
-mod batch;
-mod batch_error;
+// Three layers, each using only the ones below it: the commit (appends with their views) over
+// the read side (the views' folds and reads) over the event store (the log, the pool, keys,
+// locks). The public modules are re-exported under their old names, so
+// `interview_projections::log` reads as before; inside the crate, paths name the layer.
+pub mod commit;
+pub mod read_side;
+pub mod store;
+
 pub mod bulk;
-pub mod columns;
-pub mod db;
-pub mod decision_log;
-pub mod encrypted;
-pub mod erasure;
-mod error;
-pub mod group_commit;
-pub mod keys;
-pub mod locks;
-pub mod log;
-mod one_statement;
-pub mod overview;
-mod pending;
-pub mod processes;
-pub mod projector;
-pub mod read;
-mod recent;
-mod statements;
-pub mod stream;
+
 pub mod view_format;
-mod view_writes;
-pub mod views;
-pub mod widget_history;
+
+pub use commit::{erasure, group_commit, projector};
+pub use read_side::{columns, decision_log, overview, read, stream, views, widget_history};
+pub use store::{db, encrypted, keys, locks, log, processes};
 
 pub use db::{Db, DbError};
 pub use decision_log::DecisionRow;

@@ -13,8 +13,8 @@
 //! 2. Widget answers in the transcript in the one format of `widget_answers` ("Easy (4 of 5)",
 //!    "1. Price, 2. Speed", "7 (on 0 to 10)"), where the transcript had its own.
 
-use crate::db::Db;
-use crate::projector::{ProjectionError, Projector};
+use crate::commit::projector::{ProjectionError, Projector};
+use crate::store::db::Db;
 
 /// The format this build's folds write.
 pub const VIEW_FORMAT: i64 = 2;
@@ -77,7 +77,7 @@ impl Projector {
         if from >= VIEW_FORMAT {
             return Ok(None);
         }
-        let ids = crate::read::session_ids(self.db()).await?;
+        let ids = crate::read_side::read::session_ids(self.db()).await?;
         let events = self.rebuild_many(&ids, progress).await?;
         record_current(self.db()).await?;
         if let Some(tx) = lock {

@@ -214,7 +214,7 @@ async fn postgres_restarted_under_load_loses_nothing() {
             StatusCode::SERVICE_UNAVAILABLE
         );
         // Down for longer than a pooled connection may sit unused before it is pinged (1 s,
-        // projections/src/db.rs), as any real restart is.
+        // projections/src/store/db.rs), as any real restart is.
         tokio::time::sleep(Duration::from_millis(1_500).saturating_sub(crashed.elapsed())).await;
         cluster.start();
         // Back on its own: no restart of the server.

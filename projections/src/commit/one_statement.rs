@@ -7,7 +7,7 @@
 //! completion, and a last `SELECT` that checks every event went in and every state row was still
 //! where the fold started; if not, `interview_refuse_batch()` (migration 0012) raises, and the
 //! statement — its own transaction — leaves nothing behind. The caller then commits the batch
-//! the transaction path ([`crate::group_commit`]), which sorts out the lost races and the stale views.
+//! the transaction path ([`crate::commit::group_commit`]), which sorts out the lost races and the stale views.
 //!
 //! Why: each statement is a round trip that wakes a backend, and a command alone made six or
 //! seven (`BEGIN`, events, state, transcript, results, notify, `COMMIT`). Here it
@@ -17,27 +17,27 @@
 use cqrs_es::persist::PersistenceError;
 use sqlx::PgConnection;
 
-use crate::batch::{Appended, FoldedFromKept};
-use crate::columns::{
+use crate::commit::batch::{Appended, FoldedFromKept};
+use crate::commit::recent::RecentViews;
+use crate::commit::view_writes;
+use crate::commit::view_writes::NOTIFY_CHANNEL;
+use crate::read_side::columns::{
     result_cells, state_cells, transcript_cells, Cell, RESULT_COLUMNS, STATE_COLUMNS,
     TRANSCRIPT_COLUMNS,
 };
-use crate::log::NewEvent;
-use crate::recent::RecentViews;
-use crate::view_writes;
-use crate::view_writes::NOTIFY_CHANNEL;
+use crate::store::log::NewEvent;
 
 /// The most values one statement binds (PostgreSQL takes 65,535).
 const MAX_VALUES: usize = 60_000;
 
-use crate::log::{EVENT_COLUMNS, EVENT_VALUES};
+use crate::store::log::{EVENT_COLUMNS, EVENT_VALUES};
 
 /// Whether a batch is of the kind one statement commits: every command starts from a kept view,
 /// none moves the overview, and the statement's values stay under PostgreSQL's limit.
 pub(crate) fn fits(recent: &RecentViews, commands: &[Appended<'_>]) -> bool {
     let kept = commands.iter().all(|(events, moved)| {
         moved.is_none()
-            && crate::erasure::erasure_in(events).is_none()
+            && crate::commit::erasure::erasure_in(events).is_none()
             && events.first().is_some_and(|first| {
                 recent
                     .kept_seq(&first.aggregate_id)
@@ -76,7 +76,7 @@ pub(crate) async fn commit(
     for e in &events {
         q = e.bind(q);
     }
-    q = crate::columns::bind_all(q, cells);
+    q = crate::read_side::columns::bind_all(q, cells);
     q = q.bind(NOTIFY_CHANNEL).bind(notes);
     match q.execute(conn).await {
         Ok(_) => {
@@ -95,8 +95,8 @@ pub(crate) async fn commit(
             None
         }
         Err(error) => {
-            let error = crate::ProjectionError::Db(error);
-            if crate::batch_error::one_commands_fault(&error) {
+            let error = crate::store::error::ProjectionError::Db(error);
+            if crate::commit::batch_error::one_commands_fault(&error) {
                 tracing::debug!(%error, "the one-statement commit failed on a value; the transaction path splits the batch");
                 return None;
             }
@@ -107,7 +107,7 @@ pub(crate) async fn commit(
             Some(
                 commands
                     .iter()
-                    .map(|_| Err(crate::batch_error::batch_error(&error)))
+                    .map(|_| Err(crate::commit::batch_error::batch_error(&error)))
                     .collect(),
             )
         }

@@ -10,16 +10,16 @@ use cqrs_es::persist::PersistenceError;
 use interview_session::AGGREGATE_TYPE;
 use std::sync::Arc;
 
-use crate::db::Db;
-use crate::group_commit::{self, GroupCommit};
-use crate::log::NewEvent;
+use crate::commit::group_commit::{self, GroupCommit};
+use crate::commit::pending::fold_pending;
+use crate::commit::recent::RecentViews;
 use crate::on_db;
-use crate::overview::NewContribution;
-use crate::pending::fold_pending;
-use crate::recent::RecentViews;
+use crate::read_side::overview::NewContribution;
+use crate::store::db::Db;
+use crate::store::log::NewEvent;
 
-pub use crate::error::ProjectionError;
-pub use crate::view_writes::NOTIFY_CHANNEL;
+pub use crate::commit::view_writes::NOTIFY_CHANNEL;
+pub use crate::store::error::ProjectionError;
 
 #[derive(Clone, Debug)]
 pub struct Projector {
@@ -38,7 +38,7 @@ impl Projector {
         }
     }
 
-    /// Commits concurrent commands together (see [`crate::group_commit`]). Starts a task on
+    /// Commits concurrent commands together (see [`crate::commit::group_commit`]). Starts a task on
     /// the current Tokio runtime, which must outlive every command.
     pub fn with_group_commit(mut self) -> Self {
         self.group = Some(GroupCommit::start(self.db.clone(), self.recent.clone()));
@@ -68,7 +68,7 @@ impl Projector {
     /// Appends a command's events and folds them into the views in one transaction: views can
     /// never lag the log they are built from. A duplicate `(aggregate, sequence)` is a lost
     /// optimistic-lock race. With group commit on, the transaction is shared with whatever other
-    /// commands are waiting ([`crate::group_commit`]).
+    /// commands are waiting ([`crate::commit::group_commit`]).
     ///
     /// `moved` is the session's new contribution to its study's overview, when the command
     /// wrote an event that moves it ([`interview_session::aggregate::moves_overview`]).
@@ -84,7 +84,7 @@ impl Projector {
         match &self.group {
             Some(group) => group.submit(events, moved).await,
             None => {
-                let mut held = crate::db::KeptConnection::default();
+                let mut held = crate::store::db::KeptConnection::default();
                 group_commit::commit(
                     &self.db,
                     &self.recent,

@@ -24,7 +24,7 @@ use interview_session::codec::{
 };
 use serde_json::{Map, Value};
 
-use crate::keys::DataKey;
+use crate::store::keys::DataKey;
 
 fn aad(session_id: &str, sequence: u64, event_type: &str, sealed_version: &str) -> Vec<u8> {
     format!("event\n{session_id}\n{sequence}\n{event_type}\n{sealed_version}").into_bytes()

@@ -7,8 +7,8 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::on_db;
+use crate::store::db::Db;
 
 /// Records (or refreshes) this process's heartbeat.
 #[tracing::instrument(skip(db))]

@@ -12,10 +12,10 @@ use interview_session::hash::GENESIS_HASH;
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
 
-use crate::db::Db;
-use crate::encrypted;
-use crate::keys::{self, DataKey};
-use crate::{on_db, ProjectionError};
+use crate::store::db::Db;
+use crate::store::encrypted;
+use crate::store::keys::{self, DataKey};
+use crate::{on_db, store::error::ProjectionError};
 
 /// One event a command appends.
 #[derive(Debug, Clone)]

@@ -6,15 +6,15 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::columns::{
+use crate::read_side::columns::{
     bind_all, result_cells, state_cells, transcript_cells, RESULT_COLUMNS, STATE_COLUMNS,
     TRANSCRIPT_COLUMNS,
 };
-use crate::statements::placeholders;
+use crate::store::statements::placeholders;
 
 /// The PostgreSQL NOTIFY channel announcing `<session id> <last sequence>` after each projection.
 pub const NOTIFY_CHANNEL: &str = "interview_session_events";
-use crate::views::{SessionStateView, TranscriptRow};
+use crate::read_side::views::{SessionStateView, TranscriptRow};
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
 const VALUES_PER_STATEMENT: usize = 30_000;

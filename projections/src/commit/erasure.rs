@@ -10,9 +10,9 @@ use interview_session::{EventBody, SessionEvent, AGGREGATE_TYPE};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::db::Db;
-use crate::log::{self, Row, ROW_COLUMNS};
-use crate::{on_db, ProjectionError};
+use crate::store::db::Db;
+use crate::store::log::{self, Row, ROW_COLUMNS};
+use crate::{on_db, store::error::ProjectionError};
 
 /// The event type that records an erasure, as the partial index `events_erasures` (migration
 /// 0015) names it: written into the SQL as a literal, so both planners see the index applies.
@@ -50,7 +50,7 @@ pub async fn prepare(db: &Db, session_id: &str) -> Result<Option<Prepared>, Proj
 }
 
 /// The erasures among a command's events (at most one).
-pub(crate) fn erasure_in(events: &[crate::log::NewEvent]) -> Option<&Erasure> {
+pub(crate) fn erasure_in(events: &[crate::store::log::NewEvent]) -> Option<&Erasure> {
     events.iter().find_map(|e| match &e.event.body {
         EventBody::ParticipantDataErased(erasure) => Some(erasure),
         _ => None,
@@ -107,7 +107,7 @@ where
     }
     // What was encrypted under the session's key, in whatever copy outlives these rows, is
     // unreadable once this commits.
-    crate::keys::delete_in_transaction(tx, session_id).await?;
+    crate::store::keys::delete_in_transaction(tx, session_id).await?;
     Ok(())
 }
 

@@ -3,10 +3,10 @@
 //! view with the events folded in memory. Both commit paths (`group_commit`, `one_statement`)
 //! take them from here.
 
-use crate::log::NewEvent;
-use crate::overview::NewContribution;
-use crate::recent::RecentViews;
-use crate::views::{NewRows, SessionStateView};
+use crate::commit::recent::RecentViews;
+use crate::read_side::overview::NewContribution;
+use crate::read_side::views::{NewRows, SessionStateView};
+use crate::store::log::NewEvent;
 
 /// One command's events, and its session's new contribution to the study overview when the
 /// command moved it.

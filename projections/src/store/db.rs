@@ -20,8 +20,8 @@ use sqlx::sqlite::{
 macro_rules! on_db {
     (write($db:expr), |$pool:ident| $body:expr) => {
         match $db {
-            $crate::db::Db::Postgres($pool) => $body,
-            $crate::db::Db::Sqlite(sqlite) => {
+            $crate::store::db::Db::Postgres($pool) => $body,
+            $crate::store::db::Db::Sqlite(sqlite) => {
                 let $pool = &sqlite.write;
                 $body
             }
@@ -29,8 +29,8 @@ macro_rules! on_db {
     };
     (read($db:expr), |$pool:ident| $body:expr) => {
         match $db {
-            $crate::db::Db::Postgres($pool) => $body,
-            $crate::db::Db::Sqlite(sqlite) => {
+            $crate::store::db::Db::Postgres($pool) => $body,
+            $crate::store::db::Db::Sqlite(sqlite) => {
                 let $pool = &sqlite.read;
                 $body
             }
@@ -335,7 +335,7 @@ fn untested_on_acquire(options: PgPoolOptions) -> PgPoolOptions {
 /// back (a `Sync` the backend must answer). A committer sends a statement per batch, all day:
 /// holding its connection halves the round trips of the commit path. It goes back to the pool —
 /// which tests it, and drops it if it broke — after a batch that failed, after a second unused
-/// (the committer's wait for work gives it back; [`crate::group_commit`]), after
+/// (the committer's wait for work gives it back in the group commit), after
 /// [`HOLD_AT_MOST`], before a batch goes through the transaction path, and when the pool closes.
 #[derive(Default)]
 pub(crate) struct KeptConnection(Option<HeldConnection>);

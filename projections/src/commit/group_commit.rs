@@ -22,16 +22,16 @@ use cqrs_es::persist::PersistenceError;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::batch::{Appended, FoldedFromKept};
-use crate::batch_error::{batch_error, one_commands_fault};
-use crate::db::KeptConnection;
-use crate::log::NewEvent;
-use crate::overview::{self, NewContribution};
-use crate::pending::fold_pending;
-use crate::recent::RecentViews;
-use crate::statements::placeholders;
-use crate::views::SessionStateView;
-use crate::{on_db, view_writes, Db, ProjectionError};
+use crate::commit::batch::{Appended, FoldedFromKept};
+use crate::commit::batch_error::{batch_error, one_commands_fault};
+use crate::commit::pending::fold_pending;
+use crate::commit::recent::RecentViews;
+use crate::read_side::overview::{self, NewContribution};
+use crate::read_side::views::SessionStateView;
+use crate::store::db::KeptConnection;
+use crate::store::log::NewEvent;
+use crate::store::statements::placeholders;
+use crate::{commit::view_writes, on_db, store::db::Db, store::error::ProjectionError};
 
 /// The most commands one transaction takes.
 const MAX_BATCH: usize = 64;
@@ -113,7 +113,7 @@ async fn run(
                 }
                 // Unused for a second: back to the pool, whose ping decides whether it is still
                 // good when it is next handed out. A timer only while there is nothing to do.
-                () = tokio::time::sleep(crate::db::PING_AFTER_IDLE) => {
+                () = tokio::time::sleep(crate::store::db::PING_AFTER_IDLE) => {
                     held.release();
                     gathered.await
                 }
@@ -172,7 +172,7 @@ pub(crate) async fn commit(
     held: &mut KeptConnection,
 ) -> Vec<Result<(), PersistenceError>> {
     if let Db::Postgres(pool) = db {
-        if crate::one_statement::fits(recent, commands) {
+        if crate::commit::one_statement::fits(recent, commands) {
             let conn = match held.get(pool).await {
                 Ok(conn) => conn,
                 // No connection to be had (the database down, the pool closed): every command
@@ -182,7 +182,9 @@ pub(crate) async fn commit(
                     return commands.iter().map(|_| Err(batch_error(&error))).collect();
                 }
             };
-            if let Some(outcomes) = crate::one_statement::commit(conn, recent, commands).await {
+            if let Some(outcomes) =
+                crate::commit::one_statement::commit(conn, recent, commands).await
+            {
                 if outcomes.iter().any(Result::is_err) {
                     // The connection may have broken with the batch: back to the pool, which
                     // tests it on release; the next batch takes another.
@@ -285,8 +287,8 @@ where
     for chunk in all.chunks(4_000) {
         let sql = format!(
             "INSERT INTO events ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
-            crate::log::EVENT_COLUMNS,
-            placeholders::<DB>(chunk.len(), crate::log::EVENT_VALUES)
+            crate::store::log::EVENT_COLUMNS,
+            placeholders::<DB>(chunk.len(), crate::store::log::EVENT_VALUES)
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {
@@ -312,8 +314,9 @@ where
 
     // An erasure rewrites the events it covers in the transaction that records it.
     for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
-        if let (Some(erasure), Ok(())) = (crate::erasure::erasure_in(command), &outcome) {
-            match crate::erasure::rewrite(&mut tx, &command[0].aggregate_id, erasure).await {
+        if let (Some(erasure), Ok(())) = (crate::commit::erasure::erasure_in(command), &outcome) {
+            match crate::commit::erasure::rewrite(&mut tx, &command[0].aggregate_id, erasure).await
+            {
                 Ok(()) => {}
                 // The log moved under the erasure: that command alone fails, as a lost race,
                 // and its events are taken back.
@@ -354,7 +357,7 @@ where
     view_writes::insert_transcript(&mut tx, &transcript).await?;
     view_writes::upsert_results(&mut tx, fast.iter().map(|f| &f.view)).await?;
     for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
-        crate::erasure::forget_views(&mut tx, f.session_id).await?;
+        crate::commit::erasure::forget_views(&mut tx, f.session_id).await?;
     }
     if postgres && !fast.is_empty() {
         let commits: Vec<(&str, u64)> = fast
@@ -392,8 +395,8 @@ where
     // Once an erasure is committed, its session's key may not stay in memory (a reader may have
     // kept it again while the transaction ran).
     for ((command, _), outcome) in commands.iter().zip(&outcomes) {
-        if outcome.is_ok() && crate::erasure::erasure_in(command).is_some() {
-            crate::keys::erased(&command[0].aggregate_id);
+        if outcome.is_ok() && crate::commit::erasure::erasure_in(command).is_some() {
+            crate::store::keys::erased(&command[0].aggregate_id);
         }
     }
     Ok(outcomes)

@@ -3,9 +3,9 @@
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::db::Db;
 use crate::on_db;
-use crate::views::{SessionStateView, TranscriptRow};
+use crate::read_side::views::{SessionStateView, TranscriptRow};
+use crate::store::db::Db;
 
 /// The session's state view, or `None` if no such session has been projected.
 pub async fn session_state(
@@ -63,14 +63,14 @@ pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>,
 pub async fn events(
     db: &Db,
     session_id: &str,
-) -> Result<Vec<(u64, String, Value, Value)>, crate::ProjectionError> {
-    let rows = crate::log::all_rows(db, session_id).await?;
+) -> Result<Vec<(u64, String, Value, Value)>, crate::store::error::ProjectionError> {
+    let rows = crate::store::log::all_rows(db, session_id).await?;
     // The rows already read, decoded (only needed when some are not shown as stored).
     let decoded = if rows.iter().all(|r| r.event_version == "1") {
         Vec::new()
     } else {
         let genesis = interview_session::hash::GENESIS_HASH.to_string();
-        crate::log::decode_read(db, session_id, &rows, genesis).await?
+        crate::store::log::decode_read(db, session_id, &rows, genesis).await?
     };
     // A version 2 command's request id is stored on its first event only, and since 2026-12-02
     // its actor too.
@@ -135,7 +135,7 @@ pub async fn decoded_events_after(
     db: &Db,
     session_id: &str,
     after: u64,
-) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
+) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::store::error::ProjectionError> {
     decoded_events_between(db, session_id, after, i64::MAX as u64).await
 }
 
@@ -145,8 +145,8 @@ pub async fn decoded_events_between(
     session_id: &str,
     after: u64,
     up_to: u64,
-) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::ProjectionError> {
-    crate::log::read_between(db, session_id, after, up_to).await
+) -> Result<Vec<(u64, interview_session::SessionEvent)>, crate::store::error::ProjectionError> {
+    crate::store::log::read_between(db, session_id, after, up_to).await
 }
 
 /// The `event_version` of each of a session's events, in sequence order.

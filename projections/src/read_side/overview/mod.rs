@@ -18,9 +18,9 @@ use interview_session::hash::GENESIS_HASH;
 use interview_session::Session;
 use serde_json::Value;
 
-use crate::columns::{bind_all, Cell, OVERVIEW_COLUMNS};
-use crate::statements::placeholders;
-use crate::{on_db, Db, ProjectionError};
+use crate::read_side::columns::{bind_all, Cell, OVERVIEW_COLUMNS};
+use crate::store::statements::placeholders;
+use crate::{on_db, store::db::Db, store::error::ProjectionError};
 
 pub use report::{percentile, Overview};
 
@@ -55,7 +55,7 @@ impl NewContribution {
 }
 
 /// Sessions given their first contribution per catch-up.
-const BACKFILL: usize = 500;
+pub(crate) const BACKFILL: usize = 500;
 
 /// Rows per statement, well under both stores' limit of bound values.
 const ROWS: usize = 5_000;
@@ -179,77 +179,18 @@ where
     for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
-    let rows = crate::log::rows_in(tx, session_id, 1).await?;
-    let events = crate::log::decode_rows(
+    let rows = crate::store::log::rows_in(tx, session_id, 1).await?;
+    let events = crate::store::log::decode_rows(
         session_id,
         &rows,
         GENESIS_HASH.to_string(),
-        &crate::log::KeptDocuments,
+        &crate::store::log::KeptDocuments,
     )?;
     let session = Session::from_events(events.into_iter().map(|(_, e)| e));
     if let Some(moved) = NewContribution::of(session_id, &session) {
         write(tx, &[moved]).await?;
     }
     Ok(())
-}
-
-impl crate::Projector {
-    /// Writes the contribution of up to [`BACKFILL`] sessions that have none yet (sessions
-    /// written before the overview existed); returns how many. Part of catch-up, so a database
-    /// of many such sessions is filled a batch per catch-up rather than before the server
-    /// starts; a session whose log does not fold is logged and left for `replay verify`.
-    #[tracing::instrument(skip(self), err)]
-    pub async fn backfill_overviews(&self) -> Result<u64, ProjectionError> {
-        let ids: Vec<String> = on_db!(read(self.db()), |pool| {
-            sqlx::query_scalar(&format!(
-                "SELECT s.session_id FROM session_state s WHERE s.last_seq > 0 AND NOT EXISTS \
-                 (SELECT 1 FROM session_overview o WHERE o.session_id = s.session_id) \
-                 ORDER BY s.session_id LIMIT {BACKFILL}"
-            ))
-            .fetch_all(pool)
-            .await?
-        });
-        // Locked like a command's fold, so a command on the session waits rather than have its
-        // newer contribution overwritten by one read before it.
-        let lock = if self.db().is_postgres() {
-            "SELECT session_id FROM session_state WHERE session_id = $1 FOR UPDATE"
-        } else {
-            "SELECT session_id FROM session_state WHERE session_id = $1"
-        };
-        for id in &ids {
-            let done: Result<(), ProjectionError> = on_db!(write(self.db()), |pool| {
-                let mut tx = pool.begin().await?;
-                sqlx::query(lock).bind(id).execute(&mut *tx).await?;
-                recompute(&mut tx, id).await?;
-                tx.commit().await?;
-                Ok(())
-            });
-            if let Err(error @ ProjectionError::Decode { .. }) = done {
-                tracing::warn!(session_id = %id, %error, "no study overview contribution: the log does not fold");
-            } else {
-                done?;
-            }
-        }
-        if !ids.is_empty() {
-            tracing::info!(sessions = ids.len(), "study overview contributions written");
-        }
-        Ok(ids.len() as u64)
-    }
-
-    /// Forgets every study's overview, for a rebuild of every session to write it anew.
-    #[tracing::instrument(skip(self), err)]
-    pub async fn forget_overviews(&self) -> Result<(), ProjectionError> {
-        on_db!(write(self.db()), |pool| {
-            let mut tx = pool.begin().await?;
-            for table in ["study_overview", "session_overview"] {
-                sqlx::query(&format!("DELETE FROM {table}"))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(())
-    }
 }
 
 /// Where a study's stored counts are not the sum of its sessions' stored contributions: one line

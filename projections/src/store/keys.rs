@@ -23,8 +23,8 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hashlink::LruCache;
 use sha2::{Digest, Sha256};
 
-use crate::db::Db;
 use crate::on_db;
+use crate::store::db::Db;
 
 const KEY_BYTES: usize = 32;
 const NONCE_BYTES: usize = 24;

@@ -7,7 +7,7 @@
 //! the next process's check sees it. The embedded store (SQLite) is one process's database, so
 //! the in-process lock the caller already takes is enough there.
 
-use crate::db::Db;
+use crate::store::db::Db;
 
 /// Held while a study's sessions are checked and created; [`StudyLock::release`] lets the next
 /// one in. Dropped without release, its transaction is rolled back when the connection goes

@@ -1,10 +1,10 @@
-//! How a failed commit batch is judged, on both commit paths ([`crate::group_commit`] and
-//! [`crate::one_statement`]): whether one command may be at fault (the batch is split to find
+//! How a failed commit batch is judged, on both commit paths ([`crate::commit::group_commit`] and
+//! [`crate::commit::one_statement`]): whether one command may be at fault (the batch is split to find
 //! it), and what every command of a batch that failed as a whole is told.
 
 use cqrs_es::persist::PersistenceError;
 
-use crate::ProjectionError;
+use crate::store::error::ProjectionError;
 
 /// An error that may be one command's fault: a value the database refuses (PostgreSQL's data
 /// exceptions and constraint violations, SQLite's constraint, mismatch and too-big errors), or
@@ -32,7 +32,7 @@ pub(crate) fn one_commands_fault(error: &ProjectionError) -> bool {
         ) => true,
         ProjectionError::Db(_) => false,
         // A session key that does not unwrap is that session's.
-        ProjectionError::Keys(crate::keys::KeyError::Unwrap { .. }) => true,
+        ProjectionError::Keys(crate::store::keys::KeyError::Unwrap { .. }) => true,
         ProjectionError::Keys(_) => false,
     }
 }
@@ -47,7 +47,7 @@ pub(crate) fn batch_error(error: &ProjectionError) -> PersistenceError {
         {
             PersistenceError::OptimisticLockError
         }
-        ProjectionError::Db(e) if crate::db::is_unavailable(e) => {
+        ProjectionError::Db(e) if crate::store::db::is_unavailable(e) => {
             PersistenceError::ConnectionError(message.into())
         }
         _ => PersistenceError::UnknownError(message.into()),

@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::views::{SessionStateView, TranscriptRow};
+use crate::read_side::views::{SessionStateView, TranscriptRow};
 use interview_session::SessionStatus;
 
 /// One column's value.
@@ -221,7 +221,7 @@ pub type StoredRow = Vec<Result<Cell, String>>;
 
 /// The stored rows of `table` for one session, `columns` read as `kinds`, ordered by `order_by`.
 pub async fn stored_rows(
-    db: &crate::Db,
+    db: &crate::store::db::Db,
     table: &str,
     columns: &[&str],
     kinds: &[Kind],

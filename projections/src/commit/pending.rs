@@ -5,10 +5,10 @@ use interview_session::hash::GENESIS_HASH;
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::error::ProjectionError;
-use crate::log;
-use crate::view_writes;
-use crate::views::{NewRows, SessionStateView};
+use crate::commit::view_writes;
+use crate::read_side::views::{NewRows, SessionStateView};
+use crate::store::error::ProjectionError;
+use crate::store::log;
 
 /// Folds the session's events after the view's `last_seq` into the views, in the caller's
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
@@ -101,7 +101,7 @@ where
         interview_session::aggregate::moves_overview(&e.body)
     };
     if overview && (view.status.is_terminal() || events.iter().any(moves)) {
-        crate::overview::recompute(tx, session_id).await?;
+        crate::read_side::overview::recompute(tx, session_id).await?;
     }
     Ok((events.len() as u64, Some(view)))
 }
@@ -144,7 +144,7 @@ where
     view_writes::insert_transcript(tx, &transcript).await?;
     view_writes::upsert_results(tx, [view]).await?;
     if view.erasure.is_some() {
-        crate::erasure::forget_views(tx, session_id).await?;
+        crate::commit::erasure::forget_views(tx, session_id).await?;
     }
     Ok(true)
 }

@@ -15,5 +15,5 @@ pub enum ProjectionError {
     #[error("the events of session {session_id} are not the ones its erasure covers")]
     ErasureMismatch { session_id: String },
     #[error("data keys: {0}")]
-    Keys(#[from] crate::keys::KeyError),
+    Keys(#[from] crate::store::keys::KeyError),
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{random_key, read_key_file, register, Kek, KeyError, KeySource};
-use crate::db::Db;
 use crate::on_db;
+use crate::store::db::Db;
 
 /// The server's start: registers every KEK it is given, picks the current one (generating it
 /// where none is configured), moves every session key under it, and forgets KEKs the database

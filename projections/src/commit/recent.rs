@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use hashlink::LruCache;
 
-use crate::views::SessionStateView;
+use crate::read_side::views::SessionStateView;
 
 /// The `session_state` view of recently written sessions, as committed. A command's fold
 /// starts from it instead of reading and decoding the row; the write is guarded by the view's

@@ -1,0 +1,13 @@
+//! The event store: the database and its pool on both backends (`db`), the event log's rows —
+//! appended, read back and decoded through the one decode point (`log`) —, content encrypted at
+//! rest and its keys (`encrypted`, `keys`), locks across processes (`locks`) and the registry of
+//! running processes (`processes`). It knows nothing of the views.
+
+pub mod db;
+pub mod encrypted;
+pub mod error;
+pub mod keys;
+pub mod locks;
+pub mod log;
+pub mod processes;
+pub(crate) mod statements;
