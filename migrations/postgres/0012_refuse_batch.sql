@@ -1,4 +1,4 @@
--- The one-statement group commit (projections/src/commit/one_statement.rs) ends with a check that
+-- The one-statement group commit (projections/src/one_statement.rs) ends with a check that
 -- every event went in and every state row was where the fold started; when it does not hold,
 -- this raises, and the statement (its own transaction) leaves nothing behind. A function, so the
 -- check is evaluated only when reached: PostgreSQL folds constant expressions before it runs.

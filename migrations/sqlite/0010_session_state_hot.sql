@@ -2,7 +2,7 @@
 -- column and finds room on its page is heap-only (HOT): no new index entries, and the old row
 -- version is pruned without waiting for a vacuum. So the indexes leave out what changes on every
 -- turn: the status is filtered on the rows instead, and the idle deadline is stored rounded up to
--- the minute (projections/src/read_side/views.rs), so it moves at most once a minute.
+-- the minute (projections/src/views.rs), so it moves at most once a minute.
 -- Stored deadlines rounded like the ones written from now on, so views written before verify.
 UPDATE session_state
 SET idle_deadline = strftime('%Y-%m-%dT%H:%M:00+00:00', idle_deadline,

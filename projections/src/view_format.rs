@@ -8,10 +8,14 @@
 //! records the new format.
 //!
 //! Raise [`VIEW_FORMAT`] with a line below whenever a fold's output changes for an existing log.
+//! Like any upgrade that changes what is written (README, "Upgrading"), processes of the older
+//! build are stopped first: one still serving would go on writing the older format.
 //!
 //! 1. The views before the format was recorded.
 //! 2. Widget answers in the transcript in the one format of `widget_answers` ("Easy (4 of 5)",
-//!    "1. Price, 2. Speed", "7 (on 0 to 10)"), where the transcript had its own.
+//!    "1. Price, 2. Speed", "7 (on 0 to 10)"), where the transcript had its own; and the view's
+//!    turns counted by the aggregate's rule (`interview_session::turns`), which never counts an
+//!    answer to no pending widget (no log holds one).
 
 use crate::commit::projector::{ProjectionError, Projector};
 use crate::store::db::Db;
@@ -63,6 +67,12 @@ impl Projector {
         &self,
         progress: impl FnMut(usize, u64),
     ) -> Result<Option<Reformatted>, ProjectionError> {
+        // Every start but the first of a new build finds the views current, and takes no lock.
+        if stored(self.db()).await? >= VIEW_FORMAT {
+            return Ok(None);
+        }
+        // The lock's transaction holds one connection while the rebuild uses others: this needs
+        // a pool of two or more (the default is 16).
         let lock = match self.db() {
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
@@ -73,6 +83,7 @@ impl Projector {
             }
             Db::Sqlite(_) => None,
         };
+        // Another process may have rebuilt them while this one waited for the lock.
         let from = stored(self.db()).await?;
         if from >= VIEW_FORMAT {
             return Ok(None);

@@ -11,6 +11,12 @@ use serde_json::{json, Value};
 use crate::interaction::{Choice, InteractionKind};
 use crate::study::{FieldType, OutputField};
 
+/// Which wording [`InteractionKind::answer_in_words`] writes: part of the model prompt's
+/// version (`llm::prompt::prompt_version_id`), so a decision records the wording it read.
+/// Changed with the wording.
+pub const WORDING: &str =
+    "answers in words 2: labels; 1. ranked; label (n of scale); n (on min to max); Yes/No";
+
 impl InteractionKind {
     /// The options a choice widget offers (none for the others).
     pub fn options(&self) -> &[Choice] {

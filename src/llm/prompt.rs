@@ -119,15 +119,17 @@ const WINDOW: usize = 30;
 /// The longest a single line is quoted (a participant message may be several kilobytes).
 const LINE_CHARS: usize = 1_000;
 
-/// `llm-` and the first 16 hex digits of SHA-256 over the template and the tools.
+/// `llm-` and the first 16 hex digits of SHA-256 over the template, the tools, the runtime's
+/// texts and the wording of widget answers the prompt quotes.
 pub fn prompt_version_id() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(|| {
         let digest = sha256_hex(
             format!(
-                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{}",
+                "{SYSTEM_TEMPLATE}\n{TOOLS}\n{}\n{}\n{}",
                 super::templates::EXTRACTION_TEMPLATE,
-                runtime_texts().join("\n")
+                runtime_texts().join("\n"),
+                interview_session::widget_answers::WORDING
             )
             .as_bytes(),
         );

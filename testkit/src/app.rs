@@ -25,11 +25,16 @@ pub struct TestApp {
     pub state: web::Data<AppState>,
     pub guards: web::Data<interview_runtime::http::guards::Guards>,
     data_dir: PathBuf,
+    /// Whether the kit made `data_dir` for this server alone (then it goes with the server; a
+    /// directory a test named, or shares with another server, stays).
+    owns_data_dir: bool,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        if self.owns_data_dir {
+            let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
     }
 }
 
@@ -59,6 +64,7 @@ impl TestApp {
         customize(&mut settings);
         // Where the server keeps its files, as customised; there from the start on either store,
         // for files a test writes beside the server's (on SQLite the server makes it, private).
+        let owns_data_dir = settings.data_dir == data_dir;
         let data_dir = settings.data_dir.clone();
         if store == Store::Postgres {
             std::fs::create_dir_all(&data_dir).expect("the data directory");
@@ -82,6 +88,7 @@ impl TestApp {
             state,
             guards,
             data_dir,
+            owns_data_dir,
         }
     }
 
