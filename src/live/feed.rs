@@ -63,11 +63,6 @@ impl SessionFeed {
         }
     }
 
-    /// The sequence of the last event handed out.
-    pub fn position(&self) -> u64 {
-        self.position
-    }
-
     /// The reader holds every event up to `position` already (read after subscribing).
     pub fn skip_to(&mut self, position: u64) {
         self.position = position;

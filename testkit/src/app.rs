@@ -102,19 +102,10 @@ impl TestApp {
         .await
     }
 
-    /// A second server process on this one's database (scale-out tests, PostgreSQL).
-    pub async fn spawn_sibling(&self) -> TestApp {
-        let url = self.state.settings.database_url.clone();
-        TestApp::spawn_with(Store::Postgres, move |s| {
-            s.database_url = url;
-            s.demo_study = false;
-        })
-        .await
-    }
-
-    /// A second server started on this one's database, on either store (a restart, or an
-    /// upgrade, seen from the database's side).
-    pub async fn spawn_on_same_database(&self, store: Store) -> TestApp {
+    /// A second server on this one's database, on either store: another process beside it
+    /// (scale-out on PostgreSQL), or a restart or upgrade seen from the database's side.
+    pub async fn spawn_on_same_database(&self) -> TestApp {
+        let store = self.store;
         let url = self.state.settings.database_url.clone();
         let dir = self.data_dir.clone();
         TestApp::spawn_with(store, move |s| match store {

@@ -173,7 +173,7 @@ async fn views_of_an_older_format_are_rebuilt_at_start_up(store: Store) {
             .unwrap();
     });
     assert_ne!(interaction_rows(&app, &session).await, current);
-    let upgraded = app.spawn_on_same_database(store).await;
+    let upgraded = app.spawn_on_same_database().await;
     assert_eq!(interaction_rows(&upgraded, &session).await, current);
     let format = interview_projections::view_format::stored(upgraded.db())
         .await
@@ -186,7 +186,7 @@ async fn views_of_an_older_format_are_rebuilt_at_start_up(store: Store) {
             .await
             .unwrap();
     });
-    let again = upgraded.spawn_on_same_database(store).await;
+    let again = upgraded.spawn_on_same_database().await;
     assert!(interaction_rows(&again, &session)
         .await
         .iter()

@@ -12,7 +12,7 @@ use crate::sse::SseClient;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_on_one_process_sees_commands_handled_by_another() {
     let a = TestApp::spawn(Store::Postgres).await;
-    let b = a.spawn_sibling().await;
+    let b = a.spawn_on_same_database().await;
     let (session, token) = a.interviewing("demo").await;
     let url = a.url(&format!("/api/sessions/{session}/stream?token={token}"));
     let mut on_a = SseClient::new(a.client.get(url).send().await.unwrap());
@@ -45,7 +45,7 @@ async fn a_stream_on_one_process_sees_commands_handled_by_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_running_the_interviewer_answer_once() {
     let a = TestApp::spawn(Store::Postgres).await;
-    let b = a.spawn_sibling().await;
+    let b = a.spawn_on_same_database().await;
     let (session, token) = a.create_session("demo").await;
     let (x, y) = tokio::join!(
         a.state.interviewer.run(&session),
