@@ -228,6 +228,7 @@ impl Projector {
                             Cell::Bool(v) => b.push_bind(v),
                             Cell::Json(v) => b.push_bind(v),
                             Cell::Time(v) => b.push_bind(v),
+                            Cell::Bytes(v) => b.push_bind(v),
                         };
                     }
                 });

@@ -27,7 +27,7 @@ pub const VIEW_FORMAT: i64 = 2;
 #[tracing::instrument(skip(db), err)]
 pub async fn stored(db: &Db) -> Result<i64, sqlx::Error> {
     let version: Option<i64> = crate::on_db!(read(db), |pool| {
-        sqlx::query_scalar("SELECT version FROM view_format WHERE singleton = 1")
+        sqlx::query_scalar(include_str!("sql/view_format.sql"))
             .fetch_optional(pool)
             .await?
     });
@@ -38,13 +38,10 @@ pub async fn stored(db: &Db) -> Result<i64, sqlx::Error> {
 #[tracing::instrument(skip(db), err)]
 pub async fn record_current(db: &Db) -> Result<(), sqlx::Error> {
     crate::on_db!(write(db), |pool| {
-        sqlx::query(
-            "INSERT INTO view_format (singleton, version) VALUES (1, $1) \
-             ON CONFLICT (singleton) DO UPDATE SET version = excluded.version",
-        )
-        .bind(VIEW_FORMAT)
-        .execute(pool)
-        .await?;
+        sqlx::query(include_str!("sql/record_view_format.sql"))
+            .bind(VIEW_FORMAT)
+            .execute(pool)
+            .await?;
     });
     Ok(())
 }
@@ -76,7 +73,7 @@ impl Projector {
         let lock = match self.db() {
             Db::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                sqlx::query("SELECT pg_advisory_xact_lock(hashtext('view-format'))")
+                sqlx::query(include_str!("sql/view_format_lock.sql"))
                     .execute(&mut *tx)
                     .await?;
                 Some(tx)

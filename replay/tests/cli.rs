@@ -234,6 +234,9 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
         (Kind::Json, Store::Sqlite) => format!("{column} = '{{\"tampered\":true}}'"),
         (Kind::Json, Store::Postgres) => format!("{column} = '{{\"tampered\":true}}'::jsonb"),
         (Kind::Time, _) => format!("{column} = '2001-02-03 04:05:06+00:00'"),
+        // No view column holds bytes today; a future one is tampered with like the others.
+        (Kind::Bytes, Store::Sqlite) => format!("{column} = X'00'"),
+        (Kind::Bytes, Store::Postgres) => format!("{column} = '\\x00'::bytea"),
     };
     let row = if table == "transcript" {
         format!(" AND seq = (SELECT MIN(seq) FROM {table} WHERE session_id = '{session}')")

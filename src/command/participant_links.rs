@@ -56,12 +56,11 @@ pub struct Signing {
 #[tracing::instrument(skip(db))]
 pub async fn signing(db: &Db, study_id: &str) -> Result<Option<Signing>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        let row: Option<(String, bool)> = sqlx::query_as(
-            "SELECT secret, require_reference FROM participant_link_secrets WHERE study_id = $1",
-        )
-        .bind(study_id)
-        .fetch_optional(pool)
-        .await?;
+        let row: Option<(String, bool)> =
+            sqlx::query_as(include_str!("sql/participant_link_secret.sql"))
+                .bind(study_id)
+                .fetch_optional(pool)
+                .await?;
         Ok(row.map(|(secret, require_reference)| Signing {
             secret,
             require_reference,
@@ -79,17 +78,13 @@ pub async fn rotate(
 ) -> Result<String, sqlx::Error> {
     let secret = new_secret();
     on_db!(write(db), |pool| {
-        sqlx::query(
-            "INSERT INTO participant_link_secrets (study_id, secret, require_reference, created_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (study_id) DO UPDATE SET secret = excluded.secret, \
-             require_reference = excluded.require_reference, created_at = excluded.created_at",
-        )
-        .bind(study_id)
-        .bind(&secret)
-        .bind(require_reference)
-        .bind(Utc::now())
-        .execute(pool)
-        .await?;
+        sqlx::query(include_str!("sql/rotate_participant_link_secret.sql"))
+            .bind(study_id)
+            .bind(&secret)
+            .bind(require_reference)
+            .bind(Utc::now())
+            .execute(pool)
+            .await?;
     });
     Ok(secret)
 }
@@ -98,7 +93,7 @@ pub async fn rotate(
 #[tracing::instrument(skip(db))]
 pub async fn remove(db: &Db, study_id: &str) -> Result<bool, sqlx::Error> {
     on_db!(write(db), |pool| {
-        let done = sqlx::query("DELETE FROM participant_link_secrets WHERE study_id = $1")
+        let done = sqlx::query(include_str!("sql/delete_participant_link_secret.sql"))
             .bind(study_id)
             .execute(pool)
             .await?;

@@ -4,11 +4,11 @@
 //! event stream; what a session ran under is pinned in its own `session.created` event.
 
 use chrono::{DateTime, Utc};
+use interview_projections::store::backend::ReadColumn;
 use interview_projections::{on_db, Db};
 use interview_session::study::{is_valid_slug, PinnedStudy, StudyDefinition};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::Row;
 use uuid::Uuid;
 
 use super::error::CommandError;
@@ -50,35 +50,26 @@ fn study_not_found() -> CommandError {
 }
 
 /// Parses a row of `studies` (definition and published documents are JSON).
-fn record_from_row<R: Row>(row: &R) -> Result<StudyRecord, CommandError>
-where
-    for<'a> &'a str: sqlx::ColumnIndex<R>,
-    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Value: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<Value>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> DateTime<Utc>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<DateTime<Utc>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-{
+fn record_from_row<R: ReadColumn>(row: &R) -> Result<StudyRecord, CommandError> {
     let corrupt = |e: serde_json::Error| CommandError::Corrupt(Box::new(e));
-    let status: String = row.try_get("status")?;
-    let definition: Value = row.try_get("definition")?;
-    let published: Option<Value> = row.try_get("published")?;
+    let status: String = row.read("status")?;
+    let definition: Value = row.read("definition")?;
+    let published: Option<Value> = row.read("published")?;
     Ok(StudyRecord {
-        study_id: row.try_get("study_id")?,
+        study_id: row.read("study_id")?,
         // A status this code does not know is a row it cannot serve (never a draft by default).
         status: status
             .parse()
             .map_err(|e| CommandError::Corrupt(Box::new(e)))?,
         definition: serde_json::from_value(definition).map_err(corrupt)?,
-        public_slug: row.try_get("public_slug")?,
+        public_slug: row.read("public_slug")?,
         published: published
             .map(serde_json::from_value)
             .transpose()
             .map_err(corrupt)?,
-        published_at: row.try_get("published_at")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
+        published_at: row.read("published_at")?,
+        created_at: row.read("created_at")?,
+        updated_at: row.read("updated_at")?,
     })
 }
 
@@ -130,14 +121,12 @@ pub async fn create(db: &Db, definition: StudyDefinition) -> Result<StudyRecord,
     let now = Utc::now();
     let json = serde_json::to_value(&definition).expect("definitions serialize");
     on_db!(write(db), |pool| {
-        sqlx::query(
-            "INSERT INTO studies (study_id, status, definition, created_at, updated_at) VALUES ($1, 'draft', $2, $3, $3)",
-        )
-        .bind(&study_id)
-        .bind(json)
-        .bind(now)
-        .execute(pool)
-        .await?;
+        sqlx::query(include_str!("sql/insert_study.sql"))
+            .bind(&study_id)
+            .bind(json)
+            .bind(now)
+            .execute(pool)
+            .await?;
     });
     get(db, &study_id).await
 }
@@ -151,7 +140,7 @@ pub async fn replace(
     validate(&definition)?;
     let json = serde_json::to_value(&definition).expect("definitions serialize");
     let updated = on_db!(write(db), |pool| {
-        sqlx::query("UPDATE studies SET definition = $2, updated_at = $3 WHERE study_id = $1")
+        sqlx::query(include_str!("sql/update_study_definition.sql"))
             .bind(study_id)
             .bind(json)
             .bind(Utc::now())
@@ -221,28 +210,22 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, CommandErro
         async {
             let mut tx = pool.begin().await?;
             for (id, kind, doc) in documents {
-                sqlx::query(
-                    "INSERT INTO config_documents (version_id, kind, document, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (version_id) DO NOTHING",
-                )
-                .bind(id)
-                .bind(kind)
-                .bind(doc.expect("documents serialize"))
+                sqlx::query(interview_projections::store::statements::INSERT_DOCUMENT)
+                    .bind(id)
+                    .bind(kind)
+                    .bind(doc.expect("documents serialize"))
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(include_str!("sql/publish_study.sql"))
+                .bind(study_id)
+                .bind(status.as_str())
+                .bind(&slug)
+                .bind(pinned_json)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-            }
-            sqlx::query(
-                "UPDATE studies SET status = $2, public_slug = $3, published = $4, published_at = $5, updated_at = $5 \
-                 WHERE study_id = $1",
-            )
-            .bind(study_id)
-            .bind(status.as_str())
-            .bind(&slug)
-            .bind(pinned_json)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
             tx.commit().await
         }
         .await
@@ -280,7 +263,7 @@ pub async fn set_paused(
         StudyStatus::Published
     };
     on_db!(write(db), |pool| {
-        sqlx::query("UPDATE studies SET status = $2, updated_at = $3 WHERE study_id = $1")
+        sqlx::query(include_str!("sql/set_study_status.sql"))
             .bind(study_id)
             .bind(status.as_str())
             .bind(Utc::now())

@@ -49,6 +49,10 @@ struct Asked<'a> {
     conversation: &'a Conversation,
     events: &'a [SessionEvent],
     visible: Visible,
+    /// What the rules interviewer would do at this step, worked out once: the prompt's expected
+    /// next step, the fallback, and the yardstick for a model decision kept in the runtime's
+    /// words.
+    rules: Proposal,
 }
 
 impl Asked<'_> {
@@ -110,7 +114,9 @@ impl Interviewer {
         alongside: bool,
     ) -> (Proposal, Shown) {
         let study = session.study().expect("a running session has its study");
-        let request = step_prompt::step_request(session, conversation, events, alongside, step.now);
+        let rules = rules::propose(session, conversation, step.now);
+        let request =
+            step_prompt::step_request(session, conversation, events, alongside, &rules, step.now);
         let prompt_chars = request.sent_chars();
         let asked = Asked {
             step,
@@ -118,6 +124,7 @@ impl Interviewer {
             conversation,
             events,
             visible: Visible::for_study(study),
+            rules,
         };
         let mut progress = Progress {
             session,
@@ -220,6 +227,7 @@ impl Interviewer {
                 session,
                 conversation,
                 visible,
+                &asked.rules,
                 &p,
                 term,
                 step.now,
@@ -241,7 +249,7 @@ impl Interviewer {
             return (proposal, Shown::replacing(shown));
         }
         let why = format!("the model's text contained an internal term ({term:?})");
-        self.replacement(session, conversation, step, &why, provenance, shown)
+        self.replacement(asked, &why, provenance, shown)
     }
 
     /// A call that failed (`code`, recorded). When the whole message streamed before the call
@@ -255,10 +263,10 @@ impl Interviewer {
         shown: String,
         provenance: Provenance,
     ) -> (Proposal, Shown) {
-        let (session, conversation, step) = (asked.session, asked.conversation, asked.step);
+        let (session, conversation) = (asked.session, asked.conversation);
         let Some(action) = whole else {
             let why = format!("a model failure ({code})");
-            return self.replacement(session, conversation, step, &why, provenance, &shown);
+            return self.replacement(asked, &why, provenance, &shown);
         };
         let proposal = Proposal {
             action,
@@ -277,7 +285,7 @@ impl Interviewer {
         if let Some(Refused(term)) = asked.refuses(&proposal) {
             let why = format!("a model failure ({code}) and a refused text ({term:?})");
             let provenance = proposal.provenance.clone();
-            return self.replacement(session, conversation, step, &why, provenance, &shown);
+            return self.replacement(asked, &why, provenance, &shown);
         }
         (proposal, Shown::Streamed(shown))
     }
@@ -286,14 +294,12 @@ impl Interviewer {
     /// of the model's was shown; the model call's latency and tokens stay on the decision.
     fn replacement(
         &self,
-        session: &Session,
-        conversation: &Conversation,
-        step: &Step<'_>,
+        asked: &Asked<'_>,
         why: &str,
         failed_call: Provenance,
         shown: &str,
     ) -> (Proposal, Shown) {
-        let mut fallback = rules::propose(session, conversation, step.now);
+        let mut fallback = asked.rules.clone();
         fallback.rationale = if shown.is_empty() {
             format!("Fallback after {why}: {}", fallback.rationale)
         } else {

@@ -25,11 +25,13 @@ use interview_session::conversation::Conversation;
 pub const WORDED_BY_RUNTIME: &str = "The model's decision in the runtime's words";
 
 /// The model's proposal with the runtime's words in place of its refused ones, if the guards
-/// would carry it out as proposed; `None` when the rules' step should be taken instead.
+/// would carry it out as proposed; `None` when the rules' step (`rules_step`, what the rules
+/// interviewer would do now) should be taken instead.
 pub(super) fn in_runtime_words(
     session: &Session,
     conversation: &Conversation,
     visible: &Visible,
+    rules_step: &Proposal,
     model: &Proposal,
     term: &str,
     now: DateTime<Utc>,
@@ -53,11 +55,10 @@ pub(super) fn in_runtime_words(
             // Asking an objective again is what a model that lost the thread does (SmolLM2-135M
             // asked one opening question four times): kept only when the rules would ask it
             // again too — a question back — and then in their other words.
-            let rules = rules::propose(session, conversation, now);
-            if rules.action != model.action {
+            if rules_step.action != model.action {
                 return None;
             }
-            p.message = rules.message;
+            p.message = rules_step.message.clone();
         }
         AgentAction::AskQuestion { .. } => {} // the objective's opening question
         AgentAction::Probe {
@@ -71,13 +72,12 @@ pub(super) fn in_runtime_words(
             if session.current_objective() != Some(objective_id.as_str()) || !answered {
                 return None;
             }
-            let rules = rules::propose(session, conversation, now);
-            p.message = match rules.action {
+            p.message = match &rules_step.action {
                 // The rules would probe it too: their question fits what was said.
                 AgentAction::Probe {
                     objective_id: ref theirs,
                     ..
-                } if theirs == objective_id => rules.message,
+                } if theirs == objective_id => rules_step.message.clone(),
                 // Otherwise a question that claims nothing about the answer: no "that sounds
                 // like it matters a lot to you", no "earlier it sounded different" on the
                 // model's word alone.

@@ -17,6 +17,7 @@ pub(super) fn step_request(
     conversation: &Conversation,
     events: &[SessionEvent],
     alongside: bool,
+    expected: &interview_session::decision::Proposal,
     now: DateTime<Utc>,
 ) -> ModelRequest {
     let study = session.study().expect("a running session has its study");
@@ -33,9 +34,8 @@ pub(super) fn step_request(
     // calls on it), and none while questioning stops or one runs alongside.
     let extraction = !stopping && !alongside && super::llm_records::extraction_due(session, events);
     let offers = super::offered::offered_now(session, now, extraction);
-    let expected = super::rules::propose(session, conversation, now);
     let judged = session
-        .judge(&expected, Some(Uuid::nil().to_string()), now)
+        .judge(expected, Some(Uuid::nil().to_string()), now)
         .ok();
     user.push_str(&prompt::expected_next(
         &expected.action,

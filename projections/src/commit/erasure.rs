@@ -8,8 +8,8 @@ use interview_session::erasure::{ErasedBy, Erasure};
 use interview_session::hash::GENESIS_HASH;
 use interview_session::{EventBody, SessionEvent, AGGREGATE_TYPE};
 use serde::Serialize;
-use serde_json::Value;
 
+use crate::store::backend::{Backend, Statement};
 use crate::store::db::Db;
 use crate::store::log::{self, Row, ROW_COLUMNS};
 use crate::{on_db, store::error::ProjectionError};
@@ -60,25 +60,11 @@ pub(crate) fn erasure_in(events: &[crate::store::log::NewEvent]) -> Option<&Eras
 /// Rewrites events 1 to `erasure.erased_events` of a session into their erased form, in the
 /// transaction that appends the erasure record, after checking they are the events the record's
 /// digest covers (else nothing is written: the command fails).
-pub(crate) async fn rewrite<'c, DB>(
+pub(crate) async fn rewrite<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     erasure: &Erasure,
-) -> Result<(), ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), ProjectionError> {
     let mut rows = log::rows_in(tx, session_id, 1).await?;
     rows.retain(|r| r.sequence <= erasure.erased_events);
     store_inline_documents(tx, session_id, &rows).await?;
@@ -92,18 +78,15 @@ where
     for (sequence, event) in &events {
         let stored = erased::encode(event);
         // The hash goes into its column too: a version 1 row kept it inside its payload.
-        sqlx::query(
-            "UPDATE events SET event_version = $1, payload = $2, hash = $3, sealed = NULL \
-             WHERE aggregate_type = $4 AND aggregate_id = $5 AND sequence = $6",
-        )
-        .bind(stored.event_version)
-        .bind(&stored.payload)
-        .bind(&stored.hash)
-        .bind(AGGREGATE_TYPE)
-        .bind(session_id)
-        .bind(*sequence as i64)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(include_str!("sql/erase_event.sql"))
+            .arg(stored.event_version)
+            .arg(&stored.payload)
+            .arg(&stored.hash)
+            .arg(AGGREGATE_TYPE)
+            .arg(session_id)
+            .arg(*sequence as i64)
+            .execute_in(tx)
+            .await?;
     }
     // What was encrypted under the session's key, in whatever copy outlives these rows, is
     // unreadable once this commits.
@@ -113,20 +96,11 @@ where
 
 /// Stores the study documents a version 1 `session.created` carried inline, so its erased form,
 /// which names them by content id, decodes (they are the study's, not the participant's).
-async fn store_inline_documents<'c, DB>(
+async fn store_inline_documents<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     rows: &[Row],
-) -> Result<(), ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), ProjectionError> {
     for row in rows {
         let documents =
             codec::inline_documents(row.stored()).map_err(|source| ProjectionError::Decode {
@@ -135,16 +109,13 @@ where
                 source,
             })?;
         for (id, kind, document) in documents {
-            sqlx::query(
-                "INSERT INTO config_documents (version_id, kind, document, created_at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (version_id) DO NOTHING",
-            )
-            .bind(&id)
-            .bind(kind)
-            .bind(&document)
-            .bind(chrono::Utc::now())
-            .execute(&mut **tx)
-            .await?;
+            sqlx::query(crate::store::statements::INSERT_DOCUMENT)
+                .arg(&id)
+                .arg(kind)
+                .arg(&document)
+                .arg(chrono::Utc::now())
+                .execute_in(tx)
+                .await?;
             log::keep_document(&id, &document);
         }
     }
@@ -153,20 +124,14 @@ where
 
 /// Deletes an erased session's transcript and results rows (its state row is blanked by the
 /// fold: `SessionStateView::erase`).
-pub(crate) async fn forget_views<'c, DB>(
+pub(crate) async fn forget_views<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     for table in ["transcript", "results"] {
         sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
-            .bind(session_id)
-            .execute(&mut **tx)
+            .arg(session_id)
+            .execute_in(tx)
             .await?;
     }
     Ok(())
@@ -279,19 +244,14 @@ pub async fn past_retention(
         None => (chrono::DateTime::<chrono::Utc>::UNIX_EPOCH, ""),
     };
     on_db!(read(db), |pool| {
-        sqlx::query_as(
-            "SELECT retained_since, session_id FROM session_state \
-             WHERE study_id = $1 AND retained_since IS NOT NULL AND retained_since < $2 \
-             AND (retained_since > $3 OR (retained_since = $3 AND session_id > $4)) \
-             ORDER BY retained_since, session_id LIMIT $5",
-        )
-        .bind(study_id)
-        .bind(before)
-        .bind(from)
-        .bind(id)
-        .bind(limit)
-        .fetch_all(pool)
-        .await
+        sqlx::query_as(include_str!("sql/past_retention.sql"))
+            .bind(study_id)
+            .bind(before)
+            .bind(from)
+            .bind(id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -303,13 +263,10 @@ pub async fn sessions_of_participant(
     participant_ref: &str,
 ) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state WHERE study_id = $1 AND participant_ref = $2 \
-             AND last_seq > 0 ORDER BY created_at",
-        )
-        .bind(study_id)
-        .bind(participant_ref)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/sessions_of_participant.sql"))
+            .bind(study_id)
+            .bind(participant_ref)
+            .fetch_all(pool)
+            .await
     })
 }

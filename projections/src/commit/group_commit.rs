@@ -19,7 +19,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use cqrs_es::persist::PersistenceError;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::commit::batch::{Appended, FoldedFromKept};
@@ -28,6 +27,7 @@ use crate::commit::pending::fold_pending;
 use crate::commit::recent::RecentViews;
 use crate::read_side::overview::{self, NewContribution};
 use crate::read_side::views::SessionStateView;
+use crate::store::backend::{Backend, Statement};
 use crate::store::db::KeptConnection;
 use crate::store::log::NewEvent;
 use crate::store::statements::placeholders;
@@ -224,58 +224,29 @@ pub(crate) async fn commit(
 }
 
 /// Deletes events a failed command inserted in this transaction.
-async fn take_back<'c, DB>(
+async fn take_back<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     aggregate_id: &str,
     sequences: &[i64],
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     for seq in sequences {
-        sqlx::query(
-            "DELETE FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence = $3",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .bind(aggregate_id)
-        .bind(*seq)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(include_str!("sql/take_back_event.sql"))
+            .arg(interview_session::AGGREGATE_TYPE)
+            .arg(aggregate_id)
+            .arg(*seq)
+            .execute_in(tx)
+            .await?;
     }
     Ok(())
 }
 
-async fn try_commit<DB>(
+async fn try_commit<DB: Backend>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
     commands: &[Appended<'_>],
     postgres: bool,
-) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    use sqlx::Row;
+) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError> {
+    use crate::store::backend::ReadColumn;
     let mut tx = pool.begin().await?;
     let mut outcomes: Vec<Result<(), PersistenceError>> = commands.iter().map(|_| Ok(())).collect();
 
@@ -292,10 +263,10 @@ where
         );
         let mut q = sqlx::query(&sql);
         for e in chunk {
-            q = e.bind(q);
+            q = e.bind_row(q);
         }
-        for row in q.fetch_all(&mut *tx).await? {
-            inserted.insert((row.try_get(0)?, row.try_get(1)?));
+        for row in q.fetch_all_in(&mut tx).await? {
+            inserted.insert((row.read(0)?, row.read(1)?));
         }
     }
     for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {

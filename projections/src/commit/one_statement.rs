@@ -74,7 +74,7 @@ pub(crate) async fn commit(
     let (sql, cells, notes) = statement(&events, &folded);
     let mut q = sqlx::query::<sqlx::Postgres>(&sql);
     for e in &events {
-        q = e.bind(q);
+        q = e.bind_row(q);
     }
     q = crate::read_side::columns::bind_all(q, cells);
     q = q.bind(NOTIFY_CHANNEL).bind(notes);

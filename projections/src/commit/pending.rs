@@ -3,10 +3,10 @@
 
 use interview_session::hash::GENESIS_HASH;
 use serde_json::Value;
-use sqlx::Row;
 
 use crate::commit::view_writes;
 use crate::read_side::views::{NewRows, SessionStateView};
+use crate::store::backend::{Backend, ReadColumn, Statement};
 use crate::store::error::ProjectionError;
 use crate::store::log;
 
@@ -14,45 +14,24 @@ use crate::store::log;
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
 /// With `overview`, a session whose new events move its study overview contribution is folded
 /// whole once more for it (a command's own contribution comes with its events instead).
-pub(crate) async fn fold_pending<'c, DB>(
+pub(crate) async fn fold_pending<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     postgres: bool,
     overview: bool,
-) -> Result<(u64, Option<SessionStateView>), ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(u64, Option<SessionStateView>), ProjectionError> {
     let lock = if postgres { " FOR UPDATE" } else { "" };
     let select_view =
         format!("SELECT last_seq, participant_token_sha256, state FROM session_state WHERE session_id = $1{lock}");
-    sqlx::query(
-        "INSERT INTO session_state (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING",
-    )
-    .bind(session_id)
-    .execute(&mut **tx)
-    .await?;
-    let row = sqlx::query(&select_view)
-        .bind(session_id)
-        .fetch_one(&mut **tx)
+    sqlx::query(include_str!("sql/ensure_state_row.sql"))
+        .arg(session_id)
+        .execute_in(tx)
         .await?;
-    let last_seq: i64 = row.try_get("last_seq")?;
+    let row = sqlx::query(&select_view)
+        .arg(session_id)
+        .fetch_one_in(tx)
+        .await?;
+    let last_seq: i64 = row.read("last_seq")?;
     // From the view's last event, for the hash the first new one links to.
     let mut rows = log::rows_in(tx, session_id, last_seq.max(1)).await?;
     let prev = match rows.first() {
@@ -78,14 +57,14 @@ where
     let mut view: SessionStateView = if last_seq == 0 {
         SessionStateView::default()
     } else {
-        let state: Value = row.try_get("state")?;
+        let state: Value = row.read("state")?;
         let mut view: SessionStateView =
             serde_json::from_value(state).map_err(|source| ProjectionError::Decode {
                 session_id: session_id.into(),
                 sequence: last_seq as u64,
                 source: source.into(),
             })?;
-        view.participant_token_sha256 = row.try_get("participant_token_sha256")?;
+        view.participant_token_sha256 = row.read("participant_token_sha256")?;
         view
     };
     let mut new_rows = NewRows::default();
@@ -110,30 +89,13 @@ where
 /// for a completed session that is not a preview — its `results` row, in the caller's
 /// transaction. Generic over the backend: the SQL is the same text on both. Writes nothing and
 /// answers false when the stored row is not at `expected_last_seq`.
-async fn write_views<'c, DB>(
+async fn write_views<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     view: &SessionStateView,
     rows: &NewRows,
     expected_last_seq: i64,
-) -> Result<bool, sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<bool, sqlx::Error> {
     if !view_writes::update_states(tx, &[(expected_last_seq, view)])
         .await?
         .contains(session_id)

@@ -108,7 +108,7 @@ impl Projector {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query("DELETE FROM session_state WHERE session_id = $1")
+            sqlx::query(include_str!("sql/delete_state_row.sql"))
                 .bind(session_id)
                 .execute(&mut *tx)
                 .await?;
@@ -123,20 +123,15 @@ impl Projector {
         // Both queries visit each session once through an index (the events' primary key, and
         // the stream heads), rather than grouping every event of the log.
         let lagging: Vec<String> = on_db!(read(&self.db), |pool| {
-            let mut ids: Vec<String> = sqlx::query_scalar(
-                "SELECT s.session_id FROM session_state s WHERE EXISTS (SELECT 1 FROM events e \
-                 WHERE e.aggregate_type = $1 AND e.aggregate_id = s.session_id AND e.sequence > s.last_seq)",
-            )
-            .bind(AGGREGATE_TYPE)
-            .fetch_all(pool)
-            .await?;
-            let without_views: Vec<String> = sqlx::query_scalar(
-                "SELECT e.aggregate_id FROM events e WHERE e.aggregate_type = $1 AND e.sequence = 1 \
-                 AND NOT EXISTS (SELECT 1 FROM session_state s WHERE s.session_id = e.aggregate_id)",
-            )
-            .bind(AGGREGATE_TYPE)
-            .fetch_all(pool)
-            .await?;
+            let mut ids: Vec<String> = sqlx::query_scalar(include_str!("sql/views_behind_log.sql"))
+                .bind(AGGREGATE_TYPE)
+                .fetch_all(pool)
+                .await?;
+            let without_views: Vec<String> =
+                sqlx::query_scalar(include_str!("sql/sessions_without_views.sql"))
+                    .bind(AGGREGATE_TYPE)
+                    .fetch_all(pool)
+                    .await?;
             ids.extend(without_views);
             ids
         });

@@ -4,8 +4,6 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-
 use crate::read_side::columns::{
     bind_all, result_cells, state_cells, transcript_cells, RESULT_COLUMNS, STATE_COLUMNS,
     TRANSCRIPT_COLUMNS,
@@ -15,6 +13,7 @@ use crate::store::statements::placeholders;
 /// The PostgreSQL NOTIFY channel announcing `<session id> <last sequence>` after each projection.
 pub const NOTIFY_CHANNEL: &str = "interview_session_events";
 use crate::read_side::views::{SessionStateView, TranscriptRow};
+use crate::store::backend::{Backend, Statement};
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
 const VALUES_PER_STATEMENT: usize = 30_000;
@@ -45,26 +44,11 @@ pub(crate) fn update_states_sql(values: &str, returning: &str) -> String {
 
 /// Writes each view whose stored row is still at its expected `last_seq`; returns the ids of
 /// the sessions written (the others are stale and left untouched).
-pub(crate) async fn update_states<'c, DB>(
+pub(crate) async fn update_states<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     views: &[(i64, &SessionStateView)],
-) -> Result<HashSet<String>, sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    use sqlx::Row;
+) -> Result<HashSet<String>, sqlx::Error> {
+    use crate::store::backend::ReadColumn;
     let mut written = HashSet::new();
     let width = STATE_COLUMNS.len() + 1;
     for chunk in views.chunks(rows_per_statement(width)) {
@@ -74,10 +58,10 @@ where
         );
         let mut q = sqlx::query(&sql);
         for (expected, view) in chunk {
-            q = bind_all(q, state_cells(view)).bind(*expected);
+            q = bind_all(q, state_cells(view)).arg(*expected);
         }
-        for row in q.fetch_all(&mut **tx).await? {
-            written.insert(row.try_get::<String, _>(0)?);
+        for row in q.fetch_all_in(tx).await? {
+            written.insert(row.read::<String>(0)?);
         }
     }
     Ok(written)
@@ -102,54 +86,27 @@ pub(crate) fn upsert_results_sql(values: &str) -> String {
 }
 
 /// Appends transcript rows (a row already there is left as it is).
-pub(crate) async fn insert_transcript<'c, DB>(
+pub(crate) async fn insert_transcript<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     rows: &[(&str, &TranscriptRow)],
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     for chunk in rows.chunks(rows_per_statement(TRANSCRIPT_COLUMNS.len())) {
         let sql = insert_transcript_sql(&placeholders::<DB>(chunk.len(), TRANSCRIPT_COLUMNS.len()));
         let mut q = sqlx::query(&sql);
         for (session_id, t) in chunk {
             q = bind_all(q, transcript_cells(session_id, t));
         }
-        q.execute(&mut **tx).await?;
+        q.execute_in(tx).await?;
     }
     Ok(())
 }
 
 /// Writes the `results` rows of the completed sessions that are not previews (the others have
 /// none).
-pub(crate) async fn upsert_results<'c, 'v, DB>(
+pub(crate) async fn upsert_results<'c, 'v, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     views: impl IntoIterator<Item = &'v SessionStateView>,
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> chrono::DateTime<chrono::Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     let rows: Vec<_> = views.into_iter().filter_map(result_cells).collect();
     for chunk in rows.chunks(rows_per_statement(RESULT_COLUMNS.len())) {
         let sql = upsert_results_sql(&placeholders::<DB>(chunk.len(), RESULT_COLUMNS.len()));
@@ -157,33 +114,27 @@ where
         for cells in chunk {
             q = bind_all(q, cells.iter().cloned());
         }
-        q.execute(&mut **tx).await?;
+        q.execute_in(tx).await?;
     }
     Ok(())
 }
 
 /// PostgreSQL: announces each `(session, last sequence)` to every listening process, delivered
 /// at commit; ids only, far below NOTIFY's 8 KB (subscribers read the events themselves).
-pub(crate) async fn notify<'c, DB>(
+pub(crate) async fn notify<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     commits: &[(&str, u64)],
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     for chunk in commits.chunks(rows_per_statement(1)) {
         let calls: Vec<String> = (0..chunk.len())
             .map(|i| format!("pg_notify($1, ${})", i + 2))
             .collect();
         let sql = format!("SELECT {}", calls.join(", "));
-        let mut q = sqlx::query(&sql).bind(NOTIFY_CHANNEL.to_string());
+        let mut q = sqlx::query(&sql).arg(NOTIFY_CHANNEL.to_string());
         for (session_id, last_seq) in chunk {
-            q = q.bind(format!("{session_id} {last_seq}"));
+            q = q.arg(format!("{session_id} {last_seq}"));
         }
-        q.execute(&mut **tx).await?;
+        q.execute_in(tx).await?;
     }
     Ok(())
 }

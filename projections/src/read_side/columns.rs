@@ -7,21 +7,12 @@
 //! JSON columns are compared as JSON values (PostgreSQL's `jsonb` reorders keys); everything
 //! else exactly.
 
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::read_side::views::{SessionStateView, TranscriptRow};
 use interview_session::SessionStatus;
 
-/// One column's value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
-    Text(Option<String>),
-    Int(Option<i64>),
-    Bool(Option<bool>),
-    Json(Option<Value>),
-    Time(Option<DateTime<Utc>>),
-}
+pub use crate::store::backend::{Cell, Kind};
 
 impl Cell {
     /// The value as `verify` compares it (see the module doc), shown in its reports.
@@ -33,11 +24,13 @@ impl Cell {
             Cell::Json(Some(v)) => interview_session::hash::canonical_json(v),
             Cell::Time(Some(t)) => interview_session::aggregate::micros(*t)
                 .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            Cell::Bytes(Some(b)) => b.iter().map(|byte| format!("{byte:02x}")).collect(),
             Cell::Text(None)
             | Cell::Int(None)
             | Cell::Bool(None)
             | Cell::Json(None)
-            | Cell::Time(None) => "null".into(),
+            | Cell::Time(None)
+            | Cell::Bytes(None) => "null".into(),
         }
     }
 }
@@ -169,50 +162,11 @@ pub const OVERVIEW_COLUMNS: [&str; 3] = ["session_id", "study_id", "contribution
 pub const OVERVIEW_KINDS: [Kind; 3] = [Kind::Text, Kind::Text, Kind::Json];
 
 /// Binds `cells` in order onto a statement (the writers' side of the one list).
-pub(crate) fn bind_all<'q, DB>(
-    mut q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+pub(crate) fn bind_all<'q, DB: crate::store::backend::Backend>(
+    q: crate::store::backend::Query<'q, DB>,
     cells: impl IntoIterator<Item = Cell>,
-) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
-where
-    DB: sqlx::Database,
-    Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    Option<DateTime<Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    for cell in cells {
-        q = match cell {
-            Cell::Text(v) => q.bind(v),
-            Cell::Int(v) => q.bind(v),
-            Cell::Bool(v) => q.bind(v),
-            Cell::Json(v) => q.bind(v),
-            Cell::Time(v) => q.bind(v),
-        };
-    }
-    q
-}
-
-/// What a column holds, to read it back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Text,
-    Int,
-    Bool,
-    Json,
-    Time,
-}
-
-impl Cell {
-    pub fn kind(&self) -> Kind {
-        match self {
-            Cell::Text(_) => Kind::Text,
-            Cell::Int(_) => Kind::Int,
-            Cell::Bool(_) => Kind::Bool,
-            Cell::Json(_) => Kind::Json,
-            Cell::Time(_) => Kind::Time,
-        }
-    }
+) -> crate::store::backend::Query<'q, DB> {
+    cells.into_iter().fold(q, DB::bind_cell)
 }
 
 /// A stored row as read back: each column's value, or why it could not be read (a value of the
@@ -233,7 +187,7 @@ pub async fn stored_rows(
         columns.join(", ")
     );
     crate::on_db!(read(db), |pool| {
-        use sqlx::Row;
+        use crate::store::backend::ReadColumn;
         let rows = sqlx::query(&sql).bind(session_id).fetch_all(pool).await?;
         Ok(rows
             .iter()
@@ -241,32 +195,17 @@ pub async fn stored_rows(
                 kinds
                     .iter()
                     .enumerate()
-                    .map(|(i, kind)| {
-                        let read = match kind {
-                            Kind::Text => row.try_get::<Option<String>, _>(i).map(Cell::Text),
-                            Kind::Int => row.try_get::<Option<i64>, _>(i).map(Cell::Int),
-                            Kind::Bool => row.try_get::<Option<bool>, _>(i).map(Cell::Bool),
-                            Kind::Json => row.try_get::<Option<Value>, _>(i).map(Cell::Json),
-                            Kind::Time => {
-                                row.try_get::<Option<DateTime<Utc>>, _>(i).map(Cell::Time)
-                            }
-                        };
-                        read.map_err(|e| e.to_string())
-                    })
+                    .map(|(i, kind)| row.read_cell(i, *kind).map_err(|e| e.to_string()))
                     .collect()
             })
             .collect())
     })
 }
 
-/// The `results.end_reason` column of a view.
+/// The `results.end_reason` column of a view: the reason's name, as the events spell it
+/// (`strum`'s name, checked against serde's in `interview_session`'s name tests).
 fn end_reason_text(view: &SessionStateView) -> Option<String> {
-    view.end_reason.map(|r| {
-        serde_json::to_value(r)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default()
-    })
+    view.end_reason.map(|r| r.as_ref().to_string())
 }
 
 #[cfg(test)]
@@ -289,7 +228,7 @@ mod tests {
             kind: "message".into(),
             content: "c".into(),
             interaction_id: None,
-            created_at: Utc::now(),
+            created_at: chrono::Utc::now(),
         };
         assert_eq!(kinds(&transcript_cells("s", &t)), TRANSCRIPT_KINDS);
     }

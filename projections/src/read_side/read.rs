@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use crate::on_db;
 use crate::read_side::views::{SessionStateView, TranscriptRow};
+use crate::store::backend::ReadColumn;
 use crate::store::db::Db;
 
 /// The session's state view, or `None` if no such session has been projected.
@@ -13,12 +14,15 @@ pub async fn session_state(
     session_id: &str,
 ) -> Result<Option<SessionStateView>, sqlx::Error> {
     let row = on_db!(read(db), |pool| {
-        sqlx::query("SELECT participant_token_sha256, state FROM session_state WHERE session_id = $1 AND last_seq > 0")
+        sqlx::query(include_str!("sql/session_state.sql"))
             .bind(session_id)
             .fetch_optional(pool)
             .await?
             .map(|row| -> Result<(String, Value), sqlx::Error> {
-                Ok((row.try_get("participant_token_sha256")?, row.try_get("state")?))
+                Ok((
+                    row.try_get("participant_token_sha256")?,
+                    row.try_get("state")?,
+                ))
             })
             .transpose()?
     });
@@ -32,13 +36,10 @@ pub async fn session_state(
 /// The session's transcript in event order.
 pub async fn transcript(db: &Db, session_id: &str) -> Result<Vec<TranscriptRow>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        let rows = sqlx::query(
-            "SELECT seq, turn_id, role, kind, content, interaction_id, created_at FROM transcript \
-             WHERE session_id = $1 ORDER BY seq",
-        )
-        .bind(session_id)
-        .fetch_all(pool)
-        .await?;
+        let rows = sqlx::query(include_str!("sql/transcript.sql"))
+            .bind(session_id)
+            .fetch_all(pool)
+            .await?;
         rows.into_iter()
             .map(|r| {
                 Ok(TranscriptRow {
@@ -107,26 +108,19 @@ pub async fn events(
 /// log is gone is something an audit must see): for `replay verify --all`.
 pub async fn audited_session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT aggregate_id FROM events WHERE aggregate_type = $1 \
-             UNION SELECT session_id FROM session_state UNION SELECT session_id FROM transcript \
-             UNION SELECT session_id FROM results \
-             ORDER BY 1",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/audited_session_ids.sql"))
+            .bind(interview_session::AGGREGATE_TYPE)
+            .fetch_all(pool)
+            .await
     })
 }
 
 pub async fn session_ids(db: &Db) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT aggregate_id FROM events WHERE aggregate_type = $1 AND sequence = 1 ORDER BY payload->>'at', aggregate_id",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/session_ids.sql"))
+            .bind(interview_session::AGGREGATE_TYPE)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -152,13 +146,11 @@ pub async fn decoded_events_between(
 /// The `event_version` of each of a session's events, in sequence order.
 pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT event_version FROM events WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY sequence",
-        )
-        .bind(interview_session::AGGREGATE_TYPE)
-        .bind(session_id)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/event_versions.sql"))
+            .bind(interview_session::AGGREGATE_TYPE)
+            .bind(session_id)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -251,23 +243,15 @@ pub struct ResultRow {
 const RESULT_COLUMNS: &str =
     "session_id, participant_ref, completed_at, end_reason, summary, summary_confirmed, fields";
 
-fn result_from_row<R: Row>(r: &R) -> Result<ResultRow, sqlx::Error>
-where
-    for<'a> &'a str: sqlx::ColumnIndex<R>,
-    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Option<bool>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> Value: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-    for<'a> chrono::DateTime<chrono::Utc>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-{
+fn result_from_row<R: ReadColumn>(r: &R) -> Result<ResultRow, sqlx::Error> {
     Ok(ResultRow {
-        session_id: r.try_get("session_id")?,
-        participant_ref: r.try_get("participant_ref")?,
-        completed_at: r.try_get("completed_at")?,
-        end_reason: r.try_get("end_reason")?,
-        summary: r.try_get("summary")?,
-        summary_confirmed: r.try_get("summary_confirmed")?,
-        fields: r.try_get("fields")?,
+        session_id: r.read("session_id")?,
+        participant_ref: r.read("participant_ref")?,
+        completed_at: r.read("completed_at")?,
+        end_reason: r.read("end_reason")?,
+        summary: r.read("summary")?,
+        summary_confirmed: r.read("summary_confirmed")?,
+        fields: r.read("fields")?,
     })
 }
 
@@ -324,15 +308,11 @@ pub async fn idle_sessions(
     limit: i64,
 ) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state \
-             WHERE status IN ('created', 'active', 'waiting_for_user', 'waiting_for_tool') AND idle_deadline < $1 \
-             ORDER BY idle_deadline LIMIT $2",
-        )
-        .bind(now)
-        .bind(limit)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/idle_sessions.sql"))
+            .bind(now)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -344,15 +324,11 @@ pub async fn sessions_awaiting_interviewer(
     limit: i64,
 ) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state WHERE idle_deadline IS NOT NULL \
-             AND status IN ('created', 'active') AND last_seq > 0 AND updated_at <= $1 \
-             ORDER BY updated_at LIMIT $2",
-        )
-        .bind(idle_since)
-        .bind(limit)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/sessions_awaiting_interviewer.sql"))
+            .bind(idle_since)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -416,12 +392,10 @@ pub async fn participant_holds_session(
 /// Completed sessions still waiting for their post-session extraction (at most `limit`).
 pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT session_id FROM session_state WHERE needs_final_extraction = TRUE LIMIT $1",
-        )
-        .bind(limit)
-        .fetch_all(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/pending_final_extractions.sql"))
+            .bind(limit)
+            .fetch_all(pool)
+            .await
     })
 }
 
@@ -429,7 +403,7 @@ pub async fn pending_final_extractions(db: &Db, limit: i64) -> Result<Vec<String
 /// done on every authenticated participant request).
 pub async fn session_token(db: &Db, session_id: &str) -> Result<Option<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar("SELECT participant_token_sha256 FROM session_state WHERE session_id = $1 AND last_seq > 0")
+        sqlx::query_scalar(include_str!("sql/session_token.sql"))
             .bind(session_id)
             .fetch_optional(pool)
             .await
@@ -439,12 +413,10 @@ pub async fn session_token(db: &Db, session_id: &str) -> Result<Option<String>, 
 /// A session's status, if it exists.
 pub async fn session_status(db: &Db, session_id: &str) -> Result<Option<String>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT status FROM session_state WHERE session_id = $1 AND last_seq > 0",
-        )
-        .bind(session_id)
-        .fetch_optional(pool)
-        .await
+        sqlx::query_scalar(include_str!("sql/session_status.sql"))
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await
     })
 }
 
@@ -453,11 +425,8 @@ pub async fn sessions_by_status_and_phase(
     db: &Db,
 ) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_as(
-            "SELECT status, current_phase, COUNT(*) FROM session_state WHERE last_seq > 0 \
-             GROUP BY status, current_phase ORDER BY 1, 2",
-        )
-        .fetch_all(pool)
-        .await
+        sqlx::query_as(include_str!("sql/sessions_by_status_and_phase.sql"))
+            .fetch_all(pool)
+            .await
     })
 }

@@ -157,10 +157,12 @@ impl Db {
 
     /// One round trip to the database (readiness).
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
-        on_db!(write(self), |pool| sqlx::query("SELECT 1")
-            .execute(pool)
-            .await
-            .map(|_| ()))
+        on_db!(write(self), |pool| sqlx::query(include_str!(
+            "sql/ping.sql"
+        ))
+        .execute(pool)
+        .await
+        .map(|_| ()))
     }
 
     pub async fn close(&self) {
@@ -276,14 +278,14 @@ impl Db {
         // connection meanwhile: it waits briefly here, between tries, rather than the writer's
         // usual ten seconds.
         let mut conn = s.write.acquire().await?;
-        sqlx::query("PRAGMA busy_timeout = 50")
+        sqlx::query(include_str!("sql/sqlite_short_busy_timeout.sql"))
             .execute(&mut *conn)
             .await?;
         let mut emptied = Ok(false);
         for attempt in 0..5 {
             // (busy, frames in the WAL, frames checkpointed)
             let checkpoint: Result<(i64, i64, i64), _> =
-                sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+                sqlx::query_as(include_str!("sql/sqlite_truncate_wal.sql"))
                     .fetch_one(&mut *conn)
                     .await;
             match checkpoint {

@@ -24,6 +24,7 @@ use hashlink::LruCache;
 use sha2::{Digest, Sha256};
 
 use crate::on_db;
+use crate::store::backend::{Backend, Statement};
 use crate::store::db::Db;
 
 const KEY_BYTES: usize = 32;
@@ -273,7 +274,7 @@ pub async fn for_reading(db: &Db, session_id: &str) -> Result<Option<DataKey>, K
         return Ok(Some(key));
     }
     let row: Option<(String, Vec<u8>)> = on_db!(read(db), |pool| {
-        sqlx::query_as("SELECT key_id, wrapped FROM session_keys WHERE aggregate_id = $1")
+        sqlx::query_as(include_str!("sql/session_key.sql"))
             .bind(session_id)
             .fetch_optional(pool)
             .await?
@@ -290,20 +291,17 @@ pub async fn for_writing(db: &Db, session_id: &str, kek: &Kek) -> Result<DataKey
     }
     let wrapped = kek.wrap(session_id, &random_key());
     on_db!(write(db), |pool| {
-        sqlx::query(
-            "INSERT INTO session_keys (aggregate_id, key_id, wrapped, created_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (aggregate_id) DO NOTHING",
-        )
-        .bind(session_id)
-        .bind(kek.id())
-        .bind(&wrapped)
-        .bind(chrono::Utc::now())
-        .execute(pool)
-        .await?;
+        sqlx::query(include_str!("sql/insert_session_key.sql"))
+            .bind(session_id)
+            .bind(kek.id())
+            .bind(&wrapped)
+            .bind(chrono::Utc::now())
+            .execute(pool)
+            .await?;
     });
     // Read back through the write side, which sees the row just stored on either store.
     let (key_id, wrapped): (String, Vec<u8>) = on_db!(write(db), |pool| {
-        sqlx::query_as("SELECT key_id, wrapped FROM session_keys WHERE aggregate_id = $1")
+        sqlx::query_as(include_str!("sql/session_key.sql"))
             .bind(session_id)
             .fetch_one(pool)
             .await?
@@ -350,50 +348,35 @@ pub async fn for_sessions(
 }
 
 /// The session's data key as the transaction sees it.
-pub(crate) async fn in_transaction<'c, DB>(
+pub(crate) async fn in_transaction<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
-) -> Result<Option<DataKey>, KeyError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> String: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-{
-    use sqlx::Row as _;
+) -> Result<Option<DataKey>, KeyError> {
+    use crate::store::backend::ReadColumn;
     if let Some(key) = cached(session_id) {
         return Ok(Some(key));
     }
-    let row = sqlx::query("SELECT key_id, wrapped FROM session_keys WHERE aggregate_id = $1")
-        .bind(session_id)
-        .fetch_optional(&mut **tx)
+    let row = sqlx::query(include_str!("sql/session_key.sql"))
+        .arg(session_id)
+        .fetch_optional_in(tx)
         .await?;
     let Some(row) = row else {
         return Ok(None);
     };
-    let (key_id, wrapped): (String, Option<Vec<u8>>) = (row.try_get(0)?, row.try_get(1)?);
+    let (key_id, wrapped): (String, Option<Vec<u8>>) = (row.read(0)?, row.read(1)?);
     Ok(readable(session_id, &key_id, &wrapped.unwrap_or_default()))
 }
 
 /// Deletes the session's key in the erasure's transaction: what it encrypted is unreadable once
 /// that commits.
-pub(crate) async fn delete_in_transaction<'c, DB>(
+pub(crate) async fn delete_in_transaction<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), sqlx::Error> {
     forget(session_id);
-    sqlx::query("DELETE FROM session_keys WHERE aggregate_id = $1")
-        .bind(session_id)
-        .execute(&mut **tx)
+    sqlx::query(include_str!("sql/delete_session_key.sql"))
+        .arg(session_id)
+        .execute_in(tx)
         .await?;
     Ok(())
 }

@@ -29,10 +29,10 @@ pub async fn lock_study_creates(db: &Db, study_id: &str) -> Result<StudyLock, sq
         Db::Postgres(pool) => {
             let mut tx = pool.begin().await?;
             // A holder that never lets go (a stuck process) must not block creates for good.
-            sqlx::query("SET LOCAL lock_timeout = '10s'")
+            sqlx::query(include_str!("sql/lock_timeout_10s.sql"))
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+            sqlx::query(include_str!("sql/advisory_xact_lock.sql"))
                 .bind(format!("session-create:{study_id}"))
                 .execute(&mut *tx)
                 .await?;

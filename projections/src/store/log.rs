@@ -12,6 +12,7 @@ use interview_session::hash::GENESIS_HASH;
 use interview_session::{SessionEvent, AGGREGATE_TYPE};
 use serde_json::Value;
 
+use crate::store::backend::{Backend, Query, ReadColumn, Statement};
 use crate::store::db::Db;
 use crate::store::encrypted;
 use crate::store::keys::{self, DataKey};
@@ -30,36 +31,25 @@ pub struct NewEvent {
     pub metadata: Value,
 }
 
-/// The `events` columns a new row fills, in the order [`NewEvent::bind`] binds them.
+/// The `events` columns a new row fills, in the order [`NewEvent::bind_row`] binds them.
 pub const EVENT_COLUMNS: &str =
     "aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash, sealed";
 
-/// How many values [`NewEvent::bind`] binds.
+/// How many values [`NewEvent::bind_row`] binds.
 pub const EVENT_VALUES: usize = 9;
 
 impl NewEvent {
     /// Binds the row's nine [`EVENT_COLUMNS`]: what both commit paths insert.
-    pub(crate) fn bind<'q, DB>(
-        &'q self,
-        q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
-    ) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
-    where
-        DB: sqlx::Database,
-        &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        Value: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        Vec<u8>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-        Option<Vec<u8>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    {
-        q.bind(AGGREGATE_TYPE)
-            .bind(self.aggregate_id.as_str())
-            .bind(self.sequence as i64)
-            .bind(self.stored.event_type)
-            .bind(self.stored.event_version)
-            .bind(&self.stored.payload)
-            .bind(&self.metadata)
-            .bind(&self.stored.hash)
-            .bind(self.sealed.clone())
+    pub(crate) fn bind_row<'q, DB: Backend>(&'q self, q: Query<'q, DB>) -> Query<'q, DB> {
+        q.arg(AGGREGATE_TYPE)
+            .arg(self.aggregate_id.as_str())
+            .arg(self.sequence as i64)
+            .arg(self.stored.event_type)
+            .arg(self.stored.event_version)
+            .arg(&self.stored.payload)
+            .arg(&self.metadata)
+            .arg(&self.stored.hash)
+            .arg(self.sealed.clone())
     }
 
     /// The row of `event`, written right after `before` when it is the same command's (its
@@ -106,23 +96,15 @@ pub struct Row {
 
 impl Row {
     /// Reads a row selected with [`ROW_COLUMNS`].
-    pub fn from_sql<R>(r: &R) -> Result<Self, sqlx::Error>
-    where
-        R: sqlx::Row,
-        for<'a> &'a str: sqlx::ColumnIndex<R>,
-        for<'q> i64: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
-        for<'q> String: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
-        for<'q> Value: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
-        for<'q> Option<Vec<u8>>: sqlx::Decode<'q, R::Database> + sqlx::Type<R::Database>,
-    {
+    pub fn from_sql<R: ReadColumn>(r: &R) -> Result<Self, sqlx::Error> {
         Ok(Row {
-            sequence: r.try_get::<i64, _>("sequence")? as u64,
-            event_type: r.try_get("event_type")?,
-            event_version: r.try_get("event_version")?,
-            payload: r.try_get("payload")?,
-            hash: r.try_get("hash")?,
-            metadata: r.try_get("metadata")?,
-            sealed: r.try_get("sealed")?,
+            sequence: r.read::<i64>("sequence")? as u64,
+            event_type: r.read("event_type")?,
+            event_version: r.read("event_version")?,
+            payload: r.read("payload")?,
+            hash: r.read("hash")?,
+            metadata: r.read("metadata")?,
+            sealed: r.read("sealed")?,
         })
     }
 
@@ -247,7 +229,7 @@ impl Documents for KeptDocuments {
 pub async fn load_documents(db: &Db, ids: &[String]) -> Result<(), sqlx::Error> {
     for id in ids {
         let document: Option<Value> = on_db!(read(db), |pool| {
-            sqlx::query_scalar("SELECT document FROM config_documents WHERE version_id = $1")
+            sqlx::query_scalar(include_str!("sql/document.sql"))
                 .bind(id)
                 .fetch_optional(pool)
                 .await?
@@ -358,18 +340,14 @@ pub async fn read_between(
 /// where decoding can start.
 async fn whole_at_or_before(db: &Db, session_id: &str, seq: u64) -> Result<u64, sqlx::Error> {
     let found: Option<i64> = on_db!(read(db), |pool| {
-        sqlx::query_scalar(
-            "SELECT MAX(sequence) FROM events \
-             WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence <= $3 \
-             AND event_version <> $4 AND event_version <> $5",
-        )
-        .bind(AGGREGATE_TYPE)
-        .bind(session_id)
-        .bind(seq.min(i64::MAX as u64) as i64)
-        .bind(compact::VERSION)
-        .bind(interview_session::codec::ENCRYPTED_COMPACT_VERSION)
-        .fetch_one(pool)
-        .await?
+        sqlx::query_scalar(include_str!("sql/whole_event_at_or_before.sql"))
+            .bind(AGGREGATE_TYPE)
+            .bind(session_id)
+            .bind(seq.min(i64::MAX as u64) as i64)
+            .bind(compact::VERSION)
+            .bind(interview_session::codec::ENCRYPTED_COMPACT_VERSION)
+            .fetch_one(pool)
+            .await?
     });
     Ok(found.map_or(1, |s| s.max(1) as u64))
 }
@@ -390,32 +368,20 @@ pub async fn decode_read(
 
 /// A session's rows from `from` on, read in the caller's transaction (which sees its own
 /// uncommitted events), opened, with the documents they name kept for decoding.
-pub(crate) async fn rows_in<'c, DB>(
+pub(crate) async fn rows_in<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
     from: i64,
-) -> Result<Vec<Row>, ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> Value: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-{
-    use sqlx::Row as _;
+) -> Result<Vec<Row>, ProjectionError> {
+    use crate::store::backend::ReadColumn;
     let stored = sqlx::query(&format!(
         "SELECT {ROW_COLUMNS} FROM events \
          WHERE aggregate_type = $1 AND aggregate_id = $2 AND sequence >= $3 ORDER BY sequence"
     ))
-    .bind(AGGREGATE_TYPE)
-    .bind(session_id)
-    .bind(from)
-    .fetch_all(&mut **tx)
+    .arg(AGGREGATE_TYPE)
+    .arg(session_id)
+    .arg(from)
+    .fetch_all_in(tx)
     .await?;
     let mut rows = stored
         .iter()
@@ -426,12 +392,12 @@ where
         open_rows(session_id, &mut rows, key.as_ref());
     }
     for id in missing_documents(&rows) {
-        let found = sqlx::query("SELECT document FROM config_documents WHERE version_id = $1")
-            .bind(&id)
-            .fetch_optional(&mut **tx)
+        let found = sqlx::query(include_str!("sql/document.sql"))
+            .arg(&id)
+            .fetch_optional_in(tx)
             .await?;
         if let Some(found) = found {
-            keep_document(&id, &found.try_get::<Value, _>(0)?);
+            keep_document(&id, &found.read::<Value>(0)?);
         }
     }
     Ok(rows)

@@ -3,6 +3,7 @@
 //! rest and its keys (`encrypted`, `keys`), locks across processes (`locks`) and the registry of
 //! running processes (`processes`). It knows nothing of the views.
 
+pub mod backend;
 pub mod db;
 pub mod encrypted;
 pub mod error;
@@ -10,4 +11,4 @@ pub mod keys;
 pub mod locks;
 pub mod log;
 pub mod processes;
-pub(crate) mod statements;
+pub mod statements;

@@ -14,15 +14,12 @@ use crate::store::db::Db;
 #[tracing::instrument(skip(db))]
 pub async fn beat(db: &Db, process_id: Uuid, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
     on_db!(write(db), |pool| {
-        sqlx::query(
-            "INSERT INTO runtime_processes (process_id, started_at, heartbeat_at) VALUES ($1, $2, $2) \
-             ON CONFLICT (process_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
-        )
-        .bind(process_id.to_string())
-        .bind(now)
-        .execute(pool)
-        .await
-        .map(|_| ())
+        sqlx::query(include_str!("sql/process_heartbeat.sql"))
+            .bind(process_id.to_string())
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|_| ())
     })
 }
 
@@ -33,21 +30,19 @@ pub async fn is_alive(
     since: DateTime<Utc>,
 ) -> Result<bool, sqlx::Error> {
     on_db!(read(db), |pool| {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM runtime_processes WHERE process_id = $1 AND heartbeat_at >= $2",
-        )
-        .bind(process_id.to_string())
-        .bind(since)
-        .fetch_one(pool)
-        .await
-        .map(|n| n > 0)
+        sqlx::query_scalar::<_, i64>(include_str!("sql/process_alive.sql"))
+            .bind(process_id.to_string())
+            .bind(since)
+            .fetch_one(pool)
+            .await
+            .map(|n| n > 0)
     })
 }
 
 /// Forgets processes silent since `before` (their claims are dead either way).
 pub async fn forget_silent(db: &Db, before: DateTime<Utc>) -> Result<u64, sqlx::Error> {
     on_db!(write(db), |pool| {
-        sqlx::query("DELETE FROM runtime_processes WHERE heartbeat_at < $1")
+        sqlx::query(include_str!("sql/forget_silent_processes.sql"))
             .bind(before)
             .execute(pool)
             .await

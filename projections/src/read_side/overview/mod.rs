@@ -19,6 +19,7 @@ use interview_session::Session;
 use serde_json::Value;
 
 use crate::read_side::columns::{bind_all, Cell, OVERVIEW_COLUMNS};
+use crate::store::backend::{Backend, Statement};
 use crate::store::statements::placeholders;
 use crate::{on_db, store::db::Db, store::error::ProjectionError};
 
@@ -63,25 +64,11 @@ const ROWS: usize = 5_000;
 /// Stores each session's new contribution and adds the difference from its last one to its
 /// study's counts, in the caller's transaction. The counts are written in one order (study,
 /// name) on every process, so two transactions adding to the same rows lock them alike.
-pub(crate) async fn write<'c, DB>(
+pub(crate) async fn write<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     moved: &[NewContribution],
-) -> Result<(), sqlx::Error>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    use sqlx::Row;
+) -> Result<(), sqlx::Error> {
+    use crate::store::backend::ReadColumn;
     if moved.is_empty() {
         return Ok(());
     }
@@ -99,11 +86,11 @@ where
         );
         let mut q = sqlx::query(&sql);
         for id in chunk {
-            q = q.bind(id.to_string());
+            q = q.arg(id.to_string());
         }
-        for row in q.fetch_all(&mut **tx).await? {
-            let id: String = row.try_get(0)?;
-            let stored: Value = row.try_get(1)?;
+        for row in q.fetch_all_in(tx).await? {
+            let id: String = row.read(0)?;
+            let stored: Value = row.read(1)?;
             // Counted as none, what it once added would stay in the study's counts twice: the
             // command fails instead, and `replay verify` names the row.
             let stored =
@@ -135,9 +122,9 @@ where
         );
         let mut q = sqlx::query(&sql);
         for ((study, name), n) in chunk {
-            q = q.bind(study.to_string()).bind(name.to_string()).bind(*n);
+            q = q.arg(study.to_string()).arg(name.to_string()).arg(*n);
         }
-        q.execute(&mut **tx).await?;
+        q.execute_in(tx).await?;
     }
     for chunk in changed.chunks(ROWS) {
         let sql = format!(
@@ -150,7 +137,7 @@ where
         for m in chunk {
             q = bind_all(q, m.cells());
         }
-        q.execute(&mut **tx).await?;
+        q.execute_in(tx).await?;
     }
     Ok(())
 }
@@ -158,27 +145,10 @@ where
 /// Folds the whole session, in the caller's transaction, and writes its contribution: for the
 /// paths that fold views from the log rather than from a command (catch-up, one session's
 /// rebuild).
-pub(crate) async fn recompute<'c, DB>(
+pub(crate) async fn recompute<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
-) -> Result<(), ProjectionError>
-where
-    DB: sqlx::Database,
-    for<'e> &'e mut <DB as sqlx::Database>::Connection: sqlx::Executor<'e, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'q> Value: sqlx::Encode<'q, DB> + sqlx::Type<DB> + sqlx::Decode<'q, DB>,
-    for<'a> &'a str: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    usize: sqlx::ColumnIndex<<DB as sqlx::Database>::Row>,
-    for<'q> Option<Vec<u8>>: sqlx::Decode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<Value>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> Option<chrono::DateTime<chrono::Utc>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
+) -> Result<(), ProjectionError> {
     let rows = crate::store::log::rows_in(tx, session_id, 1).await?;
     let events = crate::store::log::decode_rows(
         session_id,
@@ -200,10 +170,10 @@ pub async fn drift(db: &Db) -> Result<Vec<String>, ProjectionError> {
     type Sessions = Vec<(String, Value)>;
     type Counts = Vec<(String, String, i64)>;
     let (sessions, counts): (Sessions, Counts) = on_db!(read(db), |pool| {
-        let sessions = sqlx::query_as("SELECT study_id, contribution FROM session_overview")
+        let sessions = sqlx::query_as(include_str!("../sql/overview_contributions.sql"))
             .fetch_all(pool)
             .await?;
-        let counts = sqlx::query_as("SELECT study_id, name, n FROM study_overview")
+        let counts = sqlx::query_as(include_str!("../sql/overview_counts_all.sql"))
             .fetch_all(pool)
             .await?;
         (sessions, counts)
@@ -247,7 +217,7 @@ pub async fn drift(db: &Db) -> Result<Vec<String>, ProjectionError> {
 #[tracing::instrument(skip(db), err)]
 pub async fn counts(db: &Db, study_id: &str) -> Result<BTreeMap<String, i64>, ProjectionError> {
     let rows: Vec<(String, i64)> = on_db!(read(db), |pool| {
-        sqlx::query_as("SELECT name, n FROM study_overview WHERE study_id = $1 AND n > 0")
+        sqlx::query_as(include_str!("../sql/overview_counts.sql"))
             .bind(study_id)
             .fetch_all(pool)
             .await?

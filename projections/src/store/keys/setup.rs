@@ -71,14 +71,11 @@ pub async fn start(db: &Db, source: &KeySource) -> Result<Arc<Kek>, KeyError> {
     on_db!(write(db), |pool| {
         // Only one no session key names any more: a server still running under it (an older
         // process on this database) may have wrapped keys with it since the move.
-        let forgotten = sqlx::query(
-            "DELETE FROM kept_key_encryption_keys WHERE key_id <> $1 AND NOT EXISTS \
-             (SELECT 1 FROM session_keys s WHERE s.key_id = kept_key_encryption_keys.key_id)",
-        )
-        .bind(current.id())
-        .execute(pool)
-        .await?
-        .rows_affected();
+        let forgotten = sqlx::query(include_str!("../sql/delete_unused_kept_keks.sql"))
+            .bind(current.id())
+            .execute(pool)
+            .await?
+            .rows_affected();
         if forgotten > 0 {
             tracing::info!(
                 "the key-encryption key kept in the database is deleted: DATA_KEY replaces it"
@@ -113,7 +110,7 @@ pub async fn open_for_reading(db: &Db, source: &KeySource) -> Result<(), KeyErro
 /// The KEKs the database keeps (PostgreSQL without `DATA_KEY`).
 async fn kept(db: &Db) -> Result<Vec<Arc<Kek>>, KeyError> {
     let rows: Vec<(Vec<u8>,)> = on_db!(read(db), |pool| {
-        sqlx::query_as("SELECT key FROM kept_key_encryption_keys ORDER BY created_at, key_id")
+        sqlx::query_as(include_str!("../sql/kept_keks.sql"))
             .fetch_all(pool)
             .await?
     });
@@ -134,15 +131,12 @@ async fn keep_new(db: &Db) -> Result<Arc<Kek>, KeyError> {
     let kek = Kek::from_bytes(&key);
     on_db!(write(db), |pool| {
         // Only when none is kept yet: the first process's wins.
-        sqlx::query(
-            "INSERT INTO kept_key_encryption_keys (key_id, key, created_at) \
-             SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM kept_key_encryption_keys)",
-        )
-        .bind(kek.id())
-        .bind(key.as_slice())
-        .bind(chrono::Utc::now())
-        .execute(pool)
-        .await?;
+        sqlx::query(include_str!("../sql/keep_kek.sql"))
+            .bind(kek.id())
+            .bind(key.as_slice())
+            .bind(chrono::Utc::now())
+            .execute(pool)
+            .await?;
     });
     kept(db)
         .await?
@@ -156,7 +150,7 @@ async fn keep_new(db: &Db) -> Result<Arc<Kek>, KeyError> {
 /// How many session keys each KEK wraps.
 async fn key_groups(db: &Db) -> Result<Vec<(String, i64)>, KeyError> {
     Ok(on_db!(read(db), |pool| {
-        sqlx::query_as("SELECT key_id, COUNT(*) FROM session_keys GROUP BY key_id ORDER BY key_id")
+        sqlx::query_as(include_str!("../sql/session_keys_per_kek.sql"))
             .fetch_all(pool)
             .await?
     }))
@@ -178,13 +172,10 @@ async fn move_keys_under(
     let mut moved = 0;
     loop {
         let batch: Vec<(String, String, Vec<u8>)> = on_db!(read(db), |pool| {
-            sqlx::query_as(
-                "SELECT aggregate_id, key_id, wrapped FROM session_keys WHERE key_id <> $1 \
-                 ORDER BY aggregate_id LIMIT 500",
-            )
-            .bind(current.id())
-            .fetch_all(pool)
-            .await?
+            sqlx::query_as(include_str!("../sql/session_keys_under_other_keks.sql"))
+                .bind(current.id())
+                .fetch_all(pool)
+                .await?
         });
         if batch.is_empty() {
             return Ok(moved);
@@ -197,16 +188,13 @@ async fn move_keys_under(
             let key = old.unwrap(&session_id, &wrapped)?;
             let rewrapped = current.wrap(&session_id, &key);
             on_db!(write(db), |pool| {
-                sqlx::query(
-                    "UPDATE session_keys SET key_id = $1, wrapped = $2 \
-                     WHERE aggregate_id = $3 AND key_id = $4",
-                )
-                .bind(current.id())
-                .bind(&rewrapped)
-                .bind(&session_id)
-                .bind(&key_id)
-                .execute(pool)
-                .await?;
+                sqlx::query(include_str!("../sql/rewrap_session_key.sql"))
+                    .bind(current.id())
+                    .bind(&rewrapped)
+                    .bind(&session_id)
+                    .bind(&key_id)
+                    .execute(pool)
+                    .await?;
             });
             moved += 1;
         }

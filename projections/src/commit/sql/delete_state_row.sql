@@ -1,0 +1,2 @@
+DELETE FROM session_state
+WHERE session_id = $1

@@ -1,0 +1,2 @@
+SELECT study_id, contribution
+FROM session_overview

@@ -1,0 +1,2 @@
+SELECT study_id, name, n
+FROM study_overview

@@ -1,0 +1,3 @@
+SELECT version
+FROM view_format
+WHERE singleton = 1

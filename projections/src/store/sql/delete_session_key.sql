@@ -1,0 +1,2 @@
+DELETE FROM session_keys
+WHERE aggregate_id = $1

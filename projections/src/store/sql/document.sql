@@ -1,0 +1,3 @@
+SELECT document
+FROM config_documents
+WHERE version_id = $1

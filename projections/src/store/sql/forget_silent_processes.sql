@@ -1,0 +1,2 @@
+DELETE FROM runtime_processes
+WHERE heartbeat_at < $1

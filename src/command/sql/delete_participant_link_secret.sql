@@ -1,0 +1,2 @@
+DELETE FROM participant_link_secrets
+WHERE study_id = $1

@@ -1,0 +1,3 @@
+SELECT secret, require_reference
+FROM participant_link_secrets
+WHERE study_id = $1

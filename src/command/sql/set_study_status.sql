@@ -1,0 +1,3 @@
+UPDATE studies
+SET status = $2, updated_at = $3
+WHERE study_id = $1
