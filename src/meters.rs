@@ -32,6 +32,7 @@ pub fn install() {
     });
 }
 
+// Long by design: one entry per metric (each with its help text), nothing else.
 fn describe() {
     use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(

@@ -80,61 +80,7 @@ impl Application {
     /// listener (port 0 picks a free port; [`Application::port`] tells which).
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
         crate::meters::install();
-        let url = settings.effective_database_url();
-        let pool = PoolSettings {
-            max_connections: settings.db_max_connections,
-            ..PoolSettings::default()
-        };
-        let db = Db::connect(&url, &pool).await?;
-        tracing::info!(backend = db.backend(), "database ready");
-        let data_kek = interview_projections::keys::start(&db, &settings.key_source()).await?;
-        let tokens = researcher_tokens(&settings, &db)?;
-        let projector = Arc::new(Projector::new(db.clone()).with_group_commit());
-        reformat_views(&projector).await?;
-        projector
-            .catch_up()
-            .await
-            .map_err(|e| StartupError::Other(format!("projection catch-up: {e}")))?;
-        if settings.demo_study
-            && crate::demo::ensure_demo_study(&db)
-                .await
-                .map_err(|e| StartupError::Other(format!("demo study: {e}")))?
-        {
-            tracing::info!("published the demo study");
-        }
-        let hub = Arc::new(StreamHub::default());
-        // Sessions that complete, for the post-session extraction's workers.
-        let (completed_tx, completed) = tokio::sync::mpsc::unbounded_channel();
-        let store = Arc::new(SessionStore::new(
-            &db,
-            projector.clone(),
-            hub.clone(),
-            vec![Box::new(crate::jobs::extraction::Completions(completed_tx))],
-            data_kek.clone(),
-        ));
-        if let Db::Postgres(pool) = &db {
-            crate::live::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
-        }
-        let gateway = settings.openai_base_url.as_deref().map(|url| {
-            let shown = without_userinfo(url);
-            tracing::info!(url = %shown, "model endpoint configured for studies in llm mode");
-            Arc::new(ModelGateway::new(
-                url,
-                settings.openai_api_key.as_ref().map(|k| k.0.as_str()),
-                Duration::from_secs(settings.model_idle_timeout_secs.max(1)),
-                settings.model_max_concurrent_requests,
-            ))
-        });
-        let interviewer = Arc::new(
-            Interviewer::new(db.clone(), store.clone(), hub.clone(), gateway).with_model_limits(
-                crate::interviewer::budget::Limits {
-                    per_day: settings.model_tokens_per_day,
-                    per_study_per_day: settings.model_tokens_per_study_per_day,
-                    per_session: settings.model_tokens_per_session,
-                    per_address_per_hour: settings.model_tokens_per_address_per_hour,
-                },
-            ),
-        );
+        let (state, completed) = open_state(&settings).await?;
         let listener = TcpListener::bind(&settings.bind).map_err(|source| StartupError::Bind {
             bind: settings.bind.clone(),
             source,
@@ -143,85 +89,9 @@ impl Application {
             .local_addr()
             .map_err(|e| StartupError::Other(e.to_string()))?
             .port();
-        let state = web::Data::new(AppState {
-            db,
-            store,
-            interviewer,
-            projector,
-            hub,
-            researcher_token_digests: tokens,
-            data_kek,
-            participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
-            study_locks: Default::default(),
-            readiness: tokio::sync::Mutex::new(None),
-            draining: tokio::sync::watch::Sender::new(false),
-            settings: settings.clone(),
-        });
-        spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
-        // Turns a dead process left unanswered are answered now; later ones by the sweep.
-        interview_projections::processes::beat(
-            &state.db,
-            state.interviewer.process_id(),
-            chrono::Utc::now(),
-        )
-        .await
-        .map_err(|e| StartupError::Other(format!("process registry: {e}")))?;
-        crate::interviewer::schedule::spawn_background(state.interviewer.clone(), state.db.clone());
-        match state.interviewer.recover(false).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(sessions = n, "answering turns left unanswered"),
-            Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),
-        }
-        crate::jobs::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
-        crate::jobs::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
-        let app_state = state.clone();
+        start_background(&state, &settings, completed).await?;
         let guards = web::Data::new(crate::http::guards::Guards::new(&settings));
-        let app_guards = guards.clone();
-        let origins = settings.cors_allowed_origins.clone();
-        let connections = crate::http::door::ConnectionCap::new(
-            settings.max_connections_per_address,
-            settings.connection_cap_exempt.clone(),
-        );
-        let server = HttpServer::new(move || {
-            // Innermost first: the door (bodies, caps, content types), CORS, then the error
-            // envelope around both (so their refusals are JSON too), the request span outside.
-            App::new()
-                .into_utoipa_app()
-                .openapi(crate::http::openapi::ApiDoc::openapi())
-                .app_data(app_state.clone())
-                .app_data(app_guards.clone())
-                .configure(crate::http::routes::configure)
-                .openapi_service(crate::http::openapi::serve)
-                .default_service(web::to(crate::http::routes::not_found))
-                .into_app()
-                .wrap(from_fn(crate::http::door::door))
-                .wrap(cors(&origins))
-                .wrap(from_fn(crate::http::error::envelope))
-                .wrap(from_fn(crate::telemetry::request_span))
-                .wrap(
-                    actix_web::middleware::DefaultHeaders::new()
-                        .add(("x-content-type-options", "nosniff")),
-                )
-        })
-        .on_connect(move |conn, data| crate::http::door::on_connect(&connections, conn, data))
-        // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies
-        // within BODY_READ_TIMEOUT_SECS (the door).
-        .client_request_timeout(Duration::from_secs(5))
-        // An idle kept-alive connection is closed after KEEP_ALIVE_IDLE_SECS. actix-web's own
-        // 5 s raced clients that pool connections longer: a request sent on a connection the
-        // server was closing failed unanswered (hyper's `IncompleteMessage`, seen in CI under
-        // load). Load balancers want the backend's idle timeout above theirs (60 s on AWS ALB
-        // and nginx's upstream keep-alive), so the race cannot happen behind them.
-        .keep_alive(Duration::from_secs(crate::http::door::KEEP_ALIVE_IDLE_SECS))
-        .shutdown_timeout(settings.shutdown_timeout_secs)
-        // Signals are ours (`run_until_stopped`): streams must close before the drain waits.
-        .disable_signals()
-        .listen(listener)
-        .map_err(|source| StartupError::Bind {
-            bind: settings.bind.clone(),
-            source,
-        })?
-        .run();
+        let server = serve(&settings, state.clone(), guards.clone(), listener)?;
         log_urls(&settings, port);
         Ok(Self {
             port,
@@ -262,6 +132,181 @@ impl Application {
         tracing::info!("stopped");
         result
     }
+}
+
+/// The domain services on the database `settings` names: the store connected and migrated, the
+/// data keys, the views brought to the current format and caught up, the demo study, the
+/// command side, the interviewer. Answers the state and the stream of completed sessions the
+/// extraction workers take.
+// Long by design: the services built in the order they depend on each other, each taking the
+// ones before it; split, the half-built services would travel between functions.
+async fn open_state(
+    settings: &Settings,
+) -> Result<(web::Data<AppState>, CompletedSessions), StartupError> {
+    let url = settings.effective_database_url();
+    let pool = PoolSettings {
+        max_connections: settings.db_max_connections,
+        ..PoolSettings::default()
+    };
+    let db = Db::connect(&url, &pool).await?;
+    tracing::info!(backend = db.backend(), "database ready");
+    let data_kek = interview_projections::keys::start(&db, &settings.key_source()).await?;
+    let tokens = researcher_tokens(settings, &db)?;
+    let projector = Arc::new(Projector::new(db.clone()).with_group_commit());
+    reformat_views(&projector).await?;
+    projector
+        .catch_up()
+        .await
+        .map_err(|e| StartupError::Other(format!("projection catch-up: {e}")))?;
+    if settings.demo_study
+        && crate::demo::ensure_demo_study(&db)
+            .await
+            .map_err(|e| StartupError::Other(format!("demo study: {e}")))?
+    {
+        tracing::info!("published the demo study");
+    }
+    let hub = Arc::new(StreamHub::default());
+    // Sessions that complete, for the post-session extraction's workers.
+    let (completed_tx, completed) = tokio::sync::mpsc::unbounded_channel();
+    let store = Arc::new(SessionStore::new(
+        &db,
+        projector.clone(),
+        hub.clone(),
+        vec![Box::new(crate::jobs::extraction::Completions(completed_tx))],
+        data_kek.clone(),
+    ));
+    if let Db::Postgres(pool) = &db {
+        crate::live::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
+    }
+    let interviewer = Arc::new(
+        Interviewer::new(
+            db.clone(),
+            store.clone(),
+            hub.clone(),
+            model_gateway(settings),
+        )
+        .with_model_limits(crate::interviewer::budget::Limits {
+            per_day: settings.model_tokens_per_day,
+            per_study_per_day: settings.model_tokens_per_study_per_day,
+            per_session: settings.model_tokens_per_session,
+            per_address_per_hour: settings.model_tokens_per_address_per_hour,
+        }),
+    );
+    let state = web::Data::new(AppState {
+        db,
+        store,
+        interviewer,
+        projector,
+        hub,
+        researcher_token_digests: tokens,
+        data_kek,
+        participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
+        study_locks: Default::default(),
+        readiness: tokio::sync::Mutex::new(None),
+        draining: tokio::sync::watch::Sender::new(false),
+        settings: settings.clone(),
+    });
+    Ok((state, completed))
+}
+
+/// Sessions that completed, as the extraction workers receive them.
+type CompletedSessions = tokio::sync::mpsc::UnboundedReceiver<String>;
+
+/// The model client, when an endpoint is configured (studies in `llm` mode call it).
+fn model_gateway(settings: &Settings) -> Option<Arc<ModelGateway>> {
+    settings.openai_base_url.as_deref().map(|url| {
+        let shown = without_userinfo(url);
+        tracing::info!(url = %shown, "model endpoint configured for studies in llm mode");
+        Arc::new(ModelGateway::new(
+            url,
+            settings.openai_api_key.as_ref().map(|k| k.0.as_str()),
+            Duration::from_secs(settings.model_idle_timeout_secs.max(1)),
+            settings.model_max_concurrent_requests,
+        ))
+    })
+}
+
+/// The background work: the views' catch-up, this process in the registry, the interviewer's
+/// schedule, turns a dead process left unanswered (answered now; later ones by the sweep), the
+/// sweeper and the post-session extraction.
+async fn start_background(
+    state: &web::Data<AppState>,
+    settings: &Settings,
+    completed: CompletedSessions,
+) -> Result<(), StartupError> {
+    spawn_catch_up(state.clone(), settings.catch_up_interval_secs);
+    interview_projections::processes::beat(
+        &state.db,
+        state.interviewer.process_id(),
+        chrono::Utc::now(),
+    )
+    .await
+    .map_err(|e| StartupError::Other(format!("process registry: {e}")))?;
+    crate::interviewer::schedule::spawn_background(state.interviewer.clone(), state.db.clone());
+    match state.interviewer.recover(false).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sessions = n, "answering turns left unanswered"),
+        Err(error) => tracing::warn!(%error, "start-up recovery failed; the sweep will retry"),
+    }
+    crate::jobs::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
+    crate::jobs::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
+    Ok(())
+}
+
+/// The HTTP server on `listener`: the routes and the OpenAPI document, inside the door, CORS,
+/// the error envelope and the request span, with the connection cap and the timeouts.
+fn serve(
+    settings: &Settings,
+    app_state: web::Data<AppState>,
+    app_guards: web::Data<crate::http::guards::Guards>,
+    listener: TcpListener,
+) -> Result<Server, StartupError> {
+    let origins = settings.cors_allowed_origins.clone();
+    let connections = crate::http::door::ConnectionCap::new(
+        settings.max_connections_per_address,
+        settings.connection_cap_exempt.clone(),
+    );
+    let server = HttpServer::new(move || {
+        // Innermost first: the door (bodies, caps, content types), CORS, then the error
+        // envelope around both (so their refusals are JSON too), the request span outside.
+        App::new()
+            .into_utoipa_app()
+            .openapi(crate::http::openapi::ApiDoc::openapi())
+            .app_data(app_state.clone())
+            .app_data(app_guards.clone())
+            .configure(crate::http::routes::configure)
+            .openapi_service(crate::http::openapi::serve)
+            .default_service(web::to(crate::http::routes::not_found))
+            .into_app()
+            .wrap(from_fn(crate::http::door::door))
+            .wrap(cors(&origins))
+            .wrap(from_fn(crate::http::error::envelope))
+            .wrap(from_fn(crate::telemetry::request_span))
+            .wrap(
+                actix_web::middleware::DefaultHeaders::new()
+                    .add(("x-content-type-options", "nosniff")),
+            )
+    })
+    .on_connect(move |conn, data| crate::http::door::on_connect(&connections, conn, data))
+    // Headers must arrive within 5 s of connecting (actix-web's own timeout), bodies
+    // within BODY_READ_TIMEOUT_SECS (the door).
+    .client_request_timeout(Duration::from_secs(5))
+    // An idle kept-alive connection is closed after KEEP_ALIVE_IDLE_SECS. actix-web's own
+    // 5 s raced clients that pool connections longer: a request sent on a connection the
+    // server was closing failed unanswered (hyper's `IncompleteMessage`, seen in CI under
+    // load). Load balancers want the backend's idle timeout above theirs (60 s on AWS ALB
+    // and nginx's upstream keep-alive), so the race cannot happen behind them.
+    .keep_alive(Duration::from_secs(crate::http::door::KEEP_ALIVE_IDLE_SECS))
+    .shutdown_timeout(settings.shutdown_timeout_secs)
+    // Signals are ours (`run_until_stopped`): streams must close before the drain waits.
+    .disable_signals()
+    .listen(listener)
+    .map_err(|source| StartupError::Bind {
+        bind: settings.bind.clone(),
+        source,
+    })?
+    .run();
+    Ok(server)
 }
 
 /// Digests of the researcher tokens; on the embedded store a missing token is generated into

@@ -172,6 +172,9 @@ pub fn postgres_cpu(port: u16) -> Duration {
 
 /// `total` runs over `clients` concurrent AG-UI clients on the demo study; prints one line
 /// (with PostgreSQL's CPU time per run when `postgres` names its port).
+// Long by design: one measurement read top to bottom: set-up, the concurrent clients each driving
+// runs, then the timings cut into percentiles and printed as one line; the start time and the
+// PostgreSQL CPU reading taken first are used in that line.
 pub async fn run(
     label: &str,
     http: &reqwest::Client,

@@ -263,9 +263,22 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         rebuild_and_export(label, &server, &http, &args.replay_binary).await;
         return;
     }
+    request_rows(label, &http, &base, args).await;
+    agui_runs(label, &server, &http, args).await;
+    realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
+    load::run(label, &server.url, &http, &base, args.load_sessions).await;
+    scale::commands_vs_raw(label, &server, &http, args.turns).await;
+    scale::storage_per_interview(label, &server, &http).await;
+    growth::run(label, &server, &http).await;
+    rebuild_and_export(label, &server, &http, &args.replay_binary).await;
+}
+
+/// Latencies of the participant's requests at each concurrency: creating a session, a message
+/// and its first delta (rules and llm studies), a widget submit.
+async fn request_rows(label: &str, http: &reqwest::Client, base: &str, args: &Args) {
     for &clients in &args.concurrency {
         let s = measure(clients, args.requests, |_, _| {
-            let (http, base) = (http.clone(), base.clone());
+            let (http, base) = (http.clone(), base.to_string());
             async move {
                 participant::start(&http, &base, "demo").await;
             }
@@ -274,7 +287,7 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         row(label, "create session", clients, args.requests, &s);
 
         for (slug, policy) in [("demo", "rules"), (LLM_SLUG, "llm")] {
-            let t = turns::run(&http, &base, slug, clients, args.turns).await;
+            let t = turns::run(http, base, slug, clients, args.turns).await;
             let n = t.post.len();
             row(
                 label,
@@ -303,13 +316,6 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
             }
         }
     }
-    agui_runs(label, &server, &http, args).await;
-    realistic::run(label, &http, &base, &server.model, args.hosted_turns).await;
-    load::run(label, &server.url, &http, &base, args.load_sessions).await;
-    scale::commands_vs_raw(label, &server, &http, args.turns).await;
-    scale::storage_per_interview(label, &server, &http).await;
-    growth::run(label, &server, &http).await;
-    rebuild_and_export(label, &server, &http, &args.replay_binary).await;
 }
 
 /// AG-UI runs at one client and at sixteen.
@@ -333,11 +339,20 @@ async fn agui_runs(label: &str, server: &Server, http: &reqwest::Client, args: &
 /// `replay rebuild --all` (the same bulk fold) over every session the run created, and the
 /// results CSV export over 10,000 result rows (synthetic: copies of one realistic row).
 async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client, replay: &str) {
+    let db = interview_projections::Db::connect(
+        &server.url,
+        &interview_projections::db::PoolSettings::default(),
+    )
+    .await
+    .expect("the bench reaches the server's database");
+    rebuild(label, server, &db, replay).await;
+    export_csv(label, server, http, &db).await;
+}
+
+/// The in-process bulk rebuild of every session, then `replay rebuild --all` over the same.
+async fn rebuild(label: &str, server: &Server, db: &interview_projections::Db, replay: &str) {
     use interview_projections as projections;
-    let db = projections::Db::connect(&server.url, &projections::db::PoolSettings::default())
-        .await
-        .expect("the bench reaches the server's database");
-    let ids = projections::read::session_ids(&db).await.unwrap();
+    let ids = projections::read::session_ids(db).await.unwrap();
     let projector = projections::Projector::new(db.clone());
     let started = Instant::now();
     let events = projector.rebuild_many(&ids, |_, _| {}).await.unwrap();
@@ -363,7 +378,17 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
         ),
         Err(e) => println!("{label}: cannot run {replay}: {e} (scripts/bench builds it)"),
     }
+}
 
+/// The results CSV export over 10,000 result rows (synthetic: copies of one realistic row).
+// Long by design: one measurement read top to bottom: find the study, write the rows (one
+// realistic row's fields, written out), then time the export and print one line.
+async fn export_csv(
+    label: &str,
+    server: &Server,
+    http: &reqwest::Client,
+    db: &interview_projections::Db,
+) {
     let studies: Value = http
         .get(format!("{}/api/studies", server.base))
         .bearer_auth(RESEARCHER)
@@ -383,7 +408,7 @@ async fn rebuild_and_export(label: &str, server: &Server, http: &reqwest::Client
         "planning_satisfaction": {"field_id": "planning_satisfaction", "value": 2, "confidence": 1.0, "evidence_turn_ids": [uuid::Uuid::new_v4()], "quote": null}
     });
     let rows = 10_000;
-    interview_projections::on_db!(write(&db), |pool| {
+    interview_projections::on_db!(write(db), |pool| {
         let mut tx = pool.begin().await.unwrap();
         for i in 0..rows {
             sqlx::query(

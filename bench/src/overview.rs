@@ -14,6 +14,9 @@ const SESSIONS: usize = 10_000;
 const COMPLETED: usize = 16;
 const READS: usize = 200;
 
+// Long by design: one measurement read top to bottom: write 10,000 sessions (16 of them talked to
+// the end), find the study, time the reads, then widen the duration histogram and time them again;
+// each step needs the sessions or the study id from the one before.
 pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
     let base = server.base.as_str();
     let mut study: Value =

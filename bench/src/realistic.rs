@@ -92,6 +92,9 @@ pub async fn run(
 
 /// One interview to completion: model calls (decisions a model made, and failed calls) and
 /// prompt tokens, from its decision log, and the participant turns it took.
+// Long by design: one interview read top to bottom: start it, answer each widget or question until
+// it ends, then count its model calls and prompt tokens from the decision log; the small closures
+// at the top poll the session for the loop.
 async fn one_interview(http: &reqwest::Client, base: &str) -> (usize, u64, usize) {
     let (id, token) = crate::participant::start(http, base, SLUG).await;
     let session = |http: reqwest::Client| {

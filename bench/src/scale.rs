@@ -14,6 +14,9 @@ use serde_json::{json, Value};
 use crate::{turns, Server};
 
 /// Commands/s while 64 participants talk at once, then the raw INSERT rate, and their ratio.
+// Long by design: one measurement read top to bottom: the commands rate while 64 participants talk,
+// then the raw INSERT rate with 64 writers on the same pool size (table, typical event, 5 s run),
+// then one line with their ratio, which needs both rates.
 pub async fn commands_vs_raw(label: &str, server: &Server, http: &reqwest::Client, turns: usize) {
     let before = server.state.store.commands_committed();
     let t = turns::run(http, &server.base, "demo", 64, turns.max(640)).await;
@@ -186,6 +189,9 @@ fn in_kilobytes(sizes: &[(&str, i64)]) -> String {
 /// the bytes of its rows (PostgreSQL: each row's stored size after TOAST compression; SQLite:
 /// the bytes of every column; index entries are not counted). With `by_type`, prints what each
 /// kind of event costs.
+// Long by design: one session's sizes read in order on one connection: bytes per table, the event
+// count, the cost of each event type, then (PostgreSQL) the share of heap-only updates; each query
+// is written out for PostgreSQL and SQLite side by side.
 pub async fn stored_bytes(
     label: &str,
     server: &Server,
@@ -289,6 +295,9 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 /// Memory per idle event stream: a release server process, 1,000 then 10,000 open streams.
+// Long by design: one measurement read top to bottom: start a server process, open 100 sessions,
+// open streams in batches up to 1,000 then 10,000 printing memory at each, then stop it; the child
+// process and the open streams must stay alive across every step.
 pub async fn idle_streams(binary: &str) {
     let dir = std::env::temp_dir().join(format!(
         "interview-streams-{}",

@@ -142,6 +142,9 @@ pub struct Turns {
 }
 
 /// `total` turns over `clients` concurrent participants on `slug`.
+// Long by design: each concurrent client times its messages and first deltas in its own lists, then
+// the lists are merged into one `Turns`; the per-client tuple and the merge must match, so they
+// stay side by side.
 pub async fn run(
     http: &reqwest::Client,
     base: &str,

@@ -19,6 +19,9 @@ const MODEL: &str = "wallet-sim";
 const LOOPS: usize = 4;
 const RUN_FOR: Duration = Duration::from_secs(15);
 
+// Long by design: one measurement read top to bottom: a scripted model, a server with default
+// settings, the study, then four loops sending input for 15 s, then the model calls and tokens
+// counted and printed; the loops run against the model and server set up above.
 pub async fn run(label: &str, database_url: Option<String>) {
     let model = ScriptedModel::start().await;
     // Answering at once, its usage counted from each request as a hosted model's is.

@@ -205,6 +205,9 @@ fn in_words(pending: &Value, value: &Value) -> Vec<String> {
 }
 
 /// Interviews `persona` in `mode` and reads what a researcher gets.
+// Long by design: one interview driven step by step, one arm for a pending widget and one for a
+// question; the loop carries what was sent, the widgets, the summaries and the current objective
+// into the record built at the end, and split, that state would be passed back and forth.
 pub async fn interview(server: &Server, persona: &Persona, mode: &str) -> Record {
     let definition = study_definition(persona.study, mode);
     let slug = definition["public_slug"].as_str().unwrap().to_string();

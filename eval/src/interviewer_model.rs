@@ -124,6 +124,9 @@ fn zh(system: &str) -> bool {
     system.contains("language (zh")
 }
 
+// Long by design: the scripted interviewer's rules in priority order, the first that fits answers
+// (extraction, reply to the summary, a wish to stop, a probe, a widget, the next question, the
+// summary); the order is the behaviour, so it stays on one page.
 fn answer(request: &Value) -> Reply {
     let system = request["messages"][0]["content"]
         .as_str()

@@ -154,6 +154,9 @@ pub fn study_definition(study: personas::Study, mode: &str) -> Value {
     definition
 }
 
+// Long by design: the nested loops of one eval run (store, mode, persona, session) fill one table
+// of verdicts and one list of failures, printed at the end; split, those would be passed through
+// every level.
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args = Args::parse();

@@ -72,6 +72,7 @@ const PAIN_ZH: &str = "蔬菜经常放坏，几乎每周都要扔掉一些菠菜
 const TOOL_ZH: &str = "最想知道冰箱里已经有什么。";
 
 /// Every persona the suite runs.
+// Long by design: the persona table, one entry per persona.
 pub fn all() -> Vec<Persona> {
     let base = |name, study, answers| Persona {
         name,

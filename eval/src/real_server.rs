@@ -86,6 +86,9 @@ fn asked_the_model(d: &Value) -> bool {
         || d["refused_proposal"].is_object()
 }
 
+// Long by design: one interview tallied in one pass: the zeroed tally, each model step sorted into
+// one of four kinds (refused, rules' fallback, runtime's words, the model's own with its words),
+// then the recorded errors counted by code.
 fn count(r: &Record) -> Counted {
     let decisions = r.session["decision_log"]
         .as_array()
@@ -248,6 +251,8 @@ pub async fn calls_so_far(server: &Server) -> f64 {
     )
 }
 
+// Long by design: the checks R1 to R7 for one store, in the order the module doc lists them, each a
+// few lines building its list of problems; several share the per-interview counts made at the top.
 pub async fn check(
     server: &Server,
     store: &str,
@@ -414,6 +419,9 @@ fn replay_verify(server: &Server) -> Result<(), String> {
 }
 
 /// Prints the runs' tables; the failed checks, as failures.
+// Long by design: the report printed in the order it is read: the per-interview table, what
+// participants read, each store's errors and check results, then R7 across the stores; split, the
+// order of the output would be harder to see.
 pub fn report(runs: &[StoreRun]) -> Vec<String> {
     let mut failures = Vec::new();
     println!("\nReal model server: who decided the interviewer's steps\n");

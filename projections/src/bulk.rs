@@ -121,6 +121,11 @@ impl Projector {
     }
 
     /// Reads the batch's events in one query and folds each session.
+    // Long by design: the steps of one batch in order: one query for all its sessions' events, the
+    // sealed rows opened, each document checked once, then one pass over the rows that starts a new
+    // session's fold at each change of session id; split, the previous hash and the compact codec's
+    // memory of the event before, which the pass carries from row to row and resets per session,
+    // would travel in arguments.
     async fn fold_batch(
         &self,
         ids: &[String],

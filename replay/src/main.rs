@@ -51,7 +51,7 @@ mod show;
 mod source;
 mod verify;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -232,19 +232,7 @@ async fn main() -> ExitCode {
             .await
             .map(|events| show::timeline(&events, json)),
         Command::Stream { session_id, bundle } => {
-            match events(&url, session_id.as_deref(), bundle.as_ref()).await {
-                Ok(events) => match verify::decode(&events) {
-                    Ok(decoded) => {
-                        show::stream(&events, &decoded);
-                        Ok(())
-                    }
-                    Err(problems) => {
-                        problems.iter().for_each(|p| eprintln!("error: {p}"));
-                        Err(ExitCode::from(VERIFY_FAILED))
-                    }
-                },
-                Err(code) => Err(code),
-            }
+            run_stream(&url, session_id.as_deref(), bundle.as_ref()).await
         }
         Command::Verify {
             session_id,
@@ -259,63 +247,8 @@ async fn main() -> ExitCode {
             None => run_verify(&url, session_id, all, bundle, expect_head).await,
         },
         Command::Rebuild { session_id, all } => run_rebuild(&url, session_id, all).await,
-        Command::At { session_id, seq } => match events(&url, Some(&session_id), None).await {
-            Ok(events) => {
-                let upto: Vec<StoredEvent> =
-                    events.into_iter().filter(|e| e.sequence <= seq).collect();
-                match verify::decode(&upto) {
-                    Ok(decoded) => {
-                        let (view, rows) = verify::fold_views(&upto, &decoded);
-                        // The session as the researcher routes show it: the stored view and
-                        // the tool calls and interactions folded from the same log.
-                        let mut view = serde_json::to_value(view).unwrap_or_default();
-                        let history = interview_projections::WidgetHistory::of(&decoded);
-                        let decisions = interview_projections::decision_log::of(
-                            &session_id,
-                            upto.iter().map(|e| e.sequence).zip(&decoded),
-                        );
-                        view["tool_calls"] =
-                            serde_json::to_value(history.tool_calls).unwrap_or_default();
-                        view["interaction_events"] =
-                            serde_json::to_value(history.interaction_events).unwrap_or_default();
-                        let state = serde_json::json!({"sequence": seq, "session_state": view,
-                                                       "transcript": rows.transcript, "decision_log": decisions});
-                        outln!(
-                            "{}",
-                            serde_json::to_string_pretty(&state).unwrap_or_default()
-                        );
-                        Ok(())
-                    }
-                    Err(problems) => {
-                        problems.iter().for_each(|p| eprintln!("error: {p}"));
-                        Err(ExitCode::from(VERIFY_FAILED))
-                    }
-                }
-            }
-            Err(code) => Err(code),
-        },
-        Command::Export { session_id, output } => match events(&url, Some(&session_id), None).await
-        {
-            Ok(events) => {
-                let (problems, head) = verify::verify_stream(&events);
-                if let Err(e) = source::write_bundle(&output, &events) {
-                    eprintln!("error: cannot write {}: {e}", output.display());
-                    Err(ExitCode::from(USAGE))
-                } else if !problems.is_empty() {
-                    problems.iter().for_each(|p| eprintln!("warning: {p}"));
-                    eprintln!(
-                        "exported {} events, but the stream does not verify",
-                        events.len()
-                    );
-                    Err(ExitCode::from(VERIFY_FAILED))
-                } else {
-                    outln!("{head}");
-                    eprintln!("exported {} events to {}", events.len(), output.display());
-                    Ok(())
-                }
-            }
-            Err(code) => Err(code),
-        },
+        Command::At { session_id, seq } => run_at(&url, &session_id, seq).await,
+        Command::Export { session_id, output } => run_export(&url, &session_id, &output).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -323,6 +256,79 @@ async fn main() -> ExitCode {
     }
 }
 
+/// `stream`: what the participant's event stream carried, frame by frame.
+async fn run_stream(
+    url: &str,
+    session_id: Option<&str>,
+    bundle: Option<&PathBuf>,
+) -> Result<(), ExitCode> {
+    let events = events(url, session_id, bundle).await?;
+    let decoded = decoded_or_fail(&events)?;
+    show::stream(&events, &decoded);
+    Ok(())
+}
+
+/// `at`: the session as the researcher routes showed it after event `seq` — the state view with
+/// the tool calls and interactions folded from the same log, the transcript, the decision log.
+async fn run_at(url: &str, session_id: &str, seq: u64) -> Result<(), ExitCode> {
+    let events = events(url, Some(session_id), None).await?;
+    let upto: Vec<StoredEvent> = events.into_iter().filter(|e| e.sequence <= seq).collect();
+    let decoded = decoded_or_fail(&upto)?;
+    let (view, rows) = verify::fold_views(&upto, &decoded);
+    let mut view = serde_json::to_value(view).unwrap_or_default();
+    let history = interview_projections::WidgetHistory::of(&decoded);
+    let decisions = interview_projections::decision_log::of(
+        session_id,
+        upto.iter().map(|e| e.sequence).zip(&decoded),
+    );
+    view["tool_calls"] = serde_json::to_value(history.tool_calls).unwrap_or_default();
+    view["interaction_events"] =
+        serde_json::to_value(history.interaction_events).unwrap_or_default();
+    let state = serde_json::json!({"sequence": seq, "session_state": view,
+                                   "transcript": rows.transcript, "decision_log": decisions});
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&state).unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// `export`: the session's events written to a bundle, and its head hash printed; a stream that
+/// does not verify is still written, and the exit code says so.
+async fn run_export(url: &str, session_id: &str, output: &Path) -> Result<(), ExitCode> {
+    let events = events(url, Some(session_id), None).await?;
+    let (problems, head) = verify::verify_stream(&events);
+    if let Err(e) = source::write_bundle(output, &events) {
+        eprintln!("error: cannot write {}: {e}", output.display());
+        return Err(ExitCode::from(USAGE));
+    }
+    if !problems.is_empty() {
+        problems.iter().for_each(|p| eprintln!("warning: {p}"));
+        eprintln!(
+            "exported {} events, but the stream does not verify",
+            events.len()
+        );
+        return Err(ExitCode::from(VERIFY_FAILED));
+    }
+    outln!("{head}");
+    eprintln!("exported {} events to {}", events.len(), output.display());
+    Ok(())
+}
+
+/// The events decoded through the one decode point, or the problems printed and the verify
+/// failure's exit code.
+fn decoded_or_fail(
+    events: &[StoredEvent],
+) -> Result<Vec<interview_session::SessionEvent>, ExitCode> {
+    verify::decode(events).map_err(|problems| {
+        problems.iter().for_each(|p| eprintln!("error: {p}"));
+        ExitCode::from(VERIFY_FAILED)
+    })
+}
+
+// Long by design: one verify run in the order its output prints: a bundle, or the stored sessions
+// with the format note, each session's chain and views, then with --all the study overviews, then
+// the totals; the failure count is carried through to the exit code.
 async fn run_verify(
     url: &str,
     session_id: Option<String>,

@@ -64,6 +64,8 @@ pub fn stream(events: &[StoredEvent], decoded: &[SessionEvent]) {
     }
 }
 
+// Long by design: one line of words per event type, exhaustive, so a new event type is listed
+// here by the compiler.
 pub fn describe(body: &EventBody) -> String {
     match body {
         EventBody::SessionCreated {

@@ -131,6 +131,8 @@ struct Table<'a> {
 /// overview contribution, `session_overview` (the rules are in `interview_projections::columns`).
 /// Whether each study's counts are the sum of its sessions' is checked by `verify --all`
 /// (`interview_projections::overview::drift`).
+// Long by design: mostly a table of data: one entry per read-model table with its columns, key and
+// the rows the log gives; the loop that compares them is short.
 pub async fn compare_views(
     db: &Db,
     session_id: &str,
@@ -209,6 +211,9 @@ fn row_key(table: &Table, cells: &[String]) -> String {
         .join(", ")
 }
 
+// Long by design: two passes over one table sharing the same canonical rows and keys: each row the
+// log gives, missing or compared column by column, then each stored row the log does not give;
+// split, the keyed maps would be passed between them.
 fn compare_table(table: &Table, stored: Vec<StoredRow>, problems: &mut Vec<String>) {
     let shown = |row: &[Result<Cell, String>]| -> Vec<String> {
         row.iter()

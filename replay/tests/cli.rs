@@ -11,6 +11,10 @@ use std::process::Command;
 use interview_projections::columns::Kind;
 use serde_json::Value;
 
+// Long by design: one audit on one log, in the order an auditor works: verify all, show (text and
+// JSON), at, stream, export a bundle and verify it (right head, wrong head, tampered), drifted
+// views reported and rebuilt, an edited, a reordered and a trimmed log caught, then each error's
+// exit code; split, the server and its sessions would travel between helpers.
 async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: Store) {
     let f = TestApp::spawn_for_audit(store, |_| {}).await;
     f.interviewed_session().await;
@@ -248,6 +252,10 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
 
 /// Every column of every read model, a stored row deleted, an event's version: each tamper is
 /// caught and named; a rebuild puts it right. Event metadata is said to be unaudited.
+// Long by design: one completed session tampered with column by column across all four read models,
+// each tamper caught, named and rebuilt; then a deleted results row, an event's version, forged
+// metadata (passed, said to be unaudited), a deleted first event and a deleted log, each checked in
+// turn.
 async fn every_stored_column_and_field_is_audited(store: Store) {
     use interview_projections::columns::{
         OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,

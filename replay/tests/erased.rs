@@ -11,6 +11,10 @@ use serde_json::Value;
 
 const WORDS: &str = "Sunday evenings with a shared list";
 
+// Long by design: one erasure audited step by step: bundles exported before it, the erasure, every
+// replay view free of the erased words, verify naming the erasure and its head, a bundle exported
+// and verified after, the old bundle linked (another session's not), a rebuild, then an edited
+// erased event caught.
 async fn an_erased_session_verifies_and_shows_nothing_erased(store: Store) {
     let f = TestApp::spawn_for_audit(store, |_| {}).await;
     let session = f.completed_session().await;

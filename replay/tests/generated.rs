@@ -120,6 +120,9 @@ struct Server {
 }
 
 impl Server {
+    // Long by design: one test server set up in order: a fresh PostgreSQL or SQLite database, the
+    // scripted model, settings with the rate caps off, the app spawned, then the rules and the
+    // model study created and published.
     async fn start(postgres: bool) -> Self {
         let dir = std::env::temp_dir().join(format!("gen-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -222,6 +225,9 @@ impl Server {
 }
 
 /// One generated session, start to end; its step log on failure.
+// Long by design: one generated session as a loop: created on a study the seed picks, then each
+// step queues model replies, waits for the interviewer within a bound, stops at the end (sometimes
+// withdrawing after it) or acts and logs what it did; the step log is kept for the failure message.
 async fn one_session(server: &Server, seed: u64) -> Result<(), String> {
     let mut rng = Rng(seed);
     let mut log = vec![format!("seed {seed}")];

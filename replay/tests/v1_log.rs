@@ -181,6 +181,9 @@ async fn a_session_left_open_in_version_1_goes_on_in_version_2(store: Store) {
 /// The server goes on from the hash that is stored, not from one it recomputes from a payload:
 /// an edited payload breaks the chain at that event only, even for events written after it by a
 /// process that read the log cold.
+// Long by design: one chain walked in order: a version 1 log inserted up to waiting_for_user, an
+// expiry written on top, its payload edited, a second server started cold on the same database
+// writing one more event, then verify naming only the edited event.
 async fn an_edited_payload_breaks_the_chain_at_that_event_only(store: Store) {
     let first = TestApp::spawn_for_audit(store, |_| {}).await;
     let (session, events) = fixture();

@@ -25,6 +25,9 @@ pub type ChainRow<'a> = (usize, &'a str, &'a str, &'a Value, Option<&'a [u8]>);
 /// after them carries, which must cover events 1 to N, all of them stored erased (what follows
 /// them before it is the withdrawal that ended the session in the same commit) and whose chain
 /// the erasing server found whole; nothing may be erased without one. Returns the head hash, or every break found.
+// Long by design: one pass over the events in order, carrying the expected sequence, the previous
+// hash, the event before and the erasure digest; one branch per stored version (erased, 1, 2 or 3),
+// each with its checks; split, that carried state would have to be passed in and out.
 pub fn verify_chain<'a>(
     events: impl IntoIterator<Item = ChainRow<'a>>,
 ) -> Result<String, Vec<ChainBreak>> {

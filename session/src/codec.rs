@@ -328,6 +328,9 @@ pub fn decode(
 }
 
 /// [`decode`], with what the event before says (`Before::of` it) for a version 3 row to take.
+// Long by design: one branch per stored version: version 3 and erased rows are turned into version
+// 2 and decoded again, versions 1 and 2 are decoded here, the version 2 arm with its checks; every
+// stored version is read in this one place.
 pub fn decode_after(
     row: Stored<'_>,
     prev_hash: &str,

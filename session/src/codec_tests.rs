@@ -355,6 +355,9 @@ fn the_text_path_reads_a_duplicated_key_as_the_tree_path_does() {
     assert_eq!(by_text, by_tree);
 }
 
+// Long by design: one decision with every field spelled out, then its round trip in order: stored
+// without its empty fields, decoded both ways, shown with every field; then the older form with
+// each empty field written out, read as the same decision both ways and its chain verified.
 #[test]
 fn a_decision_is_stored_without_its_empty_fields_and_read_as_before() {
     let body = EventBody::DecisionRecorded {

@@ -196,6 +196,9 @@ fn score(clause: &str, topic: &[String]) -> usize {
 /// a sentence: the clause most about `topic` (a field's description) from each sentence, the
 /// latest first while they fit (an addition or a correction said last is never the one left
 /// out), then in the order they were said, none twice, spoken back to the participant.
+// Long by design: the steps of one algorithm in order: pick each sentence's best clause, set the
+// budget, keep the first and last then fill between, then order and join; the chosen clauses, the
+// budget and the measure are carried from step to step.
 pub fn condense(answers: &[&str], topic: &str, zh: bool) -> String {
     let topic: Vec<String> = normalize(topic)
         .split(' ')

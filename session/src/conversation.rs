@@ -36,6 +36,8 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    // Long by design: one pass over the events, one arm for each that changes what an interviewer
+    // reads; split, the running state it keeps between events would travel in arguments.
     pub fn from_events(events: &[SessionEvent]) -> Self {
         let mut c = Conversation::default();
         let mut current: Option<String> = None;

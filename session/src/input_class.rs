@@ -248,6 +248,48 @@ const LIGHT_CJK: &[&str] = &[
     "我也", "我", "真的", "其实", "这个", "那个", "啊", "吧", "呢", "哦", "嗯", "也",
 ];
 
+/// A phrase list as [`classify`] compares with it: each phrase normalized, and its core. The
+/// lists are constants, so this is worked out once, not on every message (a step classifies
+/// each of a session's answers several times).
+struct Prepared(Vec<(String, String)>);
+
+impl Prepared {
+    fn of(list: &[&str]) -> Self {
+        Self(list.iter().map(|p| (normalize(p), core(p))).collect())
+    }
+
+    /// `t` (normalized) is one of the phrases, or has the same core as one.
+    fn holds(&self, t: &str) -> bool {
+        let core_t = core(t);
+        self.0
+            .iter()
+            .any(|(p, core_p)| p == t || (!core_t.is_empty() && *core_p == core_t))
+    }
+
+    fn normalized(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(p, _)| p.as_str())
+    }
+}
+
+/// The lists above, prepared.
+struct Lists {
+    non_answers: Prepared,
+    fillers: Prepared,
+    refusals: Prepared,
+    end_wishes: Prepared,
+    end_fillers: Prepared,
+    questions_back: Prepared,
+}
+
+static LISTS: std::sync::LazyLock<Lists> = std::sync::LazyLock::new(|| Lists {
+    non_answers: Prepared::of(NON_ANSWERS),
+    fillers: Prepared::of(FILLERS),
+    refusals: Prepared::of(REFUSALS),
+    end_wishes: Prepared::of(END_WISHES),
+    end_fillers: Prepared::of(END_FILLERS),
+    questions_back: Prepared::of(QUESTIONS_BACK),
+});
+
 /// A reply without its light words, for comparing short replies with the lists above.
 fn core(text: &str) -> String {
     let n = normalize(text);
@@ -279,9 +321,8 @@ fn is_short(normalized: &str) -> bool {
 
 /// Whether a clause (normalized) ends with one of `wishes`, followed only by fillers.
 fn ends_with_wish(clause: &str) -> bool {
-    END_WISHES.iter().any(|wish| {
-        let wish = normalize(wish);
-        let Some(at) = clause.rfind(&wish) else {
+    LISTS.end_wishes.normalized().any(|wish| {
+        let Some(at) = clause.rfind(wish) else {
             return false;
         };
         // Latin phrases start at a word.
@@ -303,9 +344,8 @@ fn ends_with_wish(clause: &str) -> bool {
         // Strip trailing fillers, longest first, until nothing or something else is left.
         loop {
             let before = rest.clone();
-            for filler in END_FILLERS {
-                let filler = normalize(filler);
-                if let Some(r) = rest.strip_prefix(&filler) {
+            for filler in LISTS.end_fillers.normalized() {
+                if let Some(r) = rest.strip_prefix(filler) {
                     if filler.is_ascii() && !(r.is_empty() || r.starts_with(' ')) {
                         continue;
                     }
@@ -326,33 +366,30 @@ fn ends_with_wish(clause: &str) -> bool {
 pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
     let n = normalize(text);
     let padded = format!(" {n} ");
-    let has = |parts: &[&str]| {
-        parts.iter().any(|p| {
-            let p = normalize(p);
+    let has = |parts: &Prepared| {
+        parts.normalized().any(|p| {
             // Latin phrases match whole words; CJK ones anywhere.
             if p.is_ascii() {
                 padded.contains(&format!(" {p} "))
             } else {
-                n.contains(&p)
+                n.contains(p)
             }
         })
     };
     // The whole message is one of `list`, or each of its clauses is one of `list` or a filler,
     // one at least from `list`.
-    let whole = |list: &[&str]| {
-        let is = |t: &str, in_list: &[&str]| {
-            in_list
-                .iter()
-                .any(|p| normalize(p) == t || (!core(t).is_empty() && core(p) == core(t)))
-        };
-        if is(&n, list) {
+    let whole = |list: &Prepared| {
+        if list.holds(&n) {
             return true;
         }
         let clauses: Vec<String> = crate::text::clauses(text)
             .map(normalize)
             .filter(|c| !c.is_empty())
             .collect();
-        clauses.iter().all(|c| is(c, list) || is(c, FILLERS)) && clauses.iter().any(|c| is(c, list))
+        clauses
+            .iter()
+            .all(|c| list.holds(c) || LISTS.fillers.holds(c))
+            && clauses.iter().any(|c| list.holds(c))
     };
     let wish = crate::text::clauses(text)
         .map(normalize)
@@ -360,14 +397,14 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
     if crate::text::matches_phrase(text, end_phrases) || wish {
         return InputClass::EndIntent;
     }
-    if whole(REFUSALS) {
+    if whole(&LISTS.refusals) {
         return InputClass::Refusal;
     }
-    if n.is_empty() || whole(NON_ANSWERS) {
+    if n.is_empty() || whole(&LISTS.non_answers) {
         return InputClass::NonAnswer;
     }
     let asks = text.trim_end().ends_with(['?', '？']);
-    if has(QUESTIONS_BACK) && is_short(&n) && (asks || n.chars().count() <= 40) {
+    if has(&LISTS.questions_back) && is_short(&n) && (asks || n.chars().count() <= 40) {
         return InputClass::QuestionBack;
     }
     InputClass::Answer
@@ -377,6 +414,9 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
 mod tests {
     use super::*;
 
+    // Long by design: a table of replies, one row each with the class it gets: answers, questions
+    // back, non-answers, refusals and wishes to end, in English and Chinese, with answers that only
+    // look like the others beside them.
     #[test]
     fn replies_that_are_not_answers_are_told_apart_in_both_languages() {
         let ends = ["i'm done".to_string(), "我说完了".to_string()];

@@ -255,6 +255,9 @@ impl InteractionKind {
     }
 
     /// Checks a submitted value; the error says what is wrong in participant-safe words.
+    // Long by design: one arm per widget type in an exhaustive match, so a new widget type is
+    // listed here by the compiler; the two closures above check option ids for the choice and
+    // ranking arms.
     pub fn check_value(&self, value: &Value) -> Result<(), String> {
         let known = |options: &[Choice], v: &Value| -> Result<String, String> {
             let id = v.as_str().ok_or("expected an option id (a string)")?;
@@ -343,6 +346,8 @@ pub(crate) mod tests {
             .to_vec()
     }
 
+    // Long by design: a table of widget values, one row per case: a widget type, a value, and
+    // whether it is accepted; most types have one accepted and one refused value.
     #[test]
     fn values_are_checked_by_kind() {
         let cases: Vec<(InteractionKind, Value, bool)> = vec![

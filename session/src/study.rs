@@ -487,6 +487,9 @@ pub fn is_valid_slug(slug: &str) -> bool {
 
 impl StudyDefinition {
     /// Checks every rule a well-formed definition must also meet.
+    // Long by design: the checks of one rule list, each a few lines, in the order of the
+    // definition's fields; the larger groups (screening, objectives, output schema, limits) already
+    // call their own checks.
     pub fn validate(&self) -> Result<(), DefinitionError> {
         non_empty("title", &self.title)?;
         non_empty("locale", &self.locale)?;
@@ -851,6 +854,8 @@ mod tests {
         );
     }
 
+    // Long by design: a table of broken definitions, one row per rule: the edit that breaks it and
+    // the field the error must name.
     #[test]
     fn rule_breaking_definitions_name_the_field() {
         type Mutation = fn(&mut StudyDefinition);

@@ -80,6 +80,9 @@ impl InteractionKind {
     /// the number for a number, the answer for a yes/no. `None` when the value says nothing that
     /// field can hold (a ranking for a number, say). The one place a widget answer becomes
     /// research data: the rules extraction and the model's both take it from here.
+    // Long by design: one arm per widget type, each but consent with one arm per field type, both
+    // matches exhaustive, so a new widget or field type is listed here by the compiler; the
+    // closures above are shared by the arms.
     pub fn field_value(&self, value: &Value, field: &OutputField) -> Option<Value> {
         use FieldType as F;
         let label = |options: &[Choice], id: &Value| -> Option<(String, String)> {
@@ -213,6 +216,9 @@ mod tests {
     }
 
     /// Every widget type: its answer in words, and what words an answer it does not take gets.
+    // Long by design: a table with one row per widget type (two for consent and Likert): the
+    // widget, an answer and the words it reads as; then a choice the widget does not offer and an
+    // answer with no widget.
     #[test]
     fn every_widget_answer_reads_in_one_format() {
         let consent = InteractionKind::Consent {
@@ -293,6 +299,8 @@ mod tests {
     }
 
     /// Every widget type against every field type: what its answer gives the field.
+    // Long by design: the widget types built once, then a table of widget, answer, field type and
+    // the value the field gets (or none), a few rows per widget type.
     #[test]
     fn a_widget_answer_gives_each_field_type_its_value() {
         use FieldType as F;

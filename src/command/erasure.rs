@@ -46,6 +46,11 @@ fn actor(by: ErasedBy) -> Actor {
 
 /// Erases the participant's data of `session_id` and answers the receipt; 404 when there is no
 /// such session.
+// Long by design: a retry loop around one command: prepare the erased form from the log as it is
+// now, record it, then one arm per outcome (done: drop the copies and answer the receipt; erased by
+// someone else meanwhile: their receipt; the session moved: wait and try again; no such session;
+// any other error); split, the arms that end the loop and the one that repeats it would not sit
+// together.
 #[tracing::instrument(skip(state, reason))]
 pub async fn erase(
     state: Erasing<'_>,

@@ -239,6 +239,12 @@ impl EventStore<Session> for CachingEventStore {
         })
     }
 
+    // Long by design: the steps of one commit in order: number the events, put the command's
+    // metadata on the first only, get the data key if any event holds personal data, encode each
+    // event after the one before it, work out the overview contribution, mark the commit as this
+    // process's own on the hub, append it with its views (unmarking it and dropping the kept state
+    // on failure), then keep the new state and the events; split, the hub mark around the append
+    // would not be seen in one place.
     async fn commit(
         &self,
         events: Vec<interview_session::SessionEvent>,

@@ -157,6 +157,10 @@ pub async fn replace(
 /// Publishes the current draft: stores its four documents (content-addressed, so unchanged
 /// parts keep their ids), assigns the public slug on first publish, and makes it what new
 /// sessions pin. A paused study stays paused.
+// Long by design: the steps of one publish in order: read and validate the draft, choose the slug,
+// list its four documents as a small table (id, kind, content), keep them in memory, pin the
+// version, then one transaction writing the documents before the study row that names them, a taken
+// slug answered as a conflict; split, the slug and the documents would be passed between the steps.
 pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, CommandError> {
     let study = get(db, study_id).await?;
     validate(&study.definition)?;
@@ -210,7 +214,7 @@ pub async fn publish(db: &Db, study_id: &str) -> Result<StudyRecord, CommandErro
         async {
             let mut tx = pool.begin().await?;
             for (id, kind, doc) in documents {
-                sqlx::query(interview_projections::store::statements::INSERT_DOCUMENT)
+                sqlx::query(interview_projections::store::INSERT_DOCUMENT)
                     .bind(id)
                     .bind(kind)
                     .bind(doc.expect("documents serialize"))

@@ -253,6 +253,11 @@ fn nul_in_uri(req: &ServiceRequest) -> bool {
 }
 
 /// Middleware: see the module doc.
+// Long by design: the steps every request passes, in an order that is the behaviour: HEAD as GET,
+// refused while draining, a NUL in the address, the content type, the body read against its
+// deadline and size, and only then a place among the requests in flight (so a stalled upload holds
+// none); then the route, and its response closed under pressure or emptied for HEAD; the body bytes
+// held and the place are guards kept across the route's call.
 pub async fn door(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,

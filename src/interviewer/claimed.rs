@@ -22,6 +22,11 @@ use interview_session::conversation::Conversation;
 impl Interviewer {
     /// Claims the turn and takes the step: [`RunOutcome::LostClaim`] when another run holds
     /// it, [`RunOutcome::Yielded`] once the decision is committed.
+    // Long by design: the steps of one claimed turn in order: claim the turn (taking over a dead
+    // run's claim), stop if another run holds it, get the proposal, load again if an extraction was
+    // committed beside it, judge it (recording a refusal and judging the fallback in its place),
+    // stream the words not shown yet, then commit the decision; the order is the behaviour, nothing
+    // being asked of the model before the claim is won.
     pub(super) async fn claimed_step(
         &self,
         session_id: &str,
@@ -157,6 +162,10 @@ impl Interviewer {
 
     /// The policy's proposal for a claimed step, what of it was already shown, and whether an
     /// extraction was committed alongside it (the session must then be loaded again).
+    // Long by design: one match on who proposes: the model during the interview proper within its
+    // budgets, with the extraction sent alongside and committed when it is back in time; the rules
+    // past a budget, saying which; the rules (or the proposal they already made) otherwise; split,
+    // the reload flag the model arm sets would be returned through another layer.
     async fn propose_claimed(
         &self,
         step: &llm_step::Step<'_>,

@@ -23,6 +23,11 @@ impl Interviewer {
     /// them: in `llm` mode one model call (value, confidence, evidence, quote per field), with
     /// the fields widgets answered taken from the widgets; in `rules` mode, or when the call
     /// fails (recorded, source `final_extraction`) or a budget is spent, the rules copier.
+    // Long by design: the steps of one final extraction in order: the rules copier where no model
+    // is used, the budget and the request, one model call charged whether it failed or not, then
+    // the guards on what it sent, in order (the schema, answers only, unfounded values from the
+    // copier, widget fields over the model's, declined fields, the schema again); every failure is
+    // carried as one (code, message) to the single fallback to the copier at the end.
     pub(crate) async fn final_fields(
         &self,
         session_id: &str,
@@ -169,6 +174,11 @@ impl Interviewer {
     /// asked. Otherwise the model (`judge_screening`) judges the questions no rule covers; on any
     /// failure, recorded, the rules' verdict stands. The model call, when there is one, is
     /// returned for the log.
+    // Long by design: a priority list where the order is the behaviour: the study's rules decide
+    // what they cover (a disqualification is final), a spent budget leaves the rules' verdict, then
+    // one model call with one arm per kind of reply (the right tool with usable arguments, another
+    // tool, a failed call), charged in every case; the rules' verdict worked out first is what
+    // every failure falls back on.
     pub(super) async fn llm_judge_screening(
         &self,
         gateway: &ModelGateway,
@@ -257,6 +267,10 @@ impl Interviewer {
     /// The extraction of the participant's last input, asked for alongside the next step (one
     /// round trip for the participant). A failure is recorded (source `extraction`: the
     /// participant did not wait on it) and the turn goes on without it.
+    // Long by design: the steps of one model call in order: the prompt, the call and its charge,
+    // one arm per kind of reply (a failure, the extract_fields tool, any other tool), then the
+    // checks on a parsed extraction (the latest turn cited, the schema, answers only, the input's
+    // class); every failure is recorded under source `extraction` and the turn goes on without it.
     pub(super) async fn llm_extract(
         &self,
         gateway: &ModelGateway,
@@ -390,6 +404,11 @@ pub(super) fn extraction_due(session: &Session, events: &[SessionEvent]) -> bool
 /// end wish, a "Yes, that's right." to the summary — or whose value is such a reply itself, is
 /// left out. A model may judge a message an answer the rules would not; it may not turn a
 /// non-answer into data.
+// Long by design: three lookups built once from the log (the replies to a proposed summary, the
+// participant turns that answer nothing, the objective each answer answered), then one filter over
+// the fields applying a rule list, each rule a few lines: declined only on the participant's word,
+// not cited only from non-answers, no non-answer as the value, not resting on another objective's
+// answers; split, the lookups would travel as arguments to every check.
 fn answers_only(
     fields: Vec<ExtractedField>,
     session: &Session,

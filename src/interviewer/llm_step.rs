@@ -104,6 +104,12 @@ impl Asked<'_> {
 
 impl Interviewer {
     /// One model decision, streamed. See `docs/llm-contract.md` for what is shown when.
+    // Long by design: the steps of one streamed decision in order: the rules' step and the request,
+    // the stream showing words as they pass the checks, the charge, the parse and the refusal
+    // check, then one arm per outcome (words refused, shown and kept, nothing shown, a failure)
+    // deciding what the participant is left seeing; split, the streaming progress (the text shown,
+    // the verdict, whether it was complete) written during the stream and read by the arms would
+    // travel in arguments.
     pub(super) async fn llm_propose(
         &self,
         gateway: &ModelGateway,

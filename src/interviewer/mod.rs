@@ -158,6 +158,10 @@ impl Interviewer {
 
 impl Interviewer {
     /// The decision loop proper; the caller holds the session's slot in this process.
+    // Long by design: a priority list where the order is the behaviour: each pass loads the session
+    // and does the first thing due (start a created session, stop unless it is active, classify a
+    // reply to the summary, judge the screening, an unclaimed rules step, else a claimed step); the
+    // outcome and whether the run still goes unclaimed are carried from pass to pass.
     async fn run_steps(
         &self,
         session_id: &str,

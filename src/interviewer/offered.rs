@@ -48,6 +48,9 @@ const REASONS: [ConcludeReason; 7] = [
 /// The steps the guards accept now, in the order `tools.json` lists them; `extraction` says
 /// whether `extract_fields` may be among them (not while an extraction runs alongside). Never
 /// empty: should no step stand as proposed, every tool is offered and the guards decide.
+// Long by design: a table of data: one entry per tool in the order tools.json lists them, each with
+// the action the guards are asked about (per objective for the three tools that name one), then the
+// fallback to every tool when none stands.
 pub fn offered_now(session: &Session, now: DateTime<Utc>, extraction: bool) -> Vec<Offer> {
     let accepted = |action: AgentAction| accepted(session, &action, now);
     let objectives: Vec<&str> = session

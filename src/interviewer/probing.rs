@@ -395,6 +395,45 @@ fn generic(trigger: ProbeTrigger, zh: bool) -> &'static [&'static str] {
     }
 }
 
+/// Adverbs that may stand between "the participant" and its verb ("usually decides").
+const ADVERBS: [&str; 10] = [
+    "usually",
+    "always",
+    "often",
+    "sometimes",
+    "never",
+    "actually",
+    "really",
+    "mostly",
+    "also",
+    "still",
+];
+
+/// A verb that followed "the participant", agreeing with "you" instead: decides → decide,
+/// is → are, has → have; `None` when it needs no change.
+fn agreed_with_you(verb: &str) -> Option<String> {
+    match verb {
+        "is" => Some("are".to_string()),
+        "was" => Some("were".to_string()),
+        "has" => Some("have".to_string()),
+        "does" => Some("do".to_string()),
+        "goes" => Some("go".to_string()),
+        v if v.ends_with("xes") || v.ends_with("zes") || v.ends_with("oes") => {
+            Some(v[..v.len() - 2].to_string())
+        }
+        v if v.ends_with("ies") => Some(format!("{}y", &v[..v.len() - 3])),
+        v if v.ends_with("es")
+            && (v.ends_with("ches") || v.ends_with("shes") || v.ends_with("sses")) =>
+        {
+            Some(v[..v.len() - 2].to_string())
+        }
+        v if v.ends_with('s') && !v.ends_with("ss") && v.len() > 3 => {
+            Some(v[..v.len() - 1].to_string())
+        }
+        _ => None,
+    }
+}
+
 /// The objective's description said to the participant: "the participant decides" becomes
 /// "you decide" ("参与者" → "你"); empty when the study gives none.
 fn addressed(description: &str, zh: bool) -> String {
@@ -414,50 +453,17 @@ fn addressed(description: &str, zh: bool) -> String {
             }
             out.push("you".into());
             // Adverbs before the verb stay ("usually decides" → "usually decide").
-            while let Some(adverb) = words.peek().filter(|w| {
-                matches!(
-                    w.to_lowercase().as_str(),
-                    "usually"
-                        | "always"
-                        | "often"
-                        | "sometimes"
-                        | "never"
-                        | "actually"
-                        | "really"
-                        | "mostly"
-                        | "also"
-                        | "still"
-                )
-            }) {
+            while let Some(adverb) = words
+                .peek()
+                .filter(|w| ADVERBS.contains(&w.to_lowercase().as_str()))
+            {
                 out.push(adverb.to_string());
                 words.next();
             }
             // The verb that follows agrees with "you": decides → decide, is → are, has → have.
-            if let Some(verb) = words.peek().map(|v| v.to_string()) {
-                let agreed = match verb.as_str() {
-                    "is" => Some("are".to_string()),
-                    "was" => Some("were".to_string()),
-                    "has" => Some("have".to_string()),
-                    "does" => Some("do".to_string()),
-                    "goes" => Some("go".to_string()),
-                    v if v.ends_with("xes") || v.ends_with("zes") || v.ends_with("oes") => {
-                        Some(v[..v.len() - 2].to_string())
-                    }
-                    v if v.ends_with("ies") => Some(format!("{}y", &v[..v.len() - 3])),
-                    v if v.ends_with("es")
-                        && (v.ends_with("ches") || v.ends_with("shes") || v.ends_with("sses")) =>
-                    {
-                        Some(v[..v.len() - 2].to_string())
-                    }
-                    v if v.ends_with('s') && !v.ends_with("ss") && v.len() > 3 => {
-                        Some(v[..v.len() - 1].to_string())
-                    }
-                    _ => None,
-                };
-                if let Some(agreed) = agreed {
-                    words.next();
-                    out.push(agreed);
-                }
+            if let Some(agreed) = words.peek().and_then(|v| agreed_with_you(v)) {
+                words.next();
+                out.push(agreed);
             }
             continue;
         }
@@ -599,6 +605,10 @@ pub fn choose(
 
 /// [`choose`], knowing the question the answer answers (its words of feeling are the
 /// question's, not the participant's).
+// Long by design: a priority list where the order is the behaviour: strong feeling, then a
+// contradiction, then a vague answer, then a required field still missing, each arm giving the
+// trigger, the reason and any question of its own; then the first question not yet asked among its
+// own, the hints and the general ones.
 pub fn choose_after(
     question: &str,
     answer: &str,
@@ -790,6 +800,10 @@ mod tests {
         assert!(rephrase("", "Pain points", 1, "en").contains("pain points"));
     }
 
+    // Long by design: one case per way a trigger is read, each with its assertions after it: a
+    // contradiction quoted, a strong feeling with a skip offered, a hint with alternatives,
+    // qualifications and negations that are no contradiction, feelings that are no strong emotion,
+    // distress, and consistent answers.
     #[test]
     fn probes_fit_their_trigger() {
         // A contradiction inside one answer, both halves quoted.

@@ -27,6 +27,10 @@ pub const WORDED_BY_RUNTIME: &str = "The model's decision in the runtime's words
 /// The model's proposal with the runtime's words in place of its refused ones, if the guards
 /// would carry it out as proposed; `None` when the rules' step (`rules_step`, what the rules
 /// interviewer would do now) should be taken instead.
+// Long by design: one arm per kind of action in an exhaustive match, so the compiler lists it for a
+// new action, each saying whether the model's decision is kept and in whose words (the rules'
+// question, the opening question, a neutral probe); between the common steps before it (message,
+// summary and refused widget replaced) and after it (the guards' checks, the rationale).
 pub(super) fn in_runtime_words(
     session: &Session,
     conversation: &Conversation,

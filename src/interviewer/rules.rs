@@ -51,6 +51,10 @@ pub fn input_class(s: &Session, c: &Conversation) -> Option<InputClass> {
     }
 }
 
+// Long by design: a priority list of rules where the order is the behaviour, each rule a few lines:
+// consent, a safety stop, the screening verdict, the next screening question, a reply to the
+// summary, a limit that stops questioning, the objective in progress, the next objective not asked,
+// then the summary.
 fn next_decision(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
     let Some(study) = s.study() else {
         return proposal(
@@ -155,6 +159,10 @@ fn next_decision(s: &Session, c: &Conversation, at: DateTime<Utc>) -> Proposal {
 }
 
 /// Probe, widget or extraction for the objective in progress; `None` when it is done.
+// Long by design: a priority list where the order is the behaviour: nothing until the objective is
+// answered, a question back said another way, a probe while probing is not over, the objective's
+// widget, then its fields unless already recorded; the answers gathered at the top are shared by
+// every rule.
 fn continue_objective(
     s: &Session,
     c: &Conversation,

@@ -174,6 +174,11 @@ pub fn all_declined_fields(
 }
 
 /// The rules extraction of one objective's fields (see the module docs).
+// Long by design: the module doc's rules in the order they apply: widget values first, then each
+// text field built from the answers it is most about (each said once, joined as sentences, a
+// confidence from the words said, the evidence, the longest as quote), then declined fields for
+// what is still empty; the order is the behaviour, a later source filling only what an earlier one
+// left.
 pub(super) fn extract(s: &Session, o: &Objective, answers: &[&Answer]) -> Vec<ExtractedField> {
     let Some(study) = s.study() else {
         return Vec::new();
@@ -353,6 +358,10 @@ const CORRECTION_HEADS: &[&str] = &[
 /// An addition to the summary, taken into the text field it is most about (the most words in
 /// common with what that field holds; the first required text field when none share a word),
 /// with the addition as its evidence — once: `None` when it is already in.
+// Long by design: the steps of one addition in order: taken once (none when its turn is evidence
+// already), its lead-in stripped (a correction or an addition), the text field it shares most words
+// with, the new value and evidence (replaced for a correction, appended otherwise), then the
+// proposal; the stripped text and whether it corrects are used by every later step.
 pub(super) fn take_in_addition(s: &Session, c: &Conversation, addition: &str) -> Option<Proposal> {
     let (turn_id, _) = c.last_message.as_ref()?;
     if s.fields()

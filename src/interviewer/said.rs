@@ -239,6 +239,9 @@ mod tests {
         );
     }
 
+    // Long by design: one small transcript built by hand, then the cases against it in turn: a
+    // short answer sent back whole or quoted, Chinese answers of ten and twenty characters, a
+    // widget's lead-in and the summary said again, then the questions refused and the ones allowed.
     #[test]
     fn a_message_said_before_or_in_the_participant_s_words_is_refused() {
         let event = |body: EventBody| SessionEvent {

@@ -63,6 +63,10 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Result<usize, Com
 
 /// Runs one session's final extraction, unless it is done or another worker holds a fresh
 /// claim; true when this call completed it.
+// Long by design: the steps of one final extraction in order: claim it (skipped when done, claimed
+// elsewhere or erased), load the session and work out the fields, complete it (skipped if erased
+// meanwhile), then count the outcome and, on a failure, record it so the sweep retries; split, the
+// extraction id and the one outcome each path must count would be spread out.
 #[tracing::instrument(skip(state))]
 pub async fn extract_one(
     state: &AppState,

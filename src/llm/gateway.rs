@@ -15,11 +15,11 @@ use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::Client;
 use futures_util::StreamExt;
-use interview_session::decision::TokenUsage;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::breaker::{Breaker, Outcome};
+use super::chunks::Reading;
 use super::gate::{Gate, Priority};
 use super::wire::{compatible, names_its_tool, Chunk, Wire};
 
@@ -237,6 +237,11 @@ impl ModelGateway {
     /// Streams one decision. `on_progress(tool name, arguments so far)` runs after each chunk.
     /// A failure carries what arrived before it (the caller shows or records it); the turn is
     /// returned by value once per model call, so its size does not matter.
+    // Long by design: the steps of one model call in order: a place at the endpoint (before the
+    // breaker, whose trial must then go out), the breaker, the unstreamed form where the endpoint
+    // needs it, open, read, and one retry unstreamed after an empty answer; once the breaker lets
+    // the call go out, every exit goes through the `finish` closure, which holds the place and the
+    // breaker and records the outcome, so those exits stay in this function.
     #[allow(clippy::result_large_err)]
     #[tracing::instrument(name = "model_call", skip_all, fields(model = %request.body["model"]))]
     pub async fn stream(
@@ -298,105 +303,23 @@ impl ModelGateway {
             return finish(turn, result);
         }
         let opened = tokio::time::timeout_at(deadline, self.open(&request)).await;
-        let mut stream = match opened {
+        let stream = match opened {
             Err(_) => return finish(turn, Err(ModelError::Timeout(timeout.as_secs()))),
             Ok(Err(e)) => return finish(turn, Err(ModelError::Http(self.upstream(e)))),
             Ok(Ok(stream)) => stream,
         };
-        let mut finished = false;
-        let mut call_id: Option<String> = None;
-        // What the request allows the model to write, in characters (a server may ignore the
-        // limit and write until the timeout: 3,000 characters of `".152.089…` were seen). A
-        // token is about four characters; twice that leaves room for escapes.
-        let max_tokens = ["max_completion_tokens", "max_tokens"]
-            .iter()
-            .find_map(|k| request.body[*k].as_u64());
-        let mut written = 0usize;
-        loop {
-            let idle = tokio::time::Instant::now() + self.idle_timeout;
-            let next = tokio::time::timeout_at(idle.min(deadline), stream.next()).await;
-            let chunk = match next {
-                Err(_) if tokio::time::Instant::now() >= deadline => {
-                    return finish(turn, Err(ModelError::Timeout(timeout.as_secs())))
-                }
-                Err(_) => {
-                    return finish(turn, Err(ModelError::Stalled(self.idle_timeout.as_secs())))
-                }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    let error = match e {
-                        OpenAIError::JSONDeserialize(e, _) => ModelError::Garbage(self.upstream(e)),
-                        other => ModelError::Http(self.upstream(other)),
-                    };
-                    return finish(turn, Err(error));
-                }
-                Ok(Some(Ok(chunk))) => chunk,
-            };
-            turn.first_chunk_ms
-                .get_or_insert_with(|| started.elapsed().as_millis() as u64);
-            if let Some(error) = &chunk.error {
-                let message = error["message"]
-                    .as_str()
-                    .map_or_else(|| error.to_string(), String::from);
-                return finish(turn, Err(ModelError::InStream(self.upstream(message))));
-            }
-            if let Some(model) = chunk.model.filter(|m| !m.is_empty()) {
-                turn.model = Some(model);
-            }
-            if let Some(usage) = &chunk.usage {
-                turn.usage_reported = true;
-                turn.usage = TokenUsage {
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                    total_tokens: usage.total_tokens,
-                };
-            }
-            for choice in &chunk.choices {
-                if choice.finish_reason.is_some() {
-                    finished = true;
-                }
-                written += choice
-                    .delta
-                    .content
-                    .as_ref()
-                    .and_then(Value::as_str)
-                    .map_or(0, str::len);
-                written += choice
-                    .delta
-                    .tool_calls
-                    .iter()
-                    .flatten()
-                    .filter_map(|c| c.function.as_ref()?.arguments.as_deref())
-                    .map(str::len)
-                    .sum::<usize>();
-                for call in choice.delta.tool_calls.iter().flatten() {
-                    // A second call shows as index 1, or (servers that send no index) as a new id.
-                    let another_id = matches!((&call_id, &call.id), (Some(a), Some(b)) if a != b);
-                    if call.index.unwrap_or(0) > 0 || another_id {
-                        return finish(turn, Err(ModelError::SeveralTools));
-                    }
-                    if call_id.is_none() {
-                        call_id.clone_from(&call.id);
-                    }
-                    if let Some(function) = &call.function {
-                        if let Some(name) = function.name.as_deref().filter(|n| !n.is_empty()) {
-                            if turn.tool_name.as_deref().is_some_and(|n| n != name) {
-                                return finish(turn, Err(ModelError::SeveralTools));
-                            }
-                            turn.tool_name = Some(name.to_string());
-                        }
-                        if let Some(args) = &function.arguments {
-                            turn.arguments.push_str(args);
-                        }
-                    }
-                }
-            }
-            if let Some(max) = max_tokens.filter(|max| written as u64 > max * 8) {
-                return finish(turn, Err(ModelError::TooLong(max)));
-            }
-            if let Some(name) = &turn.tool_name {
-                on_progress(name, &turn.arguments);
-            }
+        let mut reading = Reading::new(&request.body);
+        let read = self
+            .read_chunks(
+                stream,
+                &mut reading,
+                &mut turn,
+                (started, deadline, timeout),
+                &mut on_progress,
+            )
+            .await;
+        if let Err(e) = read {
+            return finish(turn, Err(e));
         }
         // An empty answer to a streamed "any tool" step: the endpoint may serve that form only
         // unstreamed. This step is asked again that way; if that works, steps go unstreamed
@@ -416,13 +339,51 @@ impl ModelGateway {
             };
             return finish(turn, result);
         }
-        let result = match (&turn.tool_name, finished) {
-            (None, _) if turn.first_chunk_ms.is_none() => Err(ModelError::Empty),
-            (None, _) => Err(ModelError::NoTool),
-            (Some(_), false) => Err(ModelError::Dropped),
-            (Some(_), true) => Ok(()),
-        };
+        let result = reading.outcome(&turn);
         finish(turn, result)
+    }
+
+    /// Reads the stream to its end into `turn`, reporting progress after each chunk; a stall,
+    /// the deadline, a transport or in-stream error, or a chunk [`Reading`] refuses ends it.
+    /// `(started, deadline, timeout)`: when the call began, when it must end, and its length.
+    async fn read_chunks(
+        &self,
+        mut stream: std::pin::Pin<
+            Box<dyn futures_util::Stream<Item = Result<Chunk, OpenAIError>> + Send>,
+        >,
+        reading: &mut Reading,
+        turn: &mut ModelTurn,
+        (started, deadline, timeout): (Instant, tokio::time::Instant, Duration),
+        on_progress: &mut impl FnMut(&str, &str),
+    ) -> Result<(), ModelError> {
+        loop {
+            let idle = tokio::time::Instant::now() + self.idle_timeout;
+            let next = tokio::time::timeout_at(idle.min(deadline), stream.next()).await;
+            let chunk = match next {
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    return Err(ModelError::Timeout(timeout.as_secs()))
+                }
+                Err(_) => return Err(ModelError::Stalled(self.idle_timeout.as_secs())),
+                Ok(None) => return Ok(()),
+                Ok(Some(Err(OpenAIError::JSONDeserialize(e, _)))) => {
+                    return Err(ModelError::Garbage(self.upstream(e)))
+                }
+                Ok(Some(Err(other))) => return Err(ModelError::Http(self.upstream(other))),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            turn.first_chunk_ms
+                .get_or_insert_with(|| started.elapsed().as_millis() as u64);
+            if let Some(error) = &chunk.error {
+                let message = error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), String::from);
+                return Err(ModelError::InStream(self.upstream(message)));
+            }
+            reading.take(turn, chunk)?;
+            if let Some(name) = &turn.tool_name {
+                on_progress(name, &turn.arguments);
+            }
+        }
     }
 }
 

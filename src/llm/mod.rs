@@ -2,6 +2,7 @@
 //! tool call, streamed; the aggregate still judges it.
 
 pub mod breaker;
+mod chunks;
 pub mod gate;
 pub mod gateway;
 pub mod leaks;

@@ -67,6 +67,9 @@ pub fn screening_version_id() -> &'static str {
 }
 
 /// The request for a screening verdict (`judge_screening`).
+// Long by design: one request built top to bottom: the participant's screening answers quoted, the
+// study's rules as sentences, the system template filled (title, description, rules, the questions
+// left open), then the request body as one JSON literal.
 pub fn screening_request(s: &Session) -> Option<ModelRequest> {
     let study = s.study()?;
     let screening = &study.study_config.screening;

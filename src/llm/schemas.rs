@@ -367,6 +367,9 @@ mod tests {
         assert_eq!(offered.as_array().unwrap().len(), 7);
     }
 
+    // Long by design: the demo study's tool schemas checked in order: the objective ids a question
+    // may name, then the choices of extract_fields (an answer and a non-answer per field), each
+    // answer's id and value type checked against an example value, then no open id or value left.
     #[test]
     fn a_study_s_ids_are_the_only_ones_its_requests_allow() {
         let study = crate::demo::definition()

@@ -85,6 +85,9 @@ fn raw_controls_escaped(text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
+// Long by design: the arguments read (raw line breaks and HTML entities repaired), the fields every
+// tool shares, then one arm per tool that tools.json defines, each taking the arguments that tool
+// needs; an unknown tool is refused.
 pub fn proposal_from_call(
     name: &str,
     arguments: &str,

@@ -329,6 +329,7 @@ impl Settings {
         Ok(Self::default().with(file).with(cli))
     }
 
+    // Long by design: one line per setting a file or the environment may give.
     fn with(mut self, o: Overrides) -> Self {
         macro_rules! take {
             ($($field:ident),*) => { $( if let Some(v) = o.$field { self.$field = v; } )* };

@@ -85,6 +85,9 @@ pub struct Words<'a> {
 
 /// One step as participant `token` of session `id` (message ids `<id>-<n>`); returns what it did
 /// and the HTTP status of every request it made.
+// Long by design: one match on the session's status, one arm per thing a participant does next
+// (send a message, answer the widget, see the end, wait), the first two making their request and
+// keeping its HTTP status.
 pub async fn step(
     http: &Client,
     base: &str,

@@ -541,6 +541,10 @@ fn refused(strictness: Strictness, request: &Value) -> Option<HttpResponse> {
     Some(HttpResponse::BadRequest().json(json!({"error": {"message": format!("{message}: {param}"), "type": "invalid_request_error", "param": param, "code": null}})))
 }
 
+// Long by design: one request handled in order: parse, refuse as a strict server would, pick the
+// reply (computed, simulated, queued extraction or script), record the call, then one arm per kind
+// of reply in an exhaustive match, so a new kind is listed here by the compiler; the arms share the
+// pace, end marker and tool_call closure set up above.
 async fn answer(
     shared: web::Data<Shared>,
     req: actix_web::HttpRequest,

@@ -54,6 +54,9 @@ fn input(session: &str, messages: Value, resume: Option<Value>) -> Value {
     i
 }
 
+// Long by design: one session driven over AG-UI run by run: connect (consent as the interrupt),
+// resolve it (the opening question streams), send a user message and retry it (nothing written),
+// cancel a widget's interrupt (skipped); each run's assertions sit right after it.
 async fn an_interview_runs_over_ag_ui(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
@@ -218,6 +221,9 @@ async fn cors_allows_only_the_configured_origins(store: Store) {
 /// What `@assistant-ui/react-ag-ui` sends for "answer in my own words instead": the history so
 /// far, a `resume` cancelling the pending widget, and a new trailing user message. The skip and
 /// the message are both recorded, in that order, as one turn, and the interviewer answers once.
+// Long by design: one run as the client sends it: the history rebuilt from the transcript, the
+// widget cancelled and a new message added; then the order, the skip, the single turn and the
+// answer checked, then the same run retried as a conflict that writes nothing.
 async fn a_resume_and_a_new_message_in_one_run_apply_both_in_order(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;

@@ -118,6 +118,10 @@ fn generated_key(app: &TestApp) -> Secret {
     Secret(std::fs::read_to_string(path).unwrap().trim().to_string())
 }
 
+// Long by design: one key rotation in order: on SQLite a server under another key alone is refused,
+// naming the missing key; a server under a new key (the old one named retired, or kept in the
+// database on PostgreSQL) takes every session over, keeps no key in the database and serves the
+// words; then a server without the new key is refused, naming it.
 async fn a_server_starts_only_under_the_key_that_wraps_its_sessions(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, _) = interview_as(&app, false, true, WORDS, REF).await;

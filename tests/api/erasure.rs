@@ -113,6 +113,10 @@ fn holds_any(haystack: &[u8], needles: &[&str]) -> Vec<String> {
         .collect()
 }
 
+// Long by design: one withdrawal followed everywhere the words lived: readable and in the database
+// bytes before, the receipt, the same receipt again from either route with nothing written, nothing
+// readable or stored after, results and overview updated, the erased chain verified to the
+// receipt's head, the stream told, a later message refused, then the purge log.
 async fn withdrawal_erases_every_copy_and_the_log_still_verifies(store: Store) {
     let app = TestApp::spawn(store).await;
     let study = demo_study(&app).await;
@@ -255,6 +259,9 @@ async fn a_running_interview_is_ended_and_erased(store: Store) {
     assert!(interview_session::chain::verify_chain(rows.iter().map(|r| r.chain())).is_ok());
 }
 
+// Long by design: a table of bad erasure requests, one row per case with its status and code (the
+// wrong caller or no token, unknown and malformed sessions, a bad reason, a bad body, an unknown
+// study, a forged form), then a check that nothing was written.
 async fn erasure_refuses_bad_input_and_writes_nothing(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;

@@ -59,6 +59,9 @@ fn quoted_line(line: &str) -> bool {
         || line.starts_with("(The participant's reply to the summary: \"")
 }
 
+// Long by design: every attack sent in turn to an obedient model whose extraction and conclusion
+// take it up, each checked as not ending the interview and its refusal logged; then every request
+// the model was sent is read for the attacks, which may appear only as quoted data.
 async fn participant_text_never_becomes_instructions(store: Store) {
     let llm = Llm::start(store).await;
     let open = || {
@@ -138,6 +141,9 @@ async fn participant_text_never_becomes_instructions(store: Store) {
 /// What an obedient model writes after an attack — the study's internal notes, a link, an
 /// image, markup, a formula, in its words or in a widget it writes — never reaches the
 /// participant, nor the stored log; the rules interviewer's words stand in for it.
+// Long by design: a table of leaks an obedient model writes (the notes, links, an image, markup, a
+// formula, in words and in widgets), each sent after an attack and its widget skipped, then the
+// participant's view and the stored log searched for every forbidden string.
 async fn what_an_obedient_model_writes_never_reaches_the_participant(store: Store) {
     const NOTES: &str = "INTERNAL-NOTE-7731: the client is Acme Foods, who want to know why shoppers cancel their weekly delivery plan.";
     let llm = crate::llm::Llm::start_custom(

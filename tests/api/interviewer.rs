@@ -21,6 +21,10 @@ async fn say(app: &TestApp, session: &str, token: &str, text: &str) {
     );
 }
 
+// Long by design: one demo interview end to end in the order a participant lives it: consent, the
+// opening question, a vague answer probed, answers, a Likert and a choice, the summary confirmed,
+// each step's assertions right after it; then the decision log, the stream, the claims and their
+// commits, and a message refused after the end.
 async fn the_rules_interviewer_runs_the_demo_to_completion(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;

@@ -95,6 +95,10 @@ async fn open_streams_are_capped(store: Store) {
     drop(b);
 }
 
+// Long by design: three limits on one server with a single request slot, each with its checks after
+// it: a trickling body holds no slot and then times out, a request in flight gets the next one
+// refused (probes still answer) until it ends, and a body announced too big is refused before it is
+// sent.
 async fn requests_in_flight_are_capped_and_big_bodies_refused_unread(store: Store) {
     let app = TestApp::spawn_with(store, |s| {
         s.max_inflight_requests = 1;

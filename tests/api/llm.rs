@@ -126,6 +126,9 @@ pub(crate) fn last_decision(s: &Value) -> Value {
         .clone()
 }
 
+// Long by design: one model decision checked from every side in turn: what the participant is
+// asked, the decision logged with its provenance, the request the model was sent (its settings,
+// tools and prompt), then the stream that showed the message in pieces.
 async fn a_model_decision_streams_and_is_logged_with_its_provenance(store: Store) {
     let llm = Llm::start(store).await;
     let message = "Hi, thanks for joining! How do you usually work out what to buy each week?";
@@ -424,6 +427,9 @@ fn asked_to_screen(llm: &Llm) -> usize {
 
 /// The study's rules decide what they cover; the model judges only what they leave open, and
 /// its call is logged with the verdict.
+// Long by design: four screening cases in turn, each with its checks after it: every question ruled
+// (the model never asked), a rule that disqualifies, an open question the model judges (its
+// provenance and prompt checked), and a failed model call where the rules' verdict stands.
 async fn the_study_s_rules_decide_screening_and_the_model_only_what_they_leave_open(store: Store) {
     let llm = Llm::start(store).await;
     publish_screened(&llm, "llm-ruled", false).await;

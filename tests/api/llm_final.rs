@@ -75,6 +75,10 @@ async fn final_event(llm: &Llm, session: &str) -> Value {
         .unwrap_or_else(|| panic!("no final extraction in {events}"))
 }
 
+// Long by design: one final extraction followed through: the model's reply queued and the job run,
+// the request it was sent, the value, confidence and evidence stored, the provenance on the event,
+// a second run doing nothing, then the overview's model calls, tokens and confidence summed from
+// the log.
 async fn the_final_extraction_is_the_model_s_over_the_whole_transcript(store: Store) {
     let llm = start(store).await;
     let session = completed(&llm).await;
@@ -255,6 +259,9 @@ async fn a_final_extraction_that_does_not_fit_goes_to_the_copier_at_once(store: 
 /// from a 135M model) is not what the participant confirms: the model's decision to summarise
 /// stands, in the runtime's summary of what they answered — and a value the model extracted in
 /// words the participant never said is not in that summary either.
+// Long by design: two sessions in turn, each with its checks after it: a summary of things never
+// said replaced by the runtime's (the extracted value kept; the words, decision and error checked),
+// then a true summary whose presenting words are replaced.
 async fn a_summary_of_things_never_said_gives_way_to_what_was_answered(store: Store) {
     let llm = start(store).await;
     let (session, token, _) = llm

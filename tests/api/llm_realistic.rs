@@ -158,6 +158,9 @@ fn worded_by_the_runtime(decision: &Value) -> bool {
 
 /// "As an AI agent I will now call the ask_question tool: {…}" never shows; a bad turn later
 /// in a message replaces the part shown; either way the participant reads a whole question.
+// Long by design: one session through five kinds of bad model text in turn, each with its checks
+// after it: talk about a tool in the first question, a tool name late in a probe, a text that
+// starts as a path, reasoning before the call, and an asked objective asked again in refused words.
 async fn internal_talk_never_reaches_the_participant(store: Store) {
     let llm = Llm::start(store).await;
     let (session, token, mut sse) = opened(&llm).await;
@@ -432,6 +435,9 @@ async fn one_model_round_trip_between_an_answer_and_the_next_question(store: Sto
 /// What the model is shown: interviewing craft, the study's threshold, a widget's question and
 /// the answer in words (not "Submitted 4"), its own last decision, turns and minutes used, short
 /// turn aliases, what the runtime expects next; the fixed part first, what changes last.
+// Long by design: one session driven to a Likert answer (two questions, the widget, its answer),
+// then the next step's prompt read in order: craft, threshold and widget in the system message, the
+// last decision quoted in the user message, and the order of what changes each turn.
 async fn the_prompt_carries_what_an_interviewer_needs(store: Store) {
     let llm = Llm::start(store).await;
     let (session, token, _) = llm

@@ -49,6 +49,9 @@ fn families(scrape: &Scrape) -> Vec<String> {
     names
 }
 
+// Long by design: who may read the metrics, then one scrape before and one after a run that moves
+// every counter (a failed model call, a message, an open stream, creates over the limit, a sweep, a
+// final extraction), then the list of every metric family and a check per counter that it moved.
 async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
     // A model that fails once (a fallback) and then answers; create sessions limited per address.
     let llm = Llm::start_custom(store, |s| s.create_rate_per_address = 2, |_| {}).await;

@@ -39,6 +39,8 @@ async fn a_stopping_server_refuses_requests_with_retry_after(store: Store) {
 }
 
 /// Every route the server answers is in the OpenAPI document, and nothing else is.
+// Long by design: the list of every route the server answers, one line each, compared with the
+// OpenAPI document's, then each one sent to check it is really served.
 async fn the_openapi_document_covers_every_route(store: Store) {
     let app = TestApp::spawn(store).await;
     let doc: Value = json_of(app.get("/api/openapi.json", None).await).await;

@@ -120,6 +120,10 @@ fn percentile(mut values: Vec<f64>, p: f64) -> f64 {
     values[low] + (rank - low as f64) * (values[high] - values[low])
 }
 
+// Long by design: one study given a scripted mix of sessions (two completed, declined, screened
+// out, ended, expired, one at consent, a preview), then its overview checked against them: funnel,
+// stops, completions, objectives and fields, a late model error, then the same overview after a
+// catch-up and rebuilds.
 async fn an_overview_counts_a_scripted_mix_of_outcomes(store: Store) {
     let app = TestApp::spawn(store).await;
     let (study, slug) = screened_study(&app).await;

@@ -179,6 +179,10 @@ async fn talk(
     }
 }
 
+// Long by design: one outage in order beside a running load: PostgreSQL crashed once messages flow,
+// the 503 and readiness while it is down, its restart and the server's recovery, a message
+// acknowledged after it; then the statuses seen, and every session's log checked to hold each
+// acknowledged message once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_under_load_loses_nothing() {
     let cluster = Cluster::new();

@@ -113,6 +113,10 @@ async fn unconsented_sessions_hold_no_place(store: Store) {
     assert_eq!(res.status(), StatusCode::OK);
 }
 
+// Long by design: one participant reference through its life: a stranger takes it first, the owner
+// consents anyway and the stranger's consent ends theirs, creates stay open, racing consents for a
+// new reference (one wins), the owner's session ended and the reference free again, then a study
+// that allows several at once.
 async fn a_stranger_with_someone_s_reference_locks_nobody_out(store: Store) {
     let app = TestApp::spawn(store).await;
     let panel = |r: &str| json!({ "participant_ref": r });
@@ -189,6 +193,10 @@ async fn a_stranger_with_someone_s_reference_locks_nobody_out(store: Store) {
     }
 }
 
+// Long by design: one study's link secret through its life: set and its example checked, badly
+// signed creates refused with nothing written, a signed owner taking part, an uppercase signature
+// and an anonymous create accepted, the secret hidden and guarded, turned off, then set again to
+// require a reference.
 async fn a_study_that_signs_its_links_takes_only_signed_references(store: Store) {
     let app = TestApp::spawn(store).await;
     let (study_id, _, _) = app.publish_study(&study("signed", None)).await;

@@ -97,6 +97,9 @@ fn help_never_shows_a_secret_from_the_environment() {
 
 /// With `LOG_FORMAT=json`, a handled model failure is one JSON object per line with one
 /// `message` key, and the key a provider echoed is not in it.
+// Long by design: one real server process driven in order: started with JSON logs and a model that
+// echoes the key, a model study created and published, a session consented until the failure is
+// recorded, then the process stopped and every log line checked (JSON, one message key, no key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_carry_one_message_and_no_echoed_key() {
     use crate::scripted_model::{Reply, ScriptedModel};
@@ -207,6 +210,9 @@ async fn json_logs_carry_one_message_and_no_echoed_key() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+// Long by design: one real server process from start to stop: started with no configuration, the
+// embedded defaults checked, a session created and its stream opened, SIGTERM sent, then the exit,
+// the stream's retry hint and prompt close, and the logs (no token, no key, no warning) checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_starts_on_the_embedded_default_and_stops_cleanly_on_sigterm() {
     let dir = std::env::temp_dir().join(format!(

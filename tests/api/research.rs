@@ -97,6 +97,9 @@ pub(crate) fn parse_csv(text: &str) -> Vec<Vec<String>> {
     rows
 }
 
+// Long by design: four sessions (two completed, one declined, one preview), then every researcher
+// export read against them in turn: the results, the CSV parsed back, the JSONL, the session list
+// with its filters, and paging through it.
 async fn results_and_exports_hold_completed_sessions_only(store: Store) {
     let app = TestApp::spawn(store).await;
     let study_id = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await["studies"]
@@ -219,6 +222,9 @@ async fn results_and_exports_hold_completed_sessions_only(store: Store) {
     assert_eq!(seen, ids_of(&everything));
 }
 
+// Long by design: one interview, then each session read route checked in turn: every route for
+// researchers only, the event log's version, chain links and pinned study, the decision log against
+// its events, then bad list queries and study exports refused.
 async fn session_read_apis_serve_researchers_only(store: Store) {
     let app = TestApp::spawn(store).await;
     let session = interview(&app, false, true).await;
@@ -371,6 +377,9 @@ async fn the_post_session_extraction_follows_the_completion_commit(store: Store)
     assert_eq!(finals, 1);
 }
 
+// Long by design: one extraction claim followed in order: a dead worker's claim, a run that
+// respects it, a run after it goes stale, a run that finds nothing left, then the state, the single
+// final extraction in the log and the stream rules checked.
 async fn the_post_session_extraction_runs_once_and_survives_a_dead_worker(store: Store) {
     let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 0).await;
     let session = interview(&app, false, true).await;

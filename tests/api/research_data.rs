@@ -202,6 +202,9 @@ const NON_ANSWERS: [&str; 4] = [
     "没有了",
 ];
 
+// Long by design: one interview driven to its end in a loop that answers each question and meets
+// each probe with a non-answer; then the fields checked free of non-answers, each message's
+// decision checked for its input class, and no non-answer followed by a probe.
 async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;
@@ -297,6 +300,9 @@ async fn non_answers_feed_no_field_and_end_the_probing(store: Store) {
 
 /// A participant who corrects the summary: the correction replaces what the field held, in the
 /// summary they confirm, in the state and in the results after the post-session extraction.
+// Long by design: one interview driven to its end in a loop (a planning answer, other answers,
+// widgets, the summary corrected once and then confirmed), a wait for the post-session extraction,
+// then the results' field and summary checked to hold the correction.
 async fn a_correction_to_the_summary_wins(store: Store) {
     let app = TestApp::spawn(store).await;
     let study_id = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await["studies"]
@@ -395,6 +401,10 @@ async fn an_end_wish_in_own_words_goes_to_the_summary(store: Store) {
 /// A model proposal the guards refuse stays in the decision log (FR-04-11): on the decision
 /// carried out instead, with its action, rationale, model, prompt version and the refusal's
 /// reason, the call's tokens on the decision; the model's judgement of the input is recorded.
+// Long by design: one refused proposal checked field by field: a conclusion the guards refuse and
+// the interview going on, then the refused action, its reason, rationale, model, prompt version and
+// why it was refused, then the tokens, rationale and input class of the decision carried out
+// instead.
 async fn a_refused_proposal_stays_in_the_decision_log(store: Store) {
     use crate::scripted_model::{Reply, ANSWERING_MODEL};
     let llm = crate::llm::Llm::start(store).await;
@@ -467,6 +477,9 @@ async fn a_refused_proposal_stays_in_the_decision_log(store: Store) {
 /// A question the participant declines is recorded as `refused` — no value, the refusal as
 /// evidence — in the state, the results and `results.csv` (`__status`), distinct from a field
 /// nothing was said about; no probe follows the refusal.
+// Long by design: one session in order: a declined first question checked as refused (no value, its
+// evidence, no probe), the interview driven to its end in a loop, a wait for results.csv, then its
+// status columns and the summary checked.
 async fn a_declined_question_is_recorded_as_refused(store: Store) {
     let app = TestApp::spawn(store).await;
     let mut study: Value =

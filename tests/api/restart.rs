@@ -93,6 +93,9 @@ fn assistant_turns(s: &Value) -> usize {
         .count()
 }
 
+// Long by design: one crash in the order it happens: a model study published, consent and the
+// opening question, a message whose model call stalls, the process killed there, a second process
+// started, then the answer, the transcript and the one takeover in the log checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_turn_the_answer_comes_after_the_restart() {
     let dir =
@@ -237,6 +240,9 @@ async fn talk_until_killed(
 /// `kill -9` in the middle of a concurrent load, then a restart: every acknowledged message is
 /// in the log exactly once, every view has caught up, and every session that was waiting on the
 /// interviewer gets its answer.
+// Long by design: one crash under load in order: eight sessions talking until enough messages are
+// acknowledged, the process killed, a second one started, then each session checked as answered,
+// its log counted and its views caught up, and each acknowledged message found once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_under_load_nothing_acknowledged_is_lost() {
     let dir = std::env::temp_dir().join(format!(
@@ -340,6 +346,9 @@ async fn killed_under_load_nothing_acknowledged_is_lost() {
 
 /// Two real server processes on one PostgreSQL database: a participant's stream held by one
 /// sees, live, a message sent through the other and the interviewer's single answer to it.
+// Long by design: one session across two processes in order: started on A, consent and a message
+// sent through B while A holds the stream, then A's stream shows the message and the answer live,
+// and A's state shows one answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_server_processes_share_one_database() {
     let url = crate::helpers::fresh_postgres_database().await;

@@ -452,6 +452,8 @@ async fn an_end_intent_at_the_summary_completes_unconfirmed(store: Store) {
 
 /// Every node of FR-04-9 the session passes through is a `session.phase_changed` event, in the
 /// spec's order, the post-session extraction included; decisions record the switches.
+// Long by design: one session confirmed at the summary, a wait for END in its event log, then the
+// phases checked against the spec's order, the nodes that must appear, and the decisions' phases.
 async fn every_phase_appears_in_order(store: Store) {
     let app = TestApp::spawn_with(store, |s| s.sweep_interval_secs = 1).await;
     let (session, token, _) = to_the_summary(&app).await;
@@ -520,6 +522,9 @@ async fn every_phase_appears_in_order(store: Store) {
 /// The summary a participant confirms is written for them: their words, the options they chose
 /// by their labels, widget answers as the question and the answer they saw — no field id, no
 /// researcher-facing description, no internal term; a field's `participant_label` names it.
+// Long by design: two summaries in turn: the demo's checked for each field id and description, each
+// objective id, each internal term, the option's label, the question, the answer said once; then a
+// study with a participant label driven to its summary and checked for it.
 async fn the_summary_is_written_for_the_participant(store: Store) {
     let app = TestApp::spawn(store).await;
     let demo: Value = serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
@@ -615,6 +620,9 @@ fn last_probe(s: &Value) -> Option<String> {
 /// The offline interviewer probes like a careful person: a strong feeling, a contradiction, a
 /// vague answer, in English and Chinese; a concrete Chinese answer is not "vague"; the rationale
 /// names the trigger and its cause; no probe is asked twice.
+// Long by design: one short session per case, each with its checks after it: a strong feeling, a
+// contradiction after a vague answer (no probe twice), then in Chinese a concrete answer, a strong
+// feeling, a vague one, a short one and its contradiction, and a short English one.
 async fn rules_probes_for_each_trigger_in_english_and_chinese(store: Store) {
     let app = TestApp::spawn(store).await;
     study(&app, "zh", |d| d["locale"] = json!("zh-CN")).await;
@@ -730,6 +738,10 @@ fn assert_plain_language(text: &str, what: &str) {
     );
 }
 
+// Long by design: one interview through every widget type in the order a participant meets them,
+// each refused a bad value (nothing written) before its real answer, the ranking skipped; then the
+// widget order, the skip, the tool calls and the log, then every text the participant read checked
+// for plain language.
 async fn every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value(store: Store) {
     let app = TestApp::spawn(store).await;
     every_type_study(&app).await;
@@ -851,6 +863,9 @@ async fn every_interaction_type_in_one_interview_with_a_skip_and_a_bad_value(sto
 
 /// A participant who loses the connection comes back with their token: the session shows
 /// where they were, the stream resumes from the last id they saw, and they carry on.
+// Long by design: one disconnect and resume, run twice (at a question, then at a widget): the
+// stream dropped and reopened from the last id, the participant's view checked against where they
+// were, the next input sent, and the resumed stream checked for no gap and no duplicate.
 async fn a_participant_resumes_after_a_disconnect_at_a_question_and_at_a_widget(store: Store) {
     let app = TestApp::spawn(store).await;
     let mut i = Interview::start(&app, "demo").await;
@@ -924,6 +939,9 @@ const WAIT_LONG: Duration = Duration::from_secs(10);
 /// AC-04-7 under load: many sessions through every widget type at once, each widget answered by
 /// three racing submits and a racing message. One submit wins, the rest get 409; no session
 /// ever holds two pending widgets (the stored streams are re-checked against the rules).
+// Long by design: one participant's drive through the every-type study as a closure, each widget
+// answered by three racing submits and a racing message, run for eight sessions at once; then each
+// session's winning submits, conflicts, completion and stored stream checked.
 async fn concurrent_load_never_shows_two_pending_widgets(store: Store) {
     // Racing duplicate submits on purpose: the per-session input rate is not what is tested.
     let app = TestApp::spawn_with(store, |s| s.inputs_per_session_per_minute = 0).await;

@@ -185,6 +185,9 @@ async fn the_token_also_works_as_query_parameter_and_cookie(store: Store) {
     assert_eq!(by_cookie.status(), StatusCode::OK);
 }
 
+// Long by design: one widget's life in order: shown with its schema, a message refused while it
+// waits, a bad value and an unknown widget refused with nothing written, the answer accepted, a
+// second answer refused, then the tool call, interaction event and transcript turn it left checked.
 async fn an_interaction_is_submitted_once_and_validated(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;
@@ -398,6 +401,9 @@ async fn concurrent_sessions_never_surface_a_database_error(store: Store) {
     }
 }
 
+// Long by design: one message sent with a request id, then every stored event checked in turn: its
+// type, time and actor, the request id on the message, each row's version, hash and metadata, the
+// chain verified to the last hash, and no token stored.
 async fn every_event_carries_time_actor_request_id_and_a_verified_chain(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;
@@ -559,6 +565,9 @@ async fn a_command_after_views_were_reset_folds_them_from_the_log(store: Store) 
 /// Two command sides on one database (as two processes would be) write to one session at once,
 /// while other sessions commit alongside (on SQLite, in the same group-commit batches): every
 /// acknowledged command is in the log exactly once, nothing else is, and the views agree.
+// Long by design: a second command side built on the same database, two writers racing on one
+// session while four others commit alongside, then each session's log and view checked to hold
+// exactly its acknowledged commands.
 async fn racing_writers_lose_cleanly_and_views_agree(store: Store) {
     use interview_runtime::command::store::SessionStore;
     use std::sync::Arc;

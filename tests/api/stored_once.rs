@@ -33,6 +33,9 @@ async fn research(app: &TestApp, session: &str, path: &str) -> Value {
     .await
 }
 
+// Long by design: three cases in turn: a pending consent widget shown by both routes, a completed
+// session's widget history folded from its log and the same on every route, then a document stored
+// with the old copies losing them to migration 0013.
 async fn widgets_live_in_the_log_and_the_routes_fold_them(store: Store) {
     let app = TestApp::spawn(store).await;
     // The consent widget pending: shown as pending, with no result yet.

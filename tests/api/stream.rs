@@ -27,6 +27,9 @@ fn ids(frames: &[Frame]) -> Vec<u64> {
     frames.iter().filter_map(|f| f.id).collect()
 }
 
+// Long by design: one stream followed from its first frame in the order a participant sees it: the
+// created status, the consent widget, the opening question streamed in deltas, their own message
+// and the answer; then the frame ids checked and a fresh subscriber's replay compared with them.
 async fn the_stream_replays_the_log_then_goes_live(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.create_session("demo").await;

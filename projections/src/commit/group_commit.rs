@@ -240,118 +240,20 @@ async fn take_back<'c, DB: Backend>(
     Ok(())
 }
 
+/// Commits a batch of commands in one transaction: (1) every command's events, (2) the views
+/// they change, (3) the study overview; then keeps the folded views in memory. Answers each
+/// command's outcome (a command whose sequences were taken lost a race; the others commit).
 async fn try_commit<DB: Backend>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
     commands: &[Appended<'_>],
     postgres: bool,
 ) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError> {
-    use crate::store::backend::ReadColumn;
     let mut tx = pool.begin().await?;
     let mut outcomes: Vec<Result<(), PersistenceError>> = commands.iter().map(|_| Ok(())).collect();
-
-    // 1. Every command's events in one insert; a taken sequence is skipped, not an error.
-    // In one order on every process, so two batches touching the same sessions lock alike.
-    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
-    all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
-    let mut inserted: HashSet<(String, i64)> = HashSet::new();
-    for chunk in all.chunks(4_000) {
-        let sql = format!(
-            "INSERT INTO events ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
-            crate::store::log::EVENT_COLUMNS,
-            placeholders::<DB>(chunk.len(), crate::store::log::EVENT_VALUES)
-        );
-        let mut q = sqlx::query(&sql);
-        for e in chunk {
-            q = e.bind_row(q);
-        }
-        for row in q.fetch_all_in(&mut tx).await? {
-            inserted.insert((row.read(0)?, row.read(1)?));
-        }
-    }
-    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
-        let ours: Vec<i64> = command
-            .iter()
-            .map(|e| e.sequence as i64)
-            .filter(|seq| inserted.contains(&(command[0].aggregate_id.clone(), *seq)))
-            .collect();
-        if ours.len() == command.len() {
-            continue;
-        }
-        *outcome = Err(PersistenceError::OptimisticLockError);
-        // Only some of its sequences were free: take back the ones it got.
-        take_back(&mut tx, &command[0].aggregate_id, &ours).await?;
-    }
-
-    // An erasure rewrites the events it covers in the transaction that records it.
-    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
-        if let (Some(erasure), Ok(())) = (crate::commit::erasure::erasure_in(command), &outcome) {
-            match crate::commit::erasure::rewrite(&mut tx, &command[0].aggregate_id, erasure).await
-            {
-                Ok(()) => {}
-                // The log moved under the erasure: that command alone fails, as a lost race,
-                // and its events are taken back.
-                Err(ProjectionError::ErasureMismatch { .. }) => {
-                    *outcome = Err(PersistenceError::OptimisticLockError);
-                    let sequences: Vec<i64> = command.iter().map(|e| e.sequence as i64).collect();
-                    take_back(&mut tx, &command[0].aggregate_id, &sequences).await?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    // 2. Fold in memory what starts from a kept view; the rest from the stored rows.
-    let mut fast: Vec<FoldedFromKept> = Vec::new();
-    let mut slow: Vec<usize> = Vec::new();
-    for (i, (command, _)) in commands.iter().enumerate() {
-        if command.is_empty() || outcomes[i].is_err() {
-            continue;
-        }
-        match FoldedFromKept::fold(recent, i, command) {
-            Some(f) => fast.push(f),
-            None => slow.push(i),
-        }
-    }
-    fast.sort_by(|a, b| a.session_id.cmp(b.session_id));
-    let states: Vec<(i64, &SessionStateView)> =
-        fast.iter().map(|f| (f.expected, &f.view)).collect();
-    let written = view_writes::update_states(&mut tx, &states).await?;
-    let (fast, stale): (Vec<FoldedFromKept>, Vec<FoldedFromKept>) = fast
-        .into_iter()
-        .partition(|f| written.contains(f.session_id));
-    slow.extend(stale.iter().map(|f| f.command));
-    let transcript: Vec<_> = fast
-        .iter()
-        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
-        .collect();
-    view_writes::insert_transcript(&mut tx, &transcript).await?;
-    view_writes::upsert_results(&mut tx, fast.iter().map(|f| &f.view)).await?;
-    for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
-        crate::commit::erasure::forget_views(&mut tx, f.session_id).await?;
-    }
-    if postgres && !fast.is_empty() {
-        let commits: Vec<(&str, u64)> = fast
-            .iter()
-            .map(|f| (f.session_id, f.view.last_seq))
-            .collect();
-        view_writes::notify(&mut tx, &commits).await?;
-    }
-    let mut folded: Vec<SessionStateView> = fast.into_iter().map(|f| f.view).collect();
-    for i in slow {
-        // A stale view may have missed events that moved the overview (written by another
-        // process, or rolled back by a rebuild racing a command): folded again here, the session
-        // is recomputed unless the command brings its own contribution.
-        let (events, moved) = commands[i];
-        if let Some(view) =
-            fold_pending(&mut tx, &events[0].aggregate_id, postgres, moved.is_none())
-                .await?
-                .1
-        {
-            folded.push(view);
-        }
-    }
-    // 3. The study overview, for the commands that moved it (their sessions are distinct).
+    insert_events(&mut tx, commands, &mut outcomes).await?;
+    let folded = fold_and_write_views(&mut tx, recent, commands, &outcomes, postgres).await?;
+    // Stage 3: the study overview, for the commands that moved it (their sessions are distinct).
     let moved: Vec<NewContribution> = commands
         .iter()
         .zip(&outcomes)
@@ -371,4 +273,123 @@ async fn try_commit<DB: Backend>(
         }
     }
     Ok(outcomes)
+}
+
+/// Stage 1: every command's events in one insert; a taken sequence is skipped, not an error: that
+/// command's `outcome` becomes a lost race and the events it did get are taken back. An erasure
+/// rewrites the events it covers here, in the transaction that records it.
+async fn insert_events<DB: Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    commands: &[Appended<'_>],
+    outcomes: &mut [Result<(), PersistenceError>],
+) -> Result<(), ProjectionError> {
+    use crate::store::backend::ReadColumn;
+    // In one order on every process, so two batches touching the same sessions lock alike.
+    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
+    all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
+    let mut inserted: HashSet<(String, i64)> = HashSet::new();
+    for chunk in all.chunks(4_000) {
+        let sql = format!(
+            "INSERT INTO events ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING aggregate_id, sequence",
+            crate::store::log::EVENT_COLUMNS,
+            placeholders::<DB>(chunk.len(), crate::store::log::EVENT_VALUES)
+        );
+        let mut q = sqlx::query(&sql);
+        for e in chunk {
+            q = e.bind_row(q);
+        }
+        for row in q.fetch_all_in(tx).await? {
+            inserted.insert((row.read(0)?, row.read(1)?));
+        }
+    }
+    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
+        let ours: Vec<i64> = command
+            .iter()
+            .map(|e| e.sequence as i64)
+            .filter(|seq| inserted.contains(&(command[0].aggregate_id.clone(), *seq)))
+            .collect();
+        if ours.len() == command.len() {
+            continue;
+        }
+        *outcome = Err(PersistenceError::OptimisticLockError);
+        // Only some of its sequences were free: take back the ones it got.
+        take_back(tx, &command[0].aggregate_id, &ours).await?;
+    }
+    for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
+        if let (Some(erasure), Ok(())) = (crate::commit::erasure::erasure_in(command), &outcome) {
+            match crate::commit::erasure::rewrite(tx, &command[0].aggregate_id, erasure).await {
+                Ok(()) => {}
+                // The log moved under the erasure: that command alone fails, as a lost race,
+                // and its events are taken back.
+                Err(ProjectionError::ErasureMismatch { .. }) => {
+                    *outcome = Err(PersistenceError::OptimisticLockError);
+                    let sequences: Vec<i64> = command.iter().map(|e| e.sequence as i64).collect();
+                    take_back(tx, &command[0].aggregate_id, &sequences).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stage 2: the views of the commands that committed, folded in memory from a kept view where
+/// there is one (written in batches), else from the stored rows (`fold_pending`). Answers the
+/// folded views, to keep once the transaction commits.
+async fn fold_and_write_views<DB: Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    recent: &RecentViews,
+    commands: &[Appended<'_>],
+    outcomes: &[Result<(), PersistenceError>],
+    postgres: bool,
+) -> Result<Vec<SessionStateView>, ProjectionError> {
+    let mut fast: Vec<FoldedFromKept> = Vec::new();
+    let mut slow: Vec<usize> = Vec::new();
+    for (i, (command, _)) in commands.iter().enumerate() {
+        if command.is_empty() || outcomes[i].is_err() {
+            continue;
+        }
+        match FoldedFromKept::fold(recent, i, command) {
+            Some(f) => fast.push(f),
+            None => slow.push(i),
+        }
+    }
+    fast.sort_by(|a, b| a.session_id.cmp(b.session_id));
+    let states: Vec<(i64, &SessionStateView)> =
+        fast.iter().map(|f| (f.expected, &f.view)).collect();
+    let written = view_writes::update_states(tx, &states).await?;
+    let (fast, stale): (Vec<FoldedFromKept>, Vec<FoldedFromKept>) = fast
+        .into_iter()
+        .partition(|f| written.contains(f.session_id));
+    slow.extend(stale.iter().map(|f| f.command));
+    let transcript: Vec<_> = fast
+        .iter()
+        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
+        .collect();
+    view_writes::insert_transcript(tx, &transcript).await?;
+    view_writes::upsert_results(tx, fast.iter().map(|f| &f.view)).await?;
+    for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
+        crate::commit::erasure::forget_views(tx, f.session_id).await?;
+    }
+    if postgres && !fast.is_empty() {
+        let commits: Vec<(&str, u64)> = fast
+            .iter()
+            .map(|f| (f.session_id, f.view.last_seq))
+            .collect();
+        view_writes::notify(tx, &commits).await?;
+    }
+    let mut folded: Vec<SessionStateView> = fast.into_iter().map(|f| f.view).collect();
+    for i in slow {
+        // A stale view may have missed events that moved the overview (written by another
+        // process, or rolled back by a rebuild racing a command): folded again here, the session
+        // is recomputed unless the command brings its own contribution.
+        let (events, moved) = commands[i];
+        if let Some(view) = fold_pending(tx, &events[0].aggregate_id, postgres, moved.is_none())
+            .await?
+            .1
+        {
+            folded.push(view);
+        }
+    }
+    Ok(folded)
 }

@@ -121,6 +121,11 @@ fn refused(error: &sqlx::Error) -> bool {
 
 /// The statement and the cells it binds after the events' nine values each (the notify
 /// channel and the notes follow them), and the commit notes.
+// Long by design: the statement's clauses built in the order their values are bound (events, state
+// rows with their expected sequence, transcript rows, result rows, then the check and the notes),
+// each numbering its placeholders from the count of cells pushed so far; split, that running count
+// and the cells would be threaded through every helper and the binding order would not be visible
+// in one place.
 fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Cell>, Vec<String>) {
     let mut cells: Vec<Cell> = Vec::new();
     let mut clauses: Vec<String> = Vec::new();

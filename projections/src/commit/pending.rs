@@ -14,6 +14,11 @@ use crate::store::log;
 /// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
 /// With `overview`, a session whose new events move its study overview contribution is folded
 /// whole once more for it (a command's own contribution comes with its events instead).
+// Long by design: the steps of one fold in the caller's transaction, in order: make sure the view
+// row exists and lock it, read from its last event (for the hash the next one links to), decode
+// (from the stream's start if the view ends inside a commit), restore the stored view, fold, write
+// it under its guard, announce, and recompute the overview if it moved; the view row read under the
+// lock at the start is used by the later steps.
 pub(crate) async fn fold_pending<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,

@@ -14,27 +14,6 @@ use interview_session::SessionStatus;
 
 pub use crate::store::backend::{Cell, Kind};
 
-impl Cell {
-    /// The value as `verify` compares it (see the module doc), shown in its reports.
-    pub fn canonical(&self) -> String {
-        match self {
-            Cell::Text(Some(s)) => serde_json::to_string(s).unwrap_or_default(),
-            Cell::Int(Some(n)) => n.to_string(),
-            Cell::Bool(Some(b)) => b.to_string(),
-            Cell::Json(Some(v)) => interview_session::hash::canonical_json(v),
-            Cell::Time(Some(t)) => interview_session::aggregate::micros(*t)
-                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            Cell::Bytes(Some(b)) => b.iter().map(|byte| format!("{byte:02x}")).collect(),
-            Cell::Text(None)
-            | Cell::Int(None)
-            | Cell::Bool(None)
-            | Cell::Json(None)
-            | Cell::Time(None)
-            | Cell::Bytes(None) => "null".into(),
-        }
-    }
-}
-
 /// `session_state`, keyed by `session_id` (the first column).
 pub const STATE_COLUMNS: [&str; 15] = [
     "session_id",

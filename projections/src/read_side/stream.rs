@@ -83,6 +83,7 @@ impl StreamFolder {
         StreamEvent::new("session.status", data)
     }
 
+    // Long by design: one arm per event type, exhaustive, each the frame a participant sees for it.
     pub fn next(&mut self, event: &SessionEvent) -> Option<StreamEvent> {
         match &event.body {
             EventBody::SessionCreated {

@@ -133,6 +133,8 @@ impl SessionStateView {
     }
 
     /// Folds one event (stored at `seq`) into the view, appending any transcript rows it makes.
+    // Long by design: one arm per event type, exhaustive, so a new event type is listed here by
+    // the compiler; each arm is the view's whole change for that event.
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
         let transcript = &mut rows.transcript;
         let at = event.at;

@@ -53,6 +53,8 @@ impl WidgetHistory {
     }
 
     /// Folds one event in; events that touch no tool call or interaction are ignored.
+    // Long by design: one arm per tool-call and interaction event; every other event falls to the
+    // last arm and is ignored.
     pub fn apply(&mut self, event: &SessionEvent) {
         let at = event.at;
         match &event.body {

@@ -12,8 +12,12 @@
 //! `fetch_*_in` methods, and reads with [`ReadColumn::read`].
 //!
 //! Values travel as a [`Cell`]: every column type the store writes (text, integers, booleans,
-//! JSON, times, bytes), each nullable. That costs a `String` for a bound `&str`, nothing a
-//! database round trip notices.
+//! JSON, times, bytes), each nullable. A bound value is owned by its cell: a borrowed `&str`,
+//! JSON document or byte string is copied once as it is bound (`scripts/bench` compares the
+//! commit path before and after; see `docs/benchmarks.md`).
+//!
+//! A column is read as `Option<T>`; reading SQL NULL into a `T` that has no room for it is an
+//! error on both stores (sqlx's SQLite driver alone would read it as 0, `""` or `false`).
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
@@ -46,6 +50,26 @@ pub enum Kind {
 }
 
 impl Cell {
+    /// The value as `replay verify` compares it (the rules are in `read_side::columns`'s module
+    /// doc), shown in its reports.
+    pub fn canonical(&self) -> String {
+        match self {
+            Cell::Text(Some(s)) => serde_json::to_string(s).unwrap_or_default(),
+            Cell::Int(Some(n)) => n.to_string(),
+            Cell::Bool(Some(b)) => b.to_string(),
+            Cell::Json(Some(v)) => interview_session::hash::canonical_json(v),
+            Cell::Time(Some(t)) => interview_session::aggregate::micros(*t)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            Cell::Bytes(Some(b)) => b.iter().map(|byte| format!("{byte:02x}")).collect(),
+            Cell::Text(None)
+            | Cell::Int(None)
+            | Cell::Bool(None)
+            | Cell::Json(None)
+            | Cell::Time(None)
+            | Cell::Bytes(None) => "null".into(),
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Cell::Text(_) => Kind::Text,
@@ -63,6 +87,15 @@ impl Cell {
 pub enum Column<'a> {
     Named(&'a str),
     At(usize),
+}
+
+impl std::fmt::Display for Column<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Column::Named(name) => f.write_str(name),
+            Column::At(index) => write!(f, "{index}"),
+        }
+    }
 }
 
 impl<'a> From<&'a str> for Column<'a> {
@@ -280,8 +313,8 @@ where
         let column = column.into();
         let cell = <R::Database as Backend>::read_cell(self, column, T::KIND)?;
         T::from_cell(cell).ok_or_else(|| sqlx::Error::ColumnDecode {
-            index: format!("{column:?}"),
-            source: "unexpected NULL".into(),
+            index: column.to_string(),
+            source: Box::new(sqlx::error::UnexpectedNullError),
         })
     }
 

@@ -11,4 +11,6 @@ pub mod keys;
 pub mod locks;
 pub mod log;
 pub mod processes;
-pub mod statements;
+pub(crate) mod statements;
+
+pub use statements::INSERT_DOCUMENT;

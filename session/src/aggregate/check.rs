@@ -12,6 +12,8 @@ use crate::events::{EventBody, SessionEvent};
 /// at most one interaction is pending, answers match the pending interaction, probes stay under
 /// their objective's cap, nothing but
 /// system work follows a terminal status, and time never runs backwards. Returns every problem.
+// Long by design: one pass over the stream checking each rule in turn, each rule a few lines;
+// the problems are collected in stream order.
 pub fn check_stream(events: &[SessionEvent]) -> Vec<String> {
     let mut problems = Vec::new();
     let mut state = Session::default();

@@ -281,6 +281,9 @@ impl Session {
     }
 
     /// Writes a judged decision's events.
+    // Long by design: the events of one decision written in the order they are stored: the phase
+    // change, the decision, the routed node, then one arm per kind of carried content in an
+    // exhaustive match; split, the order of the writes would not be visible in one place.
     pub(super) async fn carry_out(
         &mut self,
         sink: &EventSink<Self>,

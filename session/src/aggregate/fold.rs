@@ -5,6 +5,8 @@ use super::*;
 
 impl Session {
     /// Folds one event (cqrs-es's `apply`).
+    // Long by design: one arm per event type, and the match is exhaustive, so the compiler lists
+    // this fold for a new event type; split, the state an event changes would be spread out.
     pub(super) fn fold(&mut self, event: SessionEvent) {
         let answered = self.pending.as_deref().map(|p| &p.kind);
         let new_turn = self.turns.note(self.phase, &event.body, answered);

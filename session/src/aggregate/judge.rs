@@ -299,6 +299,8 @@ impl Session {
     /// What `action` carries: the proposal's own words and widget when the action is the one
     /// proposed, the runtime's otherwise. A closing message stands when only the recorded reason
     /// changed (the policy may not know which reason the runtime settles on).
+    // Long by design: one arm per action in an exhaustive match, each saying what that action
+    // carries; the summary arm is the longest, as it fits the summary into the model's words.
     fn compose(
         &self,
         p: &Proposal,

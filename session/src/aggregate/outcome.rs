@@ -79,6 +79,9 @@ impl Session {
     }
 
     /// What the session adds to its study's overview now. A preview adds nothing.
+    // Long by design: the list of counters one session adds, read top to bottom: the funnel, then
+    // an early return for an erased, abandoned or running session, then a completed session's
+    // counts; the early returns decide what is counted, so their order must stay visible.
     pub fn overview_contribution(&self) -> Contribution {
         let mut c = Contribution::new();
         let Some(study) = self.study.as_deref() else {
@@ -293,6 +296,8 @@ mod tests {
         );
     }
 
+    // Long by design: one decision written out field by field (the variant takes every field),
+    // one completed session's events, then the whole list of counters it adds, one line each.
     #[test]
     fn a_completed_interview_counts_its_duration_turns_objectives_fields_and_spend() {
         use SessionStatus::*;

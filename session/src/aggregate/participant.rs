@@ -129,6 +129,9 @@ impl Session {
     }
 
     /// A participant answers (or skips) the pending widget.
+    // Long by design: the steps of one command in order: every check first (open, not answered, a
+    // bounded context, the pending widget, a valid value), then its events in the order they are
+    // stored; split, it would be harder to see that nothing is written before every check passed.
     pub(super) async fn submit_interaction(
         &mut self,
         sink: &EventSink<Self>,

@@ -77,6 +77,9 @@ impl Session {
 
     /// A field's value as the participant would recognise it: words condensed, options by
     /// their labels, a widget's answer after its question.
+    // Long by design: one arm per kind of JSON value (text in three cases), each saying how the
+    // participant reads it; the closures above (an option's label, the widget's question before an
+    // answer) are shared by the arms.
     fn shown_value(
         &self,
         o: &Objective,

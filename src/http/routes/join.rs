@@ -50,6 +50,11 @@ pub struct CreateSessionResponse {
 }
 
 /// Start a session from a study's public link (no login).
+// Long by design: the steps of one request in order, cheapest first: the body and the reference's
+// length, a preview's researcher token, the rate limits (per address, then per study link) before
+// any database work, the open study and the link's signature, the create under the study's places,
+// then the interviewer started and the cookie set (secure over https); the order is the behaviour,
+// each check refusing before the costlier ones run.
 #[utoipa::path(tag = "participant",
     params(("public_slug" = String, Path)),
     request_body(content = CreateSessionRequest, description = "optional"),

@@ -98,6 +98,10 @@ pub(crate) fn event_stream(rx: mpsc::Receiver<Bytes>) -> HttpResponse {
 }
 
 /// Feeds one client until it goes away, falls behind, or the log cannot be read.
+// Long by design: a catch-up read, then one select loop with one branch per thing that wakes it
+// (the server draining, a commit note with one arm per feed outcome, the keep-alive tick, the
+// client gone), each saying whether the stream goes on or ends; split, the returns that end the
+// stream would be spread over helpers that must report them back.
 async fn pump(
     state: web::Data<AppState>,
     session_id: String,

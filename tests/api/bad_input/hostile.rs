@@ -9,6 +9,9 @@ use super::{case, definition_with, token_in, with_content_type, with_field, Carr
 /// What a hostile participant, a careless study author or a stranger sends: U+0000 in every
 /// kind of text (PostgreSQL cannot store it), bodies that are not JSON, tokens where they do not
 /// belong, query values that do not parse, a study too large to pin in every session.
+// Long by design: a table of hostile requests, one row per case with its route, token, body, status
+// and code: NUL in each kind of text, bodies sent without JSON, tokens carried where they do not
+// belong, query values that do not parse, an oversized study.
 pub(super) fn hostile_cases(session: &str, slug: &str, study_id: &str) -> Vec<Case> {
     use StatusCode as S;
     use Token::*;

@@ -171,6 +171,10 @@ impl Fixture {
     }
 
     /// Sends every case: each is refused as it says, and writes nothing.
+    // Long by design: the one runner every case table goes through, per case in order: pick the
+    // token, put it in a header, query or cookie, send the request, then check the status, code,
+    // message and field, and that no event or study was written; then the session is checked
+    // unchanged.
     async fn refuse_all(&self, cases: Vec<Case>) {
         let Fixture {
             app,

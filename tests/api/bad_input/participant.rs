@@ -8,6 +8,9 @@ use serde_json::json;
 use super::{case, Case, Fixture, Token};
 
 /// Message bodies that are not a message.
+// Long by design: a table of message bodies that are not a message, one row per case with its
+// status and code: malformed JSON, no content, content of the wrong type, empty content, content
+// over the limit, an unknown field.
 pub(super) fn message_cases(fx: &Fixture) -> Vec<Case> {
     let msg = format!("/api/sessions/{}/messages", fx.session);
     let big = json!({ "content": "x".repeat(8 * 1024 + 1) }).to_string();
@@ -72,6 +75,9 @@ pub(super) fn message_cases(fx: &Fixture) -> Vec<Case> {
 }
 
 /// Callers without the right token, and sessions that are not there.
+// Long by design: a table of callers, one row per case with its status and code: no token, a
+// garbage token, another session's token writing and reading, a researcher speaking as the
+// participant, an unknown session, a malformed session id.
 pub(super) fn caller_cases(fx: &Fixture) -> Vec<Case> {
     let session = &fx.session;
     let msg = paths::messages(session);

@@ -8,6 +8,9 @@ use crate::helpers::paths;
 use crate::helpers::study_definition;
 
 /// Joins of a study that cannot be joined, or with a body that is not a join.
+// Long by design: a table of joins that cannot be made, one row per case with its status and code:
+// an unknown slug, an unpublished and a paused study, a malformed body, a participant_ref too long,
+// a preview without a researcher token.
 pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
     let Fixture {
         slug, paused_slug, ..
@@ -77,6 +80,9 @@ pub(super) fn join_cases(fx: &Fixture) -> Vec<Case> {
 
 /// Study routes without a researcher, studies that are not there, definitions that do not
 /// hold, and a route that is not there.
+// Long by design: a table of study requests, one row per case with its status and code: no token or
+// a participant's, unknown studies, malformed JSON, eight definitions that break a rule (most with
+// the field named), and an unknown route.
 pub(super) fn study_cases(fx: &Fixture) -> Vec<Case> {
     let study_id = &fx.draft_id;
     use StatusCode as S;

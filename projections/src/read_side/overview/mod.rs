@@ -64,6 +64,10 @@ const ROWS: usize = 5_000;
 /// Stores each session's new contribution and adds the difference from its last one to its
 /// study's counts, in the caller's transaction. The counts are written in one order (study,
 /// name) on every process, so two transactions adding to the same rows lock them alike.
+// Long by design: the steps of one write in the caller's transaction, in order: keep each session's
+// latest contribution, read the stored ones, work out the differences per study and name, add them
+// to the counts, then store the new contributions; each step reads the maps the step before built
+// (the differences' map is what keeps the counts written in (study, name) order).
 pub(crate) async fn write<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     moved: &[NewContribution],

@@ -160,6 +160,10 @@ impl Overview {
 
     /// Works the overview out of a study's counts (see `interview_session::aggregate::outcome`
     /// for their names).
+    // Long by design: a table of data: each field of the overview next to the named count (or
+    // family of counts) it is read from, with the readers (one count, a prefixed family, a
+    // histogram's median and p90) as closures above; one struct literal, so the compiler checks
+    // that no field is left out.
     pub fn from_counts(study_id: &str, counts: &BTreeMap<String, i64>) -> Self {
         let get = |name: &str| counts.get(name).copied().unwrap_or(0);
         let keyed = |metric: &str| -> BTreeMap<String, i64> {

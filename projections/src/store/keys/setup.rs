@@ -14,6 +14,11 @@ use crate::store::db::Db;
 /// kept once no key needs them. Refuses to start when a stored key names a KEK it was not given:
 /// new sessions would be written under another KEK than the old ones, and the old ones could
 /// not be read.
+// Long by design: the steps of one start in order: gather the KEKs given and kept, pick the current
+// one by a priority list (DATA_KEY, DATA_KEY_FILE, the default key file, then the one the database
+// keeps or a new one), register them all, move every session key under the current one, and only
+// then forget kept KEKs no key names; the order is the behaviour, keys being moved only once every
+// KEK that may have wrapped them is registered.
 pub async fn start(db: &Db, source: &KeySource) -> Result<Arc<Kek>, KeyError> {
     // What this start was given, apart from what other servers in this process registered.
     let mut given: HashMap<String, Arc<Kek>> = HashMap::new();
