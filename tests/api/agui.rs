@@ -392,7 +392,71 @@ async fn every_run_ends_where_the_session_stands(store: Store) {
     panic!("the interview did not end over AG-UI");
 }
 
+/// A client that reloads mid-interview (a run with no messages) first gets the session's
+/// conversation as one MESSAGES_SNAPSHOT: every earlier message once, in order, each widget as a
+/// tool call with its answer as the call's result, the waiting widget among them and not
+/// announced again; a client that holds it all gets none.
+async fn a_reload_gets_the_conversation_once(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let s = app.drive_to_widget(&session, &token, "likert").await;
+    let transcript = s["transcript"].as_array().unwrap().clone();
+    let events = run(&app, &session, &token, input(&session, json!([]), None)).await;
+    let t = types(&events);
+    assert_eq!(&t[..2], ["RUN_STARTED", "MESSAGES_SNAPSHOT"], "{events:#?}");
+    assert_eq!(t.iter().filter(|e| **e == "MESSAGES_SNAPSHOT").count(), 1);
+    assert!(!t.contains(&"TOOL_CALL_START"), "announced twice: {t:?}");
+    let messages = events[1]["messages"].as_array().unwrap().clone();
+    let ids: Vec<&str> = messages.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let once: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(once.len(), ids.len(), "{ids:?}");
+    // Every message of the transcript, in order, in its words.
+    let said: Vec<(&Value, &Value)> = messages
+        .iter()
+        .filter(|m| m["role"] != "tool" && m["content"].is_string())
+        .map(|m| (&m["role"], &m["content"]))
+        .collect();
+    let expected: Vec<(&Value, &Value)> = transcript
+        .iter()
+        .filter(|t| t["kind"] == "message")
+        .map(|t| (&t["role"], &t["content"]))
+        .collect();
+    assert!(expected.len() >= 2, "{transcript:?}");
+    assert_eq!(said, expected);
+    // Each result follows the widget it answers; the waiting widget is the run's interrupt.
+    let results: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert!(!results.is_empty(), "{messages:#?}");
+    for r in results {
+        let at = ids
+            .iter()
+            .position(|id| *id == r["id"].as_str().unwrap())
+            .unwrap();
+        assert!(messages[..at]
+            .iter()
+            .any(|m| m["toolCalls"][0]["id"] == r["toolCallId"]));
+    }
+    let pending = &s["pending_interaction"]["tool_call_id"];
+    assert!(messages.iter().any(|m| &m["toolCalls"][0]["id"] == pending));
+    let finished = events.last().unwrap();
+    assert_eq!(&finished["outcome"]["interrupts"][0]["toolCallId"], pending);
+
+    // A client that holds the whole conversation gets no snapshot.
+    let events = run(
+        &app,
+        &session,
+        &token,
+        input(&session, json!(messages), None),
+    )
+    .await;
+    assert!(
+        !types(&events).contains(&"MESSAGES_SNAPSHOT"),
+        "{events:#?}"
+    );
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+}
+
 both_stores!(
+    a_reload_gets_the_conversation_once,
     every_run_ends_where_the_session_stands,
     a_resume_and_a_new_message_in_one_run_apply_both_in_order,
     a_message_id_reused_with_other_text_is_a_conflict,

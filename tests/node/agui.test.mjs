@@ -40,6 +40,29 @@ function answer(interaction) {
   }
 }
 
+/** A subscriber that keeps every event, each interaction its tool call carried, and how the
+ * last run finished. */
+function following() {
+  const seen = { events: [], interactions: new Map(), finished: undefined };
+  let args = "";
+  seen.subscriber = {
+    onEvent: ({ event }) => {
+      seen.events.push(event);
+    },
+    onToolCallArgsEvent: ({ event }) => {
+      args += event.delta;
+    },
+    onToolCallEndEvent: ({ event }) => {
+      seen.interactions.set(event.toolCallId, JSON.parse(args));
+      args = "";
+    },
+    onRunFinishedEvent: (params) => {
+      seen.finished = params;
+    },
+  };
+  return seen;
+}
+
 test("a demo interview end to end through HttpAgent", async () => {
   const { session_id, participant_token } = await createSession(server.base);
   const agent = new HttpAgent({
@@ -47,30 +70,13 @@ test("a demo interview end to end through HttpAgent", async () => {
     headers: { Authorization: `Bearer ${participant_token}` },
     threadId: session_id,
   });
-  const events = [];
-  const interactions = new Map(); // tool call id → interaction
-  let args = "";
-  let finished;
-  const subscriber = {
-    onEvent: ({ event }) => {
-      events.push(event);
-    },
-    onToolCallArgsEvent: ({ event }) => {
-      args += event.delta;
-    },
-    onToolCallEndEvent: ({ event }) => {
-      interactions.set(event.toolCallId, JSON.parse(args));
-      args = "";
-    },
-    onRunFinishedEvent: (params) => {
-      finished = params;
-    },
-  };
+  const seen = following();
+  const { events, interactions, subscriber } = seen;
 
   // The first run connects: consent is the interrupt.
   await agent.runAgent({}, subscriber);
-  assert.equal(finished.outcome, "interrupt");
-  assert.equal(finished.interrupts[0].reason, "consent");
+  assert.equal(seen.finished.outcome, "interrupt");
+  assert.equal(seen.finished.interrupts[0].reason, "consent");
   assert.ok(events.some((e) => e.type === "RUN_STARTED"));
   assert.ok(events.some((e) => e.type === "STATE_SNAPSHOT"));
 
@@ -80,9 +86,9 @@ test("a demo interview end to end through HttpAgent", async () => {
     "A shopping list that fills itself from the meals we plan would save me the most time.",
   ];
   let widgets = [];
-  for (let step = 0; step < 20 && finished.outcome !== "success-completed"; step++) {
-    if (finished.outcome === "interrupt") {
-      const interrupt = finished.interrupts[0];
+  for (let step = 0; step < 20 && seen.finished.outcome !== "success-completed"; step++) {
+    if (seen.finished.outcome === "interrupt") {
+      const interrupt = seen.finished.interrupts[0];
       const interaction = interactions.get(interrupt.toolCallId);
       assert.ok(interaction, "the interaction arrived as a tool call before the interrupt");
       assert.equal(interaction.interaction_id, interrupt.id);
@@ -118,4 +124,75 @@ test("a demo interview end to end through HttpAgent", async () => {
     events.filter((e) => e.type === "TEXT_MESSAGE_START").length,
     events.filter((e) => e.type === "TEXT_MESSAGE_END").length,
   );
+});
+
+test("a reload mid-interview gets every earlier message back once", async () => {
+  const { session_id, participant_token } = await createSession(server.base);
+  const connect = () =>
+    new HttpAgent({
+      url: `${server.base}/api/sessions/${session_id}/agui`,
+      headers: { Authorization: `Bearer ${participant_token}` },
+      threadId: session_id,
+    });
+  const agent = connect();
+  const seen = following();
+  const { interactions, subscriber } = seen;
+  // Consent, then answers until the first widget after it waits.
+  await agent.runAgent({}, subscriber);
+  const answers = [
+    "Last Sunday I wrote the shopping list on my phone while my partner checked the fridge.",
+    "Vegetables go bad before we eat them because we buy too much on impulse every week.",
+  ];
+  for (let step = 0; step < 10; step++) {
+    if (seen.finished.outcome === "interrupt") {
+      const interrupt = seen.finished.interrupts[0];
+      if (interrupt.reason !== "consent") break;
+      const interaction = interactions.get(interrupt.toolCallId);
+      await agent.runAgent(
+        { resume: [{ interruptId: interrupt.id, status: "resolved", payload: answer(interaction) }] },
+        subscriber,
+      );
+      continue;
+    }
+    agent.addMessage({ id: randomUUID(), role: "user", content: answers.shift() ?? "That's all." });
+    await agent.runAgent({}, subscriber);
+  }
+  assert.equal(seen.finished.outcome, "interrupt", "a widget waits");
+  const before = agent.messages.filter((m) => typeof m.content === "string" && m.role !== "tool");
+  assert.ok(before.length >= 4, JSON.stringify(agent.messages, null, 1));
+
+  // The page reloads: a new client with no messages connects to the same thread.
+  const reloaded = connect();
+  let snapshots = 0;
+  let again;
+  await reloaded.runAgent(
+    {},
+    {
+      onMessagesSnapshotEvent: () => {
+        snapshots += 1;
+      },
+      onRunFinishedEvent: (params) => {
+        again = params;
+      },
+    },
+  );
+  assert.equal(snapshots, 1);
+  const ids = reloaded.messages.map((m) => m.id);
+  assert.equal(new Set(ids).size, ids.length, `each message once: ${ids}`);
+  const after = reloaded.messages.filter((m) => typeof m.content === "string" && m.role !== "tool");
+  assert.deepEqual(
+    after.map((m) => [m.id, m.role, m.content]),
+    before.map((m) => [m.id, m.role, m.content]),
+  );
+  // The waiting widget is there, as the interrupt's tool call, and can be answered.
+  assert.equal(again.outcome, "interrupt");
+  const interrupt = again.interrupts[0];
+  const call = reloaded.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === interrupt.toolCallId);
+  assert.ok(call, JSON.stringify(reloaded.messages, null, 1));
+  const interaction = JSON.parse(call.function.arguments);
+  await reloaded.runAgent(
+    { resume: [{ interruptId: interrupt.id, status: "resolved", payload: answer(interaction) }] },
+    { onRunFinishedEvent: (params) => { again = params; } },
+  );
+  assert.ok(again, "the widget was answered after the reload");
 });

@@ -13,7 +13,7 @@ use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 
 /// The tool name under which interactions are announced.
-const RENDER_TOOL: &str = "render_interaction";
+pub(super) const RENDER_TOOL: &str = "render_interaction";
 
 /// Turns the session's events and deltas into AG-UI events for one run.
 #[derive(Default)]
@@ -41,6 +41,21 @@ impl Translator {
             history,
             ..Self::default()
         }
+    }
+
+    /// A translator for a run that starts by handing its client `snapshot` (the session's
+    /// conversation): the run's MESSAGES_SNAPSHOT, and its widgets count as announced.
+    pub fn after_snapshot(snapshot: super::history::Snapshot) -> (Self, Value) {
+        let first = event(
+            "MESSAGES_SNAPSHOT",
+            json!({ "messages": snapshot.messages }),
+        );
+        let t = Self {
+            history: snapshot.messages,
+            announced: snapshot.interactions,
+            ..Self::default()
+        };
+        (t, first)
     }
 
     /// A live piece of an utterance.

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::events::{self, Translator};
+use super::history::Snapshot;
 use super::input::RunAgentInput;
 use crate::live::feed::{Fed, FeedError, SessionFeed};
 use crate::state::AppState;
@@ -42,7 +43,8 @@ impl RunView {
     }
 }
 
-/// Streams one run: live deltas and committed events until the interviewer has had its turn.
+/// Streams one run: the session's earlier messages when the client lacks them (`snapshot`),
+/// then live deltas and committed events until the interviewer has had its turn.
 pub(super) async fn pump(
     state: web::Data<AppState>,
     session_id: String,
@@ -50,12 +52,19 @@ pub(super) async fn pump(
     folded: RunView,
     feed: SessionFeed,
     tx: mpsc::Sender<Bytes>,
+    snapshot: Option<Snapshot>,
 ) {
     let (thread, run_id) = (input.thread_id.as_str(), input.run_id.as_str());
-    if send_all(&tx, vec![events::run_started(thread, run_id)])
-        .await
-        .is_err()
-    {
+    let mut opening = vec![events::run_started(thread, run_id)];
+    let t = match snapshot {
+        Some(snapshot) => {
+            let (t, messages) = Translator::after_snapshot(snapshot);
+            opening.push(messages);
+            t
+        }
+        None => Translator::new(input.messages.iter().map(|m| m.to_value()).collect()),
+    };
+    if send_all(&tx, opening).await.is_err() {
         return;
     }
     let mut run = Follow {
@@ -63,7 +72,7 @@ pub(super) async fn pump(
         session_id: &session_id,
         feed,
         folded,
-        t: Translator::new(input.messages.iter().map(|m| m.to_value()).collect()),
+        t,
         tx: &tx,
         deadline: tokio::time::Instant::now() + RUN_TIMEOUT,
         draining: state.draining.subscribe(),

@@ -12,6 +12,7 @@
 mod command;
 mod events;
 mod follow;
+mod history;
 mod input;
 
 use actix_web::web::Bytes;
@@ -61,6 +62,9 @@ pub async fn run(
         .await?
         .unwrap_or_default();
     feed.skip_to(view.last_seq);
+    // A client that lacks the session's earlier messages (a reload, a stale copy) gets them
+    // first, as they stood before this run's own command.
+    let snapshot = history::for_run(&state.db, session_id, view.last_seq, &input).await?;
     let command = command::of_run(&input, session_id, state.settings.max_message_bytes)?;
     if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
@@ -68,7 +72,7 @@ pub async fn run(
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let folded = follow::RunView { view };
-        follow::pump(state.clone(), id, input, folded, feed, tx).await;
+        follow::pump(state.clone(), id, input, folded, feed, tx, snapshot).await;
         drop(slot);
     });
     Ok(crate::http::routes::stream::event_stream(rx))
