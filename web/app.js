@@ -15,11 +15,11 @@ const T = zh
       doneTitle: "谢谢你的参与！", saved: "你的回答和上面的总结已经保存。", ended: "访谈已结束。", continue: "继续",
       reconnecting: "连接中断，正在重新连接…", failed: "出了点问题，请稍后再试。",
       invalid: "这个回答不太符合要求，请检查后再提交。", gone: "这次访谈已经结束。",
-      missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "找不到这项研究。",
+      missing: "找不到这次访谈。请用开始访谈时的浏览器打开链接。", notFound: "这个链接没有通向任何研究，请检查链接，或回到邀请你的页面重新打开。",
       full: "这项研究的名额已满，谢谢你的关注。", paused: "这项研究暂时不接受新的参与者。",
       taken: "你已经有一次正在进行的访谈，请在开始它的地方继续。", badLink: "这个链接不完整或已失效，请回到邀请你的页面重新打开。",
       chooseBetween: (a, b) => `请选择 ${a} 到 ${b} 项`, messageLabel: "你的回答", returnLink: "返回",
-      rankHint: "拖动或用按钮调整顺序", newInterview: "开始新的访谈",
+      rankHint: "拖动或用按钮调整顺序", closePage: "现在可以关闭这个页面了。",
       confirmYes: "没错", confirmAdd: "补充一点", addPlaceholder: "想补充或更正什么？", finish: "完成",
       nearLimit: (p) => `已用 ${p}% 的长度上限`, tooLong: "这段回答太长了，请缩短一些再发送。",
       chosen: (n, max) => `已选 ${n} 项（最多 ${max} 项）`, characters: (n, max) => `${n} / ${max} 字`,
@@ -39,13 +39,13 @@ const T = zh
       reconnecting: "Connection lost — reconnecting…", failed: "Something went wrong. Please try again in a moment.",
       invalid: "That answer doesn't fit — please check it and try again.", gone: "This interview has already ended.",
       missing: "We can't find this interview. Please open the link in the browser you started it in.",
-      notFound: "We can't find this study.", full: "This study has all the participants it needs — thank you for your interest.",
+      notFound: "This link doesn't lead to a study. Please check it, or open it again from where you were invited.", full: "This study has all the participants it needs — thank you for your interest.",
       paused: "This study isn't taking new participants right now.",
       taken: "You already have an interview in progress for this study — please continue it where you started it.",
       badLink: "This link is incomplete or no longer valid. Please go back to where you were invited and open it again.",
       chooseBetween: (a, b) => `Choose ${a} to ${b}`,
       messageLabel: "Your answer", returnLink: "Continue", rankHint: "Drag, or use the buttons, to reorder",
-      newInterview: "Start a new interview",
+      closePage: "You can close this page now.",
       confirmYes: "Yes, that's right", confirmAdd: "Add something", addPlaceholder: "What would you add or correct?",
       finish: "Finish",
       nearLimit: (p) => `${p}% of the length limit used`, tooLong: "This answer is too long — please shorten it before sending.",
@@ -233,14 +233,20 @@ function setStatus(next) {
   ui.text.placeholder = T.placeholder;
   $("hint").textContent = T.answerAbove;
   $("hint").hidden = status !== "waiting_for_tool";
-  // At the summary its own buttons are the way out: no second "End interview".
-  $("end").hidden = status === "completed" || status === "abandoned" || !session
-    || phase === "SUMMARY_CONFIRMATION";
+  endButton();
   // At the page's end while the interview runs; the completion card has its own.
   $("withdraw").hidden = !session || erased || status === "completed" || status === "abandoned";
   if (["waiting_for_user", "waiting_for_tool", "completed", "abandoned"].includes(status)) thinking(false);
   if (open && document.activeElement === document.body) ui.text.focus();
   quickReplies(open && phase === "SUMMARY_CONFIRMATION");
+}
+
+// "End interview": not before consent (there is nothing to end yet: declining is the way out),
+// and not at the summary, whose own buttons are the way out.
+function endButton() {
+  $("end").hidden = status === "completed" || status === "abandoned" || !session || erased
+    || ["", "LOAD_CONTEXT"].includes(phase) || pending?.type === "consent"
+    || phase === "SUMMARY_CONFIRMATION";
 }
 
 // At the summary, one tap confirms it; "Add something" opens the box (typing works either way).
@@ -410,6 +416,7 @@ function hideWidget() {
   ui.widget.hidden = true;
   delete ui.widget.dataset.type;
   ui.widget.replaceChildren();
+  endButton();
 }
 
 async function submit(interaction, value, skipped) {
@@ -488,6 +495,7 @@ function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {
 
 function showWidget(it) {
   pending = it;
+  endButton();
   ui.widget.replaceChildren();
   ui.widget.dataset.type = it.type;
   ui.widget.hidden = false;
@@ -550,13 +558,15 @@ function showWidget(it) {
       // A plain span (an <output> is a live region: the value would be spoken twice).
       const output = el("span", { "aria-hidden": "true", text: T.notChosen });
       const touched = () => {
-        output.textContent = input.value;
+        output.textContent = `${input.value} / ${max}`;
         input.setAttribute("aria-valuetext", input.value);
+        input.classList.remove("untouched");
         row.querySelector("button.primary").disabled = false;
       };
       // Home or a tap at the minimum fires no input event: pressing a key or the pointer on it
       // counts as choosing its value too.
-      const input = el("input", { type: "range", min, max, step, value: min, "aria-labelledby": heading.id,
+      // No thumb either until then: one resting at the minimum would look like an answer.
+      const input = el("input", { type: "range", class: "untouched", min, max, step, value: min, "aria-labelledby": heading.id,
         "aria-valuetext": T.notChosen, oninput: touched, onchange: touched, onpointerup: touched,
         onkeyup: (e) => ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"].includes(e.key) && touched() });
       const row = actions(it, () => Number(input.value));
@@ -654,14 +664,10 @@ function finish(summary, redirect) {
   done.replaceChildren(heading);
   // The summary is in the conversation just above: said once, not repeated here.
   if (summary) done.append(el("p", { class: "saved", text: T.saved }));
-  // The study's return link is the way on; a new interview is the quiet alternative.
+  // The study's return link is the way on; without one, the participant is done here (no
+  // invitation to start over: a second interview would be a duplicate in the study's data).
   if (redirect) done.append(el("p", {}, el("a", { href: redirect, class: "button primary", text: T.returnLink })));
-  if (!boot.session_id) {
-    done.append(el("p", {}, el("button", { type: "button", class: redirect ? "quiet" : "", text: T.newInterview, onclick: () => {
-      forget();
-      location.reload();
-    } })));
-  }
+  else done.append(el("p", { class: "close-page", text: T.closePage }));
   done.append(el("p", {}, el("button", { type: "button", class: "quiet danger", text: T.withdraw, onclick: withdraw })));
   scrollDown();
   heading.focus();
@@ -871,7 +877,7 @@ function init() {
   $("withdraw").addEventListener("click", withdraw);
   $("start").addEventListener("click", begin);
   if (boot.error) {
-    notice(boot.error === "study_not_found" ? T.notFound : T.failed);
+    notice(boot.error === "study_not_found" ? T.notFound : boot.error === "session_not_found" ? T.missing : T.failed);
     return;
   }
   const kept = saved();

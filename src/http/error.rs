@@ -313,12 +313,16 @@ pub async fn envelope(
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
     let res = next.call(req).await?.map_into_boxed_body();
     let status = res.status();
-    let is_json = res
+    let content_type = res
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if status.as_u16() < 400 || is_json {
+        .unwrap_or_default();
+    // JSON errors are already enveloped; the participant page's own 404 (a link that leads to
+    // no study or interview) is a page for a browser, saying so in the participant's words.
+    let is_json = content_type.starts_with("application/json");
+    let is_page = content_type.starts_with("text/html");
+    if status.as_u16() < 400 || is_json || is_page {
         return Ok(res);
     }
     let (req, res) = res.into_parts();

@@ -229,8 +229,18 @@ async fn the_participant_page_is_served_for_a_published_study(store: Store) {
     let html = res.text().await.unwrap();
     assert!(html.contains(r#""slug":"demo""#), "{html}");
     assert!(html.contains("/interview/assets/app.js"));
-    let unknown = app.get("/interview/nope", None).await.text().await.unwrap();
-    assert!(unknown.contains("study_not_found"));
+    // A link that leads nowhere is a 404, with the page saying so.
+    let unknown = app.get("/interview/nope", None).await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert!(unknown.text().await.unwrap().contains("study_not_found"));
+    for path in [
+        format!("/interview/s/{}", uuid::Uuid::new_v4()),
+        "/interview/s/not-an-id".to_string(),
+    ] {
+        let res = app.get(&path, None).await;
+        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
+        assert!(res.text().await.unwrap().contains("session_not_found"));
+    }
     for (file, kind) in [("app.js", "text/javascript"), ("app.css", "text/css")] {
         let res = app.get(&format!("/interview/assets/{file}"), None).await;
         assert_eq!(res.status(), StatusCode::OK);

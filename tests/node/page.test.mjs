@@ -74,6 +74,7 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   await page.locator("#start").click();
   // Consent first, answered with the keyboard (focus lands on the panel's first button).
   await page.locator("#widget .consent-text").waitFor();
+  assert.ok(await page.locator("#end").isHidden(), "nothing to end before consent");
   const firstLoadBytes = transferred;
   await page.keyboard.press("Enter");
   await assistant(page).first().waitFor();
@@ -117,6 +118,10 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   assert.equal(main.split(line.slice(2)).length - 1, 1, `the summary is shown once: ${line}`);
   assert.equal(await page.locator("#done .summary").count(), 0);
   assert.match(await page.locator("#done").textContent(), /summary above have been saved/);
+  // No return link in this study: the participant may close the page, and is not invited to
+  // start a second interview.
+  assert.match(await page.locator("#done").textContent(), /You can close this page now/);
+  assert.equal(await page.locator("#done button", { hasText: /new interview/i }).count(), 0);
   assert.ok(!(await page.locator("#composer").isVisible()));
 
   // Everything shown is plain language.
@@ -213,10 +218,16 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
       // Untouched, the slider is no answer yet.
       assert.ok(await w.locator("button.primary").isDisabled());
       assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "Not chosen yet");
+      // No thumb until it is moved: one resting at the minimum would look like an answer.
+      const thumb = () => w.locator("input[type=range]").evaluate((r) => !r.classList.contains("untouched"));
+      assert.equal(await thumb(), false);
       await w.locator("input[type=range]").focus();
       // The minimum can be chosen too (Home at the minimum moves nothing).
       await page.keyboard.press("Home");
       assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "0");
+      assert.equal(await thumb(), true);
+      const max = await w.locator("input[type=range]").getAttribute("max");
+      assert.equal(await w.locator("p.hint span").textContent(), `0 / ${max}`);
       assert.ok(await w.locator("button.primary").isEnabled());
       await page.keyboard.press("ArrowRight");
       assert.equal(await w.locator("input[type=range]").getAttribute("aria-valuetext"), "0.5");
@@ -628,5 +639,14 @@ test("a panel's signed link carries its participant, and a bad signature is told
   });
   const state = await (await fetch(`${server.base}/api/sessions/${id}/state`, { headers })).json();
   assert.equal(state.participant_ref, "panel 77");
+  await context.close();
+});
+
+test("a link that leads to no study answers 404 with a page that says so", async () => {
+  const { context, page } = await phone();
+  const res = await page.goto(`${server.base}/interview/no-such-study`);
+  assert.equal(res.status(), 404);
+  await page.waitForFunction(() => /doesn't lead to a study/.test(document.body.textContent));
+  assert.ok(await page.locator("#start").isHidden(), "nothing to start");
   await context.close();
 });

@@ -95,7 +95,12 @@ fn page(req: &HttpRequest, boot: serde_json::Value) -> HttpResponse {
         "boot" => Some(script_safe_json(&boot)),
         _ => None,
     });
-    let mut res = HttpResponse::Ok();
+    // A link that leads to no study or interview is a 404, with the page that says so.
+    let mut res = if boot.get("error").is_some() {
+        HttpResponse::NotFound()
+    } else {
+        HttpResponse::Ok()
+    };
     res.content_type("text/html; charset=utf-8")
         .insert_header(("cache-control", "no-cache"))
         .insert_header(("content-security-policy", CONTENT_SECURITY_POLICY))
@@ -140,7 +145,8 @@ async fn study_boot(state: &AppState, slug: &str) -> Result<serde_json::Value, A
 /// The participant page for a study's public link.
 #[utoipa::path(tag = "page",
     params(("public_slug" = String, Path)),
-    responses((status = 200, description = "the interview page", content_type = "text/html")))]
+    responses((status = 200, description = "the interview page", content_type = "text/html"),
+              (status = 404, description = "the page, saying the link leads to no study", content_type = "text/html")))]
 #[get("/interview/{public_slug}")]
 pub async fn study_page(
     state: web::Data<AppState>,
@@ -153,7 +159,8 @@ pub async fn study_page(
 /// The participant page reopening a session (its token is in the browser that started it).
 #[utoipa::path(tag = "page",
     params(("session_id" = String, Path)),
-    responses((status = 200, description = "the interview page", content_type = "text/html")))]
+    responses((status = 200, description = "the interview page", content_type = "text/html"),
+              (status = 404, description = "the page, saying the interview cannot be found", content_type = "text/html")))]
 #[get("/interview/s/{session_id}")]
 pub async fn session_page(
     state: web::Data<AppState>,
