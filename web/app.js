@@ -414,6 +414,8 @@ function answeredNote(it, d) {
 function hideWidget() {
   pending = null;
   ui.widget.hidden = true;
+  ui.widget.removeAttribute("role");
+  ui.widget.removeAttribute("aria-labelledby");
   delete ui.widget.dataset.type;
   ui.widget.replaceChildren();
   endButton();
@@ -501,6 +503,10 @@ function showWidget(it) {
   ui.widget.hidden = false;
   const heading = el("h2", { id: `w-${it.interaction_id}`, text: it.prompt });
   ui.widget.append(heading);
+  // Every widget is a group named by its question, so a screen reader says the question
+  // whichever control it lands on (a yes/no button, a ranked item, "I agree").
+  ui.widget.setAttribute("role", "group");
+  ui.widget.setAttribute("aria-labelledby", heading.id);
   const schema = it.value_schema || {};
   switch (it.type) {
     case "consent": {
@@ -588,7 +594,8 @@ function showWidget(it) {
       const draw = () => {
         list.replaceChildren(...order.map((o, i) => {
           const li = el("li", { draggable: "true", "data-index": i },
-            el("span", { text: o.label }),
+            el("span", { class: "position", "aria-hidden": "true", text: `${i + 1}.` }),
+            el("span", { class: "label", "aria-label": `${i + 1}. ${o.label}`, text: o.label }),
             el("button", { type: "button", "aria-label": `${T.up}: ${o.label}`, text: "↑", disabled: i === 0,
               onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); refocus(i - 1, false); } }),
             el("button", { type: "button", "aria-label": `${T.down}: ${o.label}`, text: "↓", disabled: i === order.length - 1,

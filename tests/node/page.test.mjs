@@ -173,6 +173,14 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
   await page.locator("#start").click();
   await page.locator("#widget .consent-text").waitFor();
   await axe(page, "consent");
+  // Each widget is a group a screen reader names by its question.
+  const named = async (w) => {
+    const prompt = await w.locator("h2").textContent();
+    assert.equal(await w.getAttribute("role"), "group");
+    const by = await w.getAttribute("aria-labelledby");
+    assert.equal(await page.locator(`[id="${by}"]`).textContent(), prompt);
+  };
+  await named(page.locator("#widget"));
   await page.locator("#widget button.primary").click();
   // The consent widget stays on screen until its answer is acknowledged; wait for that, or the
   // loop below would read it again.
@@ -196,6 +204,7 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     const kind = await w.getAttribute("data-type");
     seen.push(kind);
     await axe(page, kind);
+    await named(w);
     // Every tap target is at least 44 × 44 px (WCAG 2.5.5).
     const small = await page.evaluate(() => [...document.querySelectorAll("#widget button, #end")]
       .filter((b) => b.offsetParent !== null)
@@ -206,7 +215,10 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
     if (kind === "ranking") {
       // Focus is on the list when it appears, and follows the item that moved.
       await page.waitForFunction(() => document.activeElement?.closest(".rank"));
-      const focused = () => page.evaluate(() => [document.activeElement.closest("li")?.querySelector("span").textContent, document.activeElement.textContent]);
+      // Each place is numbered.
+      const places = await w.locator(".rank li").count();
+      assert.deepEqual(await w.locator(".rank li .position").allTextContents(), Array.from({ length: places }, (_, i) => `${i + 1}.`));
+      const focused = () => page.evaluate(() => [document.activeElement.closest("li")?.querySelector(".label").textContent, document.activeElement.textContent]);
       await w.locator(".rank li").first().locator("button").nth(1).focus();
       await page.keyboard.press("Enter"); // the first one down
       assert.deepEqual(await focused(), ["Option PRICE", "↓"]);
