@@ -427,6 +427,8 @@ async fn a_reload_gets_the_conversation_once(store: Store) {
     let results: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
     assert!(!results.is_empty(), "{messages:#?}");
     for r in results {
+        let result: Value = serde_json::from_str(r["content"].as_str().unwrap()).unwrap();
+        assert!(["submitted", "skipped"].contains(&result["status"].as_str().unwrap()));
         let at = ids
             .iter()
             .position(|id| *id == r["id"].as_str().unwrap())

@@ -13,7 +13,6 @@
 use std::collections::{HashMap, HashSet};
 
 use interview_projections::{read, Db, TranscriptRow};
-use interview_session::events::SubmitStatus;
 use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -165,10 +164,7 @@ impl Conversation {
                 let Some(call) = self.calls.get(interaction_id) else {
                     return;
                 };
-                let status = match status {
-                    SubmitStatus::Submitted => "submitted",
-                    SubmitStatus::Skipped => "skipped",
-                };
+                // The status as the events spell it (`submitted`, `skipped`).
                 let result = json!({ "status": status, "value": value });
                 self.messages.push(json!({
                     "id": format!("{call}:result"),
