@@ -8,6 +8,7 @@ import { after, before, test } from "node:test";
 
 import { HttpAgent } from "@ag-ui/client";
 
+import { answer } from "./answers.mjs";
 import { createSession, startServer } from "./server.mjs";
 
 let server;
@@ -17,28 +18,6 @@ before(async () => {
 after(async () => {
   await server?.stop();
 });
-
-/** A value for an interrupt, from the interaction its tool call carried. */
-function answer(interaction) {
-  switch (interaction.type) {
-    case "consent":
-      return { accepted: true };
-    case "likert":
-      return interaction.value_schema.minimum + 1;
-    case "single_choice":
-      return interaction.options[0].id;
-    case "multiple_choice":
-      return [interaction.options[0].id];
-    case "rating":
-      return interaction.value_schema.minimum;
-    case "ranking":
-      return interaction.options.map((o) => o.id);
-    case "yes_no":
-      return true;
-    default:
-      return "Nothing else, thanks.";
-  }
-}
 
 /** A subscriber that keeps every event, each interaction its tool call carried, and how the
  * last run finished. */

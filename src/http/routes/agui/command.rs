@@ -12,13 +12,15 @@ use super::input::{ResumeStatus, RunAgentInput};
 use crate::http::error::ApiError;
 
 /// The run's command, `None` for a run that only follows the session; the new message is
-/// checked (not empty, at most `max_message_bytes`) before anything is written.
+/// checked (not empty, at most `max_message_bytes`) before anything is written. A last user
+/// message the session already holds under its turn (`held`) is not new.
 pub(super) fn of_run(
     input: &RunAgentInput,
     session_id: Uuid,
     max_message_bytes: usize,
+    held: impl Fn(&str) -> bool,
 ) -> Result<Option<SessionCommand>, ApiError> {
-    let message = match input.new_user_message() {
+    let message = match input.new_user_message().filter(|(id, _)| !held(id)) {
         Some((message_id, text)) => Some(message(session_id, message_id, text, max_message_bytes)?),
         None => None,
     };

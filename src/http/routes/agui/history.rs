@@ -9,10 +9,17 @@
 //! message). The client's thread is then the session's, each message once, under the ids the
 //! live events gave it: a message's own id (a participant's AG-UI message id, else its turn),
 //! a widget's tool call id for its call, `<tool call id>:result` for its result.
+//!
+//! The widget still waiting for an answer is left out, unless this run answers it: the run
+//! announces it with its own tool-call events, as it does live, so the client's interrupt
+//! belongs to the run's assistant message. (`@assistant-ui/react-ag-ui` attaches a run's
+//! interrupt to the message the run streamed into; a pending widget held only in the snapshot
+//! would leave it nothing to attach to, and the widget could not be answered after a reload.)
 
 use std::collections::{HashMap, HashSet};
 
 use interview_projections::{read, Db, TranscriptRow};
+use interview_session::interaction::InteractionToolCall;
 use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -27,21 +34,70 @@ pub(super) struct Snapshot {
     pub(super) interactions: HashSet<String>,
 }
 
-/// The snapshot a run must start with, if its client lacks any of the session's messages up
-/// to `last_seq` (the run's view).
-pub(super) async fn for_run(
-    db: &Db,
+/// What the session held when the run began: its transcript up to the run's view.
+pub(super) struct History {
     session_id: Uuid,
     last_seq: u64,
-    input: &RunAgentInput,
-) -> Result<Option<Snapshot>, ApiError> {
-    let id = session_id.to_string();
-    let transcript = read::transcript(db, &id).await?;
-    if !lacks_any(&transcript, last_seq, session_id, input) {
-        return Ok(None);
+    transcript: Vec<TranscriptRow>,
+}
+
+impl History {
+    /// The session's transcript up to `last_seq` (the run's view).
+    pub(super) async fn read(db: &Db, session_id: Uuid, last_seq: u64) -> Result<Self, ApiError> {
+        let transcript = read::transcript(db, &session_id.to_string()).await?;
+        Ok(Self {
+            session_id,
+            last_seq,
+            transcript,
+        })
     }
-    let events = read::decoded_events_between(db, &id, 0, last_seq).await?;
-    Ok(Some(conversation(&events, session_id, input)))
+
+    /// Whether `id` names a participant's message the session holds by its turn: a message
+    /// posted without a client id reaches an AG-UI client (in a snapshot) under its turn, and
+    /// comes back as the last message of the client's next run without being new.
+    pub(super) fn holds_turn(&self, id: &str) -> bool {
+        self.transcript
+            .iter()
+            .any(|row| row.kind == "message" && row.role == "user" && row.turn_id == id)
+    }
+
+    /// The snapshot a run must start with, if its client lacks any of the session's messages
+    /// (`pending` is the widget waiting for an answer in the run's view).
+    pub(super) async fn snapshot_for(
+        &self,
+        db: &Db,
+        pending: Option<&InteractionToolCall>,
+        input: &RunAgentInput,
+    ) -> Result<Option<Snapshot>, ApiError> {
+        if !lacks_any(&self.transcript, self.last_seq, self.session_id, input) {
+            return Ok(None);
+        }
+        let id = self.session_id.to_string();
+        let events = read::decoded_events_between(db, &id, 0, self.last_seq).await?;
+        let mut snapshot = conversation(&events, self.session_id, input);
+        if let Some(pending) = pending.filter(|p| !resumes(input, p)) {
+            snapshot.leave_out(pending);
+        }
+        Ok(Some(snapshot))
+    }
+}
+
+/// Whether the run answers (or skips) the pending widget.
+fn resumes(input: &RunAgentInput, pending: &InteractionToolCall) -> bool {
+    input
+        .resume
+        .iter()
+        .flatten()
+        .any(|entry| entry.interrupt_id == pending.interaction_id)
+}
+
+impl Snapshot {
+    /// Leaves out a widget's tool call (one with no result yet), for the run to announce.
+    fn leave_out(&mut self, pending: &InteractionToolCall) {
+        self.messages
+            .retain(|m| m["id"].as_str() != Some(pending.tool_call_id.as_str()));
+        self.interactions.remove(&pending.interaction_id);
+    }
 }
 
 /// Whether the run's client lacks a message of the session's (up to `last_seq`): an

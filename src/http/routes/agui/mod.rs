@@ -64,8 +64,11 @@ pub async fn run(
     feed.skip_to(view.last_seq);
     // A client that lacks the session's earlier messages (a reload, a stale copy) gets them
     // first, as they stood before this run's own command.
-    let snapshot = history::for_run(&state.db, session_id, view.last_seq, &input).await?;
-    let command = command::of_run(&input, session_id, state.settings.max_message_bytes)?;
+    let history = history::History::read(&state.db, session_id, view.last_seq).await?;
+    let pending = view.pending_interaction.as_ref();
+    let snapshot = history.snapshot_for(&state.db, pending, &input).await?;
+    let held = |id: &str| history.holds_turn(id);
+    let command = command::of_run(&input, session_id, state.settings.max_message_bytes, held)?;
     if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
     }
