@@ -29,6 +29,8 @@ const T = zh
       withdraw: "撤回并删除我的回答", withdrawConfirm: "确定要退出这项研究，并从研究中删除你在这次访谈中的回答吗？删除后无法恢复。",
       erased: "你的回答已删除。", erasedDetail: "你在这次访谈中说过、选过的内容已从这项研究中删除，研究人员再也看不到。",
       reference: (id) => `编号：${id}`,
+      ownWords: "都不合适——用我自己的话回答", ownWordsPlaceholder: "用你自己的话说说…",
+      offline: "网络已断开。恢复后会自动发送。",
     }
   : {
       start: "Start the interview", thinking: "Thinking…", send: "Send", placeholder: "Type your answer…",
@@ -59,6 +61,8 @@ const T = zh
       erased: "Your answers have been deleted.",
       erasedDetail: "What you said and chose in this interview has been deleted from the study, and the researchers can no longer see it.",
       reference: (id) => `Reference: ${id}`,
+      ownWords: "None of these fit — answer in my own words", ownWordsPlaceholder: "Say it in your own words…",
+      offline: "You're offline. We'll send it as soon as you're back.",
     };
 
 const $ = (id) => document.getElementById(id);
@@ -91,6 +95,8 @@ const bubbles = new Map(); // message id → <li>
 const widgets = new Map(); // interaction id → the interaction, to show its answer later
 let awaitingFirstCharacter = false;
 let erased = false; // the participant's data was erased: nothing of it is shown again
+let ownWords = null; // the choice widget the participant answers in their own words instead
+let failedAnswer = null; // a widget answer the server could not take: { interaction, value, skipped }
 
 function firstCharacter() {
   if (awaitingFirstCharacter) {
@@ -152,6 +158,30 @@ function forget() {
     localStorage.removeItem(storageKey());
   } catch {
     // nothing kept
+  }
+}
+
+// What the participant has typed or chosen but not sent — the answer box, and each widget's
+// partial answer — is kept in this browser per session, so a reload brings it back; it goes
+// when it is sent. (Storage may be refused: then only a reload forgets it.)
+const draftKey = () => `interview:draft:${session.id}`;
+function drafts() {
+  try {
+    return JSON.parse(localStorage.getItem(draftKey()) || "{}");
+  } catch {
+    return {};
+  }
+}
+function keepDraft(key, value) {
+  if (!session) return;
+  const all = drafts();
+  if (value === undefined || value === "") delete all[key];
+  else all[key] = value;
+  try {
+    if (Object.keys(all).length) localStorage.setItem(draftKey(), JSON.stringify(all));
+    else localStorage.removeItem(draftKey());
+  } catch {
+    // kept in memory only
   }
 }
 
@@ -221,18 +251,42 @@ function bubble(id, role, text) {
   return li;
 }
 
+// A message's words. Lines that start with "- " or "• " (the summary's points) become a real
+// list, so a screen reader says how many there are and where each begins.
+const point = /^\s*[-•*]\s+/;
+function showWords(li, text) {
+  const lines = text.split("\n");
+  if (lines.filter((l) => point.test(l)).length < 2) {
+    li.textContent = text;
+    return;
+  }
+  const parts = [];
+  let list = null;
+  for (const line of lines) {
+    if (point.test(line)) {
+      if (!list) parts.push((list = el("ul")));
+      list.append(el("li", { text: line.replace(point, "") }));
+    } else {
+      list = null;
+      if (line.trim()) parts.push(el("p", { text: line }));
+    }
+  }
+  li.replaceChildren(...parts);
+}
+
 function setStatus(next) {
   // An ended interview stays ended, whatever a late failure says.
   if (status === "completed" || status === "abandoned") return;
   status = next;
-  const open = status === "waiting_for_user";
+  if (status !== "waiting_for_tool") ownWords = null;
+  const open = status === "waiting_for_user" || (status === "waiting_for_tool" && ownWords !== null);
   ui.composer.hidden = status === "completed" || status === "abandoned";
   ui.text.disabled = !open;
   $("send").disabled = !open || unsent !== null;
   // Said in full above the box (a placeholder is cut off on a phone).
-  ui.text.placeholder = T.placeholder;
+  ui.text.placeholder = ownWords ? T.ownWordsPlaceholder : T.placeholder;
   $("hint").textContent = T.answerAbove;
-  $("hint").hidden = status !== "waiting_for_tool";
+  $("hint").hidden = status !== "waiting_for_tool" || ownWords !== null;
   endButton();
   // At the page's end while the interview runs; the completion card has its own.
   $("withdraw").hidden = !session || erased || status === "completed" || status === "abandoned";
@@ -294,7 +348,7 @@ function connect() {
   events.onopen = () => {
     reopenDelay = 1000;
     notice("");
-    if (unsent && status === "waiting_for_user") resend();
+    sendWhatFailed();
   };
   events.onerror = () => {
     if (status === "completed" || status === "abandoned") return;
@@ -336,7 +390,7 @@ function connect() {
       return;
     }
     firstCharacter();
-    bubble(d.message_id, "assistant", d.content);
+    showWords(bubble(d.message_id, "assistant"), d.content);
     // The interviewer's words, once whole, are what a screen reader announces.
     $("spoken").textContent = d.content;
   });
@@ -347,6 +401,7 @@ function connect() {
   });
   on("interaction.resolved", (d) => {
     if (pending && pending.interaction_id === d.interaction_id) hideWidget();
+    keepDraft(d.interaction_id); // answered, skipped or said in words: nothing left to keep
     ui.log.append(answeredNote(widgets.get(d.interaction_id), d));
   });
   on("session.status", (d) => {
@@ -413,6 +468,7 @@ function answeredNote(it, d) {
 
 function hideWidget() {
   pending = null;
+  ownWords = null;
   ui.widget.hidden = true;
   ui.widget.removeAttribute("role");
   ui.widget.removeAttribute("aria-labelledby");
@@ -429,17 +485,24 @@ async function submit(interaction, value, skipped) {
   notice("");
   // Before the answer: the stream may bring the next step before the response does.
   thinking(true);
+  failedAnswer = null;
   try {
     const body = skipped ? { status: "skipped" } : { status: "submitted", value };
     await api("POST", `/api/sessions/${session.id}/interactions/${interaction.interaction_id}/submit`, body);
   } catch (error) {
     thinking(false);
-    notice(friendly(error));
+    // Answered already (the response was lost on the way back): the stream says so.
+    if (error.code === "interaction_already_answered") return;
+    // Offline or the server away: the answer goes again when the browser is back online.
+    if (unreachable(error)) failedAnswer = { interaction, value, skipped };
+    notice(unreachable(error) && !navigator.onLine ? T.offline : friendly(error));
     buttons.forEach((b, i) => (b.disabled = was[i]));
     // Keyboard focus goes back where it was (a disabled button had dropped it).
     (ui.widget.contains(focused) ? focused : ui.widget.querySelector("button:not(:disabled)"))?.focus();
   }
 }
+
+const unreachable = (error) => error.status === undefined || error.status >= 500 || error.status === 429;
 
 function actions(interaction, getValue, { skippable = true, submitLabel = T.submit } = {}) {
   const row = el("div", { class: "actions" });
@@ -495,6 +558,20 @@ function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {
   return { group, chosen };
 }
 
+// A widget's partial answer, kept from before a reload, put back by `put`.
+function restore(it, put) {
+  const value = drafts()[it.interaction_id];
+  if (value !== undefined) put(value);
+}
+
+// "None of these fit": the answer box opens for this widget, and what is sent there skips the
+// widget and says it in the participant's words, in one request (`post`).
+function inOwnWords(it) {
+  ownWords = it;
+  setStatus(status);
+  ui.text.focus();
+}
+
 function showWidget(it) {
   pending = it;
   endButton();
@@ -526,8 +603,12 @@ function showWidget(it) {
       const max = multi ? (schema.maxItems ?? it.options.length) : 1;
       // How many are chosen, said as it changes.
       const count = el("p", { class: "hint count", "aria-live": "polite", text: T.chosen(0, max) });
-      const { group, chosen } = choiceGroup(it.options, multi, it.prompt, { max, onchange: (n) => (count.textContent = T.chosen(n, max)) });
+      const { group, chosen } = choiceGroup(it.options, multi, it.prompt, { max, onchange: (n) => {
+        count.textContent = T.chosen(n, max);
+        keepDraft(it.interaction_id, [...chosen]);
+      } });
       ui.widget.append(group);
+      restore(it, (ids) => ids.forEach((id) => group.querySelectorAll(".choice")[it.options.findIndex((o) => o.id === id)]?.click()));
       if (multi) {
         ui.widget.append(el("p", { class: "hint", text: T.chooseBetween(min, max) }), count);
         ui.widget.append(actions(it, () => {
@@ -540,14 +621,16 @@ function showWidget(it) {
       } else {
         ui.widget.append(actions(it, () => [...chosen][0] ?? (notice(T.invalid), undefined)));
       }
+      ui.widget.append(el("p", { class: "own-words" }, el("button", { type: "button", class: "quiet", text: T.ownWords, onclick: () => inOwnWords(it) })));
       break;
     }
     case "likert": {
       const scale = it.scale || schema.maximum || 5;
       const labels = it.labels || [];
       const options = Array.from({ length: scale }, (_, i) => ({ id: i + 1, label: String(i + 1) }));
-      const { group, chosen } = choiceGroup(options, false, it.prompt);
+      const { group, chosen } = choiceGroup(options, false, it.prompt, { onchange: () => keepDraft(it.interaction_id, [...chosen]) });
       group.className = "scale";
+      restore(it, ([n]) => group.children[n - 1]?.click());
       [...group.children].forEach((b, i) => labels[i] && b.setAttribute("aria-label", `${i + 1} — ${labels[i]}`));
       ui.widget.append(group);
       if (labels.length) {
@@ -564,6 +647,7 @@ function showWidget(it) {
       // A plain span (an <output> is a live region: the value would be spoken twice).
       const output = el("span", { "aria-hidden": "true", text: T.notChosen });
       const touched = () => {
+        keepDraft(it.interaction_id, Number(input.value));
         output.textContent = `${input.value} / ${max}`;
         input.setAttribute("aria-valuetext", input.value);
         input.classList.remove("untouched");
@@ -580,10 +664,20 @@ function showWidget(it) {
       ui.widget.append(input,
         el("div", { class: "scale-labels" }, el("span", { text: String(min) }), el("span", { text: String(max) })),
         el("p", { class: "hint" }, output), row);
+      restore(it, (v) => {
+        input.value = v;
+        touched();
+      });
       break;
     }
     case "ranking": {
       const order = it.options.slice();
+      // A moved order comes back after a reload (ids the widget does not have are ignored).
+      restore(it, (ids) => {
+        const byId = new Map(order.map((o) => [o.id, o]));
+        if (ids.length === order.length && ids.every((id) => byId.has(id))) order.splice(0, order.length, ...ids.map((id) => byId.get(id)));
+      });
+      const keepOrder = () => keepDraft(it.interaction_id, order.map((o) => o.id));
       const list = el("ol", { class: "rank", "aria-label": T.rankHint });
       // Focus follows the item that moved: its button that can still move it (at the top or
       // the bottom one of the two is disabled).
@@ -597,9 +691,9 @@ function showWidget(it) {
             el("span", { class: "position", "aria-hidden": "true", text: `${i + 1}.` }),
             el("span", { class: "label", "aria-label": `${i + 1}. ${o.label}`, text: o.label }),
             el("button", { type: "button", "aria-label": `${T.up}: ${o.label}`, text: "↑", disabled: i === 0,
-              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; draw(); refocus(i - 1, false); } }),
+              onclick: () => { [order[i - 1], order[i]] = [order[i], order[i - 1]]; keepOrder(); draw(); refocus(i - 1, false); } }),
             el("button", { type: "button", "aria-label": `${T.down}: ${o.label}`, text: "↓", disabled: i === order.length - 1,
-              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; draw(); refocus(i + 1, true); } }));
+              onclick: () => { [order[i + 1], order[i]] = [order[i], order[i + 1]]; keepOrder(); draw(); refocus(i + 1, true); } }));
           li.addEventListener("dragstart", (e) => { e.dataTransfer.setData("text/plain", String(i)); li.classList.add("dragging"); });
           li.addEventListener("dragend", () => li.classList.remove("dragging"));
           li.addEventListener("dragover", (e) => e.preventDefault());
@@ -608,6 +702,7 @@ function showWidget(it) {
             const from = Number(e.dataTransfer.getData("text/plain"));
             const [moved] = order.splice(from, 1);
             order.splice(i, 0, moved);
+            keepOrder();
             draw();
           });
           return li;
@@ -642,7 +737,11 @@ function showWidget(it) {
         wasOver = over;
         submitButton.disabled = n === 0 || over;
       };
-      area.addEventListener("input", changed);
+      area.addEventListener("input", () => {
+        keepDraft(it.interaction_id, area.value);
+        changed();
+      });
+      restore(it, (text) => (area.value = text));
       changed();
       ui.widget.append(area, count, row);
       break;
@@ -713,6 +812,7 @@ function showErased() {
   forget();
   try {
     localStorage.removeItem(`interview:s:${session.id}`);
+    localStorage.removeItem(draftKey());
   } catch {
     // nothing kept
   }
@@ -751,25 +851,35 @@ let unsent = null; // { li, text, id }
 async function send(e) {
   e.preventDefault();
   const text = ui.text.value.trim();
-  if (!text || status !== "waiting_for_user" || bytes(text) > maxBytes || unsent) return;
+  if (!text || ui.text.disabled || bytes(text) > maxBytes || unsent) return;
   const li = el("li", { class: "me", "data-pending": "", "data-speaker": T.you, "data-text": text, text });
   ui.log.append(li);
   ui.text.value = "";
+  keepDraft("text");
   ui.text.placeholder = T.placeholder;
   composerChanged();
   scrollDown(true);
-  await post({ li, text, id: crypto.randomUUID() });
+  // In own words for a widget: the widget is skipped and the words said in the same request.
+  const instead = ownWords?.interaction_id;
+  await post({ li, text, id: crypto.randomUUID(), instead });
 }
 
 async function post(message) {
-  const { li, text, id } = message;
+  const { li, text, id, instead } = message;
+  // Sent once at a time: the stream reopening and the browser coming back online may both
+  // try it again.
+  if (message.sending) return;
+  message.sending = true;
   window.__metrics.turns.push({ sent: performance.now(), accepted: null, first: null });
   awaitingFirstCharacter = true;
   setStatus("active");
   thinking(true);
   notice("");
   try {
-    const answer = await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: id });
+    const answer = instead
+      ? await api("POST", `/api/sessions/${session.id}/interactions/${instead}/submit`,
+        { status: "skipped", message: { content: text, client_message_id: id } })
+      : await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: id });
     lastTurn().accepted = performance.now();
     unsent = null;
     li.classList.remove("failed");
@@ -783,33 +893,50 @@ async function post(message) {
   } catch (error) {
     awaitingFirstCharacter = false;
     thinking(false);
-    const unreachable = error.status === undefined || error.status >= 500 || error.status === 429;
-    if (!li.hasAttribute("data-pending")) {
+    // A retry of words in place of a widget, after the first went through (its response lost):
+    // the stream shows them.
+    const had = instead && error.code === "interaction_already_answered";
+    if (!li.hasAttribute("data-pending") || had) {
       // The stream already showed the server has it (the response was lost on the way back).
       unsent = null;
       setStatus(streamStatus);
-    } else if (unreachable) {
+    } else if (unreachable(error)) {
       unsent = message;
+      if (!navigator.onLine) notice(T.offline);
       li.classList.add("failed");
       if (!li.querySelector(".retry")) {
         li.append(el("button", { type: "button", class: "retry quiet", text: T.notSent, onclick: resend }));
       }
-      setStatus("waiting_for_user");
+      setStatus(instead ? "waiting_for_tool" : "waiting_for_user");
       $("send").disabled = true; // one message at a time: this one first
     } else {
       li.remove();
       ui.text.value = text;
+      keepDraft("text", text);
       composerChanged();
       if (error.status !== 410) setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
       notice(friendly(error));
     }
     // Keyboard focus stays where the participant was typing (or goes to the widget that waits).
     (ui.text.disabled ? ui.widget.querySelector("button:not(:disabled), input, textarea") : ui.text)?.focus();
+  } finally {
+    message.sending = false;
   }
 }
 
 function resend() {
-  if (unsent && status === "waiting_for_user") post(unsent);
+  const waiting = unsent?.instead ? "waiting_for_tool" : "waiting_for_user";
+  if (unsent && status === waiting) post(unsent);
+}
+
+// Back online (or the stream back): what did not go through goes again — the message with
+// its own id (written once whatever happens), the widget answer as it was given.
+function sendWhatFailed() {
+  resend();
+  const failed = failedAnswer;
+  if (failed && pending?.interaction_id === failed.interaction.interaction_id) {
+    submit(failed.interaction, failed.value, failed.skipped);
+  }
 }
 
 async function endInterview() {
@@ -865,7 +992,11 @@ function init() {
   $("text-label").textContent = T.messageLabel;
   ui.text.placeholder = T.placeholder;
   ui.composer.addEventListener("submit", send);
-  ui.text.addEventListener("input", composerChanged);
+  ui.text.addEventListener("input", () => {
+    keepDraft("text", ui.text.value);
+    composerChanged();
+  });
+  window.addEventListener("online", sendWhatFailed);
   // The Enter that commits an IME composition is not a send. Chromium flags it as composing;
   // Safari ends the composition first and sends the Enter after it, so an Enter right after a
   // compositionend is ignored too.
@@ -892,6 +1023,9 @@ function init() {
     session = JSON.parse(kept);
     ui.composer.hidden = false;
     setStatus("active");
+    // The answer box's draft from before the reload.
+    ui.text.value = drafts().text ?? "";
+    composerChanged();
     connect();
   } else if (boot.session_id) {
     notice(T.missing);

@@ -282,6 +282,52 @@ async fn an_interaction_is_submitted_once_and_validated(store: Store) {
     assert_eq!(answer["kind"], "interaction");
 }
 
+/// "None of these fit": the widget skipped and the participant's own words, in one request,
+/// written in that order as one turn; a retry writes nothing more.
+async fn a_widget_is_skipped_for_own_words_in_one_request(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (session, token) = app.interviewing("demo").await;
+    let read = app.drive_to_widget(&session, &token, "single_choice").await;
+    let id = read["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let words = "None of those: we shop at the Saturday market and decide there";
+    let body = json!({"status": "skipped",
+                      "message": {"content": words, "client_message_id": "own-words-1"}});
+    let ok = app
+        .post(&paths::submit(&session, &id), Some(&token), &body)
+        .await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    app.run(&session).await; // the interviewer has had its turn
+    let after = app.total_events().await;
+    let again = app
+        .post(&paths::submit(&session, &id), Some(&token), &body)
+        .await;
+    assert_error(again, StatusCode::CONFLICT, "interaction_already_answered").await;
+    assert_eq!(app.total_events().await, after, "a retry writes nothing");
+
+    let full = app.run(&session).await;
+    let skipped = full["interaction_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["interaction_id"] == id.as_str() && e["status"] == "skipped");
+    assert!(skipped.is_some(), "{full}");
+    let turns = full["transcript"].as_array().unwrap();
+    let skip_at = turns
+        .iter()
+        .position(|t| t["interaction_id"] == id.as_str() && t["role"] == "user")
+        .unwrap();
+    let said_at = turns.iter().position(|t| t["content"] == words).unwrap();
+    assert_eq!(
+        said_at,
+        skip_at + 1,
+        "the words follow the skip: {turns:#?}"
+    );
+    assert_eq!(turns[said_at]["kind"], "message");
+}
+
 async fn parallel_submits_of_one_interaction_succeed_once(store: Store) {
     // Many racing submits on purpose: the per-session input rate is not what is tested.
     let app = TestApp::spawn_with(store, |s| s.inputs_per_session_per_minute = 0).await;
@@ -711,6 +757,7 @@ async fn a_command_refused_on_kept_state_is_judged_again_on_the_log(store: Store
 }
 
 both_stores!(
+    a_widget_is_skipped_for_own_words_in_one_request,
     the_participant_cookie_is_secure_behind_https,
     a_session_without_views_is_caught_up,
     a_command_refused_on_kept_state_is_judged_again_on_the_log,

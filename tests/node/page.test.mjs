@@ -58,6 +58,22 @@ async function screenshot(page, name) {
   if (process.env.SCREENSHOTS) await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname });
 }
 
+/** Every element `selector` matches lies inside the viewport, and is what the page shows at its
+ * centre and near each corner (nothing fixed or floating covers any part of it). */
+async function assertFullyVisible(page, selector, context) {
+  const hidden = await page.locator(selector).evaluateAll((els) => els.flatMap((e) => {
+    const r = e.getBoundingClientRect();
+    const inside = r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;
+    // Near each corner, inside the rounded border (hit testing follows the rounding).
+    const n = 6;
+    const points = [[r.left + r.width / 2, r.top + r.height / 2], [r.left + n, r.top + n], [r.right - n, r.top + n],
+      [r.left + n, r.bottom - n], [r.right - n, r.bottom - n]];
+    const covered = points.find(([x, y]) => !e.contains(document.elementFromPoint(x, y)));
+    return inside && !covered ? [] : [`${e.textContent} (${Math.round(r.top)}–${Math.round(r.bottom)} of ${innerHeight}) ${covered ? document.elementFromPoint(...covered)?.outerHTML.slice(0, 80) : ""}`];
+  }));
+  assert.deepEqual(hidden, [], `fully visible at ${context}`);
+}
+
 async function say(page, text) {
   await page.locator("#text").fill(text);
   await page.keyboard.press("Enter");
@@ -102,20 +118,29 @@ test("the demo interview in the page, with a reload in the middle", async () => 
   await page.locator("#widget .choice").first().click();
   await page.locator("#widget button.primary").click();
   await page.waitForFunction(() => /Did I get that right\?/.test(document.querySelector("#log li.them:last-of-type")?.textContent ?? ""));
+  // The one-tap replies are fully in view as they appear, on a small phone, a phone, a tablet
+  // and a desktop: nothing (the answer box above all) covers any part of them.
+  await page.locator("#quick button").first().waitFor();
+  for (const [width, height] of [[320, 568], [390, 844], [768, 1024], [1280, 800]]) {
+    await page.setViewportSize({ width, height });
+    await assertFullyVisible(page, "#quick button", `${width}×${height}`);
+  }
+  await page.setViewportSize({ width: 390, height: 844 });
   // The summary is confirmed with one tap.
   await page.locator("#quick button.primary", { hasText: "Yes, that's right" }).click();
   await page.locator("#done h2").waitFor();
   assert.match(await page.locator("#done").textContent(), /Thank you/);
   assert.ok(await page.locator("#quick").isHidden());
   assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2", "focus moves to the end");
-  // The summary is shown once, in the conversation, its lines kept; the end card does not
-  // repeat it.
-  const said = await page.locator("#log li.them", { hasText: "Did I get that right" }).last().evaluate((li) => ({ text: li.textContent, style: getComputedStyle(li).whiteSpace }));
-  assert.equal(said.style, "pre-wrap");
-  assert.ok(said.text.includes("\n- "), `the summary keeps its lines: ${said.text}`);
-  const line = said.text.split("\n").find((l) => l.startsWith("- "));
+  // The summary is shown once, in the conversation, its points a real list; the end card does
+  // not repeat it.
+  const summary = page.locator("#log > li.them", { hasText: "Did I get that right" }).last();
+  const points = await summary.locator("ul > li").allTextContents();
+  assert.ok(points.length >= 2, `the summary's points are a list: ${await summary.innerHTML()}`);
+  assert.ok(points.every((p) => !p.startsWith("- ")), JSON.stringify(points));
+  assert.match(await summary.locator("p").first().textContent(), /summary/);
   const main = await page.locator("main").textContent();
-  assert.equal(main.split(line.slice(2)).length - 1, 1, `the summary is shown once: ${line}`);
+  for (const p of points) assert.equal(main.split(p).length - 1, 1, `the summary is shown once: ${p}`);
   assert.equal(await page.locator("#done .summary").count(), 0);
   assert.match(await page.locator("#done").textContent(), /summary above have been saved/);
   // No return link in this study: the participant may close the page, and is not invited to
@@ -161,12 +186,23 @@ test("the first character of each answer appears promptly (timings for the READM
   await context.close();
 });
 
+const researcher = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
+
+// The study with one widget of each type (examples/every-type-study.json), published once.
+let everyType;
+function publishEveryType() {
+  everyType ??= (async () => {
+    const { readFile } = await import("node:fs/promises");
+    const study = JSON.parse(await readFile(new URL("../../examples/every-type-study.json", import.meta.url), "utf8"));
+    const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers: researcher, body: JSON.stringify(study) })).json();
+    await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers: researcher, body: "{}" });
+  })();
+  return everyType;
+}
+
 test("every widget type works in the page, by mouse and by keyboard", async () => {
-  const { readFile } = await import("node:fs/promises");
-  const study = JSON.parse(await readFile(new URL("../../examples/every-type-study.json", import.meta.url), "utf8"));
-  const headers = { authorization: `Bearer ${RESEARCHER_TOKEN}`, "content-type": "application/json" };
-  const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers, body: JSON.stringify(study) })).json();
-  await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers, body: "{}" });
+  await publishEveryType();
+  const headers = researcher;
   const { context, page } = await phone({ bypassCSP: true });
   await page.goto(`${server.base}/interview/every-type`);
   await axe(page, "the landing");
@@ -321,6 +357,130 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
   assert.match(values, /"status":"skipped"/);
   // The summary the participant read is in plain words.
   assert.doesNotMatch(await page.locator("#done").textContent(), /_answer/);
+  await context.close();
+});
+
+// Long by design: one participant walks the every-type study through each of the page's
+// resume paths in turn (a reload with a partial answer per widget type, "none of these fit",
+// offline and back for a widget and for a message); each check sits right after its step.
+test("partial answers survive a reload, a choice can be answered in own words, and what failed offline goes again", async () => {
+  await publishEveryType();
+  const { context, page } = await phone({ bypassCSP: true });
+  await page.goto(`${server.base}/interview/every-type`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+  const w = page.locator("#widget");
+  const reload = async () => {
+    await page.reload();
+    await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled);
+  };
+  const notes = () => page.locator("#log li.note").count();
+  const resolvedAfter = (n) => page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, n);
+  const { id: session } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:every-type")));
+  const OFFLINE = "Every Saturday morning I compare prices in two stores, and this went while I was offline";
+  const done = new Set();
+  for (let step = 0; step < 30 && done.size < 8; step++) {
+    await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled || !document.querySelector("#done").hidden);
+    if (!(await page.locator("#done").isHidden())) break;
+    const before = await notes();
+    if (await w.isHidden()) {
+      if (!done.has("words")) {
+        // A draft in the answer box comes back after a reload.
+        await page.locator("#text").fill("Every Saturday morning I compare");
+        await reload();
+        assert.equal(await page.locator("#text").inputValue(), "Every Saturday morning I compare");
+        // Sent offline, it waits as "not sent"; back online it goes once, and the notice clears.
+        await context.setOffline(true);
+        await page.locator("#text").fill(OFFLINE);
+        await page.keyboard.press("Enter");
+        await page.locator("#log li.me.failed").waitFor();
+        assert.match(await page.locator("#notice").textContent(), /offline/);
+        await context.setOffline(false);
+        await page.waitForFunction(() => !document.querySelector("#log li.me.failed"));
+        await page.waitForFunction(() => document.querySelector("#notice").hidden);
+        assert.equal(await page.locator("#text").inputValue(), "", "the draft went with the message");
+        done.add("words");
+      } else {
+        await say(page, "Every Saturday morning I compare prices in two stores and then buy for the week");
+      }
+      await page.waitForFunction(() => document.querySelector("#text").disabled || !document.querySelector("#widget").hidden);
+      continue;
+    }
+    const kind = await w.getAttribute("data-type");
+    done.add(kind);
+    if (kind === "single_choice") {
+      // A choice comes back after a reload …
+      await w.locator(".choice").nth(1).click();
+      await reload();
+      assert.deepEqual(await w.locator(".choice").evaluateAll((bs) => bs.map((b) => b.getAttribute("aria-checked"))), ["false", "true", "false"]);
+      // … and none of them may fit: the box opens for the participant's own words, and sending
+      // them skips the widget and says them, in one request.
+      await w.locator("button", { hasText: "None of these fit" }).click();
+      assert.ok(await page.locator("#text").isEnabled());
+      assert.ok(await page.locator("#hint").isHidden());
+      assert.equal(await page.evaluate(() => document.activeElement.id), "text");
+      const posts = [];
+      page.on("request", (r) => r.method() === "POST" && posts.push(new URL(r.url()).pathname));
+      await say(page, "None of them: I shop at the Saturday market");
+      await resolvedAfter(before);
+      assert.match(await page.locator("#log li.note").last().textContent(), /Skipped/);
+      await page.locator("#log li.me", { hasText: "Saturday market" }).waitFor();
+      const api = posts.filter((p) => p.startsWith("/api/"));
+      assert.equal(api.length, 1, `one request: ${api}`);
+      assert.match(api[0], new RegExp(`^/api/sessions/${session}/interactions/[^/]+/submit$`));
+      assert.equal(await page.locator("#log li.me", { hasText: "Saturday market" }).count(), 1);
+      continue;
+    }
+    if (kind === "multiple_choice") {
+      await w.locator(".choice").nth(0).click();
+      await w.locator(".choice").nth(2).click();
+      await reload();
+      assert.deepEqual(await w.locator(".choice[aria-checked=true]").allTextContents(), ["Option FRUIT", "Option MILK"]);
+      // Submitted offline: the answer waits, and goes when the browser is back online.
+      await context.setOffline(true);
+      await w.locator("button.primary").click();
+      await page.waitForFunction(() => !document.querySelector("#notice").hidden);
+      assert.ok(await w.isVisible());
+      await context.setOffline(false);
+      await resolvedAfter(before);
+      await page.waitForFunction(() => document.querySelector("#notice").hidden);
+      assert.match(await page.locator("#log li.note").last().textContent(), /Option FRUIT, Option MILK/);
+      continue;
+    }
+    if (kind === "likert") {
+      await w.locator(".scale button").nth(3).click();
+      await reload();
+      assert.equal(await w.locator(".scale button[aria-checked=true]").textContent(), "4");
+    } else if (kind === "rating") {
+      await w.locator("input[type=range]").focus();
+      await page.keyboard.press("End");
+      const max = await w.locator("input[type=range]").getAttribute("max");
+      await reload();
+      assert.equal(await w.locator("input[type=range]").inputValue(), max);
+      assert.ok(await w.locator("button.primary").isEnabled(), "a kept position is an answer");
+    } else if (kind === "ranking") {
+      await w.locator(".rank li").first().locator("button").nth(1).click(); // the first one down
+      const order = await w.locator(".rank li .label").allTextContents();
+      await reload();
+      assert.deepEqual(await w.locator(".rank li .label").allTextContents(), order);
+    } else if (kind === "free_text") {
+      await w.locator("textarea.answer").fill("Nothing else");
+      await reload();
+      assert.equal(await w.locator("textarea.answer").inputValue(), "Nothing else");
+    }
+    if (kind === "yes_no") await w.locator("button", { hasText: "Yes" }).click();
+    else await w.locator("button.primary").click();
+    await resolvedAfter(before);
+  }
+  assert.deepEqual([...done].sort(), ["free_text", "likert", "multiple_choice", "ranking", "rating", "single_choice", "words", "yes_no"]);
+  // What was sent is no longer kept in the browser.
+  const kept = await page.evaluate((id) => localStorage.getItem(`interview:draft:${id}`), session);
+  assert.equal(kept, null);
+  // The server holds the offline message once.
+  const read = await (await fetch(`${server.base}/api/sessions/${session}`, { headers: researcher })).json();
+  assert.equal(read.transcript.filter((t) => t.content === OFFLINE).length, 1);
   await context.close();
 });
 

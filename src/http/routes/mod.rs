@@ -11,6 +11,7 @@ pub mod research;
 pub mod sessions;
 pub mod stream;
 pub mod studies;
+pub mod turns;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -30,9 +31,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(studies::remove_link_secret)
         .service(join::create)
         .service(sessions::get)
-        .service(sessions::post_message)
-        .service(sessions::submit_interaction)
-        .service(sessions::end)
+        .service(turns::post_message)
+        .service(turns::submit_interaction)
+        .service(turns::end)
         .service(erasure::withdraw)
         .service(erasure::erase_session)
         .service(erasure::erase_participant)

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use crate::http::auth::Participant;
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
-use crate::http::routes::sessions::execute_participant;
+use crate::http::routes::turns::execute_participant;
 use crate::live::feed::SessionFeed;
 use crate::state::AppState;
 use input::RunAgentInput;
