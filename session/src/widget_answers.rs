@@ -3,7 +3,7 @@
 //! gives an output field of its objective.
 //!
 //! What a researcher or the model reads words answers here. What the participant reads — the
-//! page (`web/app.js`) and the summary they confirm (`aggregate/summary.rs`) — words them in
+//! page (`web/page/widgets.js`) and the summary they confirm (`aggregate/summary.rs`) — words them in
 //! the participant's language.
 
 use serde_json::{json, Value};

@@ -484,6 +484,81 @@ test("partial answers survive a reload, a choice can be answered in own words, a
   await context.close();
 });
 
+// The demo study in Chinese (examples/demo-study-zh.json), published once.
+let demoZh;
+function publishDemoZh() {
+  demoZh ??= (async () => {
+    const { readFile } = await import("node:fs/promises");
+    const study = await readFile(new URL("../../examples/demo-study-zh.json", import.meta.url), "utf8");
+    const created = await (await fetch(`${server.base}/api/studies`, { method: "POST", headers: researcher, body: study })).json();
+    const published = await fetch(`${server.base}/api/studies/${created.study_id}/publish`, { method: "POST", headers: researcher, body: "{}" });
+    assert.equal(published.status, 200, await published.text());
+  })();
+  return demoZh;
+}
+
+const DEVICES = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 800 } };
+const ANSWERS = {
+  en: [
+    "Last Sunday I wrote the list on my phone while my partner checked the fridge and the pantry shelves",
+    "Vegetables go bad before we eat them because we buy too much on impulse every single week",
+    "Honestly a shopping list that fills itself from the meals we plan would save me the most time",
+  ],
+  zh: [
+    "上周日我一边用手机写清单，一边让我爱人看看冰箱和橱柜里还剩什么，然后再一起去超市买一周的菜。",
+    "最烦的是蔬菜还没吃完就坏了，因为我们每周总是一时冲动买得太多，最后只好扔掉，很浪费钱。",
+    "说实话，如果购物清单能根据我们计划的菜谱自动生成，那能帮我省下最多的时间。",
+  ],
+};
+
+// The README's pictures of the summary and the end screen (with SCREENSHOTS set), and axe on
+// both, at phone and desktop size, in English and in Chinese.
+test("the summary and the end screen, on a phone and a desktop, in English and in Chinese", async () => {
+  await publishDemoZh();
+  for (const [locale, slug] of [["en", "demo"], ["zh", "demo-zh"]]) {
+    for (const [device, viewport] of Object.entries(DEVICES)) {
+      const context = await browser.newContext({ viewport, hasTouch: device === "phone", bypassCSP: true });
+      const page = await context.newPage();
+      await page.goto(`${server.base}/interview/${slug}`);
+      await page.locator("#start").click();
+      await page.locator("#widget .consent-text").waitFor();
+      await page.locator("#widget button.primary").click();
+      // Consent stays on screen until its answer is acknowledged.
+      await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+      const answers = [...ANSWERS[locale]];
+      for (let step = 0; step < 20; step++) {
+        await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled);
+        if (await page.locator("#quick").isVisible()) break;
+        if (await page.locator("#widget").isVisible()) {
+          const notes = await page.locator("#log li.note").count();
+          const w = page.locator("#widget");
+          if (await w.locator(".scale").count()) await w.locator(".scale button").nth(1).click();
+          else await w.locator(".choice").first().click();
+          await w.locator("button.primary").click();
+          await page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, notes);
+          continue;
+        }
+        const said = await page.locator("#log > li.them").count();
+        await say(page, answers.shift() ?? (locale === "zh" ? "就这些了，谢谢。" : "That's all, thanks."));
+        // The interviewer's next words (the step may be over before a poll sees the box disabled).
+        await page.waitForFunction((n) => document.querySelectorAll("#log > li.them").length > n && !document.querySelector("#text").disabled
+          || !document.querySelector("#widget").hidden, said);
+      }
+      assert.ok(await page.locator("#quick").isVisible(), `${locale} ${device}: the summary is reached`);
+      await assertFullyVisible(page, "#quick button", `${locale} ${device}`);
+      const points = await page.locator("#log > li.them").last().locator("ul > li").count();
+      assert.ok(points >= 2, `${locale} ${device}: the summary's points are a list`);
+      await axe(page, `the summary (${locale}, ${device})`);
+      await screenshot(page, `${device}-${locale}-summary`);
+      await page.locator("#quick button.primary").click();
+      await page.locator("#done h2").waitFor();
+      await axe(page, `the end (${locale}, ${device})`);
+      await screenshot(page, `${device}-${locale}-end`);
+      await context.close();
+    }
+  }
+});
+
 test("the answer box grows, says when an answer is too long as the server counts it, and nothing 404s", async () => {
   const { context, page } = await phone();
   const missing = [];

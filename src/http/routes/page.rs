@@ -12,9 +12,36 @@ use crate::http::error::ApiError;
 use crate::state::AppState;
 
 const PAGE: &str = include_str!("../../../web/index.html");
-const SCRIPT: &str = include_str!("../../../web/app.js");
+/// The page's script as written: web/page/'s files joined in order into one classic script (one
+/// request, one scope; `strings.js` says which file holds what). Served as [`served_script`].
+const SCRIPT: &str = concat!(
+    include_str!("../../../web/page/strings.js"),
+    include_str!("../../../web/page/basics.js"),
+    include_str!("../../../web/page/stream.js"),
+    include_str!("../../../web/page/widgets.js"),
+    include_str!("../../../web/page/end.js"),
+    include_str!("../../../web/page/start.js"),
+);
 const STYLE: &str = include_str!("../../../web/app.css");
 const ICON: &str = include_str!("../../../web/icon.svg");
+
+/// The script as served: without its comment lines, indentation and blank lines — a quarter
+/// fewer bytes on the wire, gzipped, and nothing a browser runs differently. (Safe because no
+/// string in the script spans lines: a line that starts with `//` is always a comment.)
+fn served_script() -> &'static str {
+    static SERVED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVED.get_or_init(|| {
+        SCRIPT
+            .lines()
+            .map(str::trim_start)
+            .filter(|line| !line.is_empty() && !line.starts_with("//"))
+            .fold(String::with_capacity(SCRIPT.len()), |mut out, line| {
+                out.push_str(line);
+                out.push('\n');
+                out
+            })
+    })
+}
 
 /// Changes whenever the assets do, so browsers never mix an old script with a new page.
 fn version() -> &'static str {
@@ -217,7 +244,7 @@ fn static_file(req: &HttpRequest, index: usize, kind: &str) -> HttpResponse {
         res.insert_header(("content-encoding", "gzip"));
         return res.body(&gzipped()[index][..]);
     }
-    res.body([SCRIPT, STYLE, ICON][index])
+    res.body([served_script(), STYLE, ICON][index])
 }
 
 /// Whether the client takes gzip (`Accept-Encoding: gzip`, not refused with `q=0`).
@@ -236,7 +263,7 @@ fn accepts_gzip(req: &HttpRequest) -> bool {
 /// The script, style and icon, gzipped once on first use (they are compiled in).
 fn gzipped() -> &'static [Vec<u8>; 3] {
     static GZIPPED: std::sync::OnceLock<[Vec<u8>; 3]> = std::sync::OnceLock::new();
-    GZIPPED.get_or_init(|| [SCRIPT, STYLE, ICON].map(|text| gzip(text.as_bytes())))
+    GZIPPED.get_or_init(|| [served_script(), STYLE, ICON].map(|text| gzip(text.as_bytes())))
 }
 
 #[cfg(test)]
@@ -259,7 +286,7 @@ mod tests {
             &actix_web::test::TestRequest::default().to_http_request()
         ));
         use std::io::Read;
-        for (i, text) in [SCRIPT, STYLE, ICON].iter().enumerate() {
+        for (i, text) in [served_script(), STYLE, ICON].iter().enumerate() {
             let mut back = String::new();
             flate2::read::GzDecoder::new(&gzipped()[i][..])
                 .read_to_string(&mut back)
@@ -270,6 +297,20 @@ mod tests {
             gzipped()[0].len() * 2 < SCRIPT.len(),
             "the script compresses"
         );
+    }
+
+    #[test]
+    fn the_served_script_drops_comments_and_indentation_only() {
+        let served = served_script();
+        assert!(served.starts_with("\"use strict\";\n"), "{}", &served[..80]);
+        assert!(served
+            .lines()
+            .all(|l| !l.starts_with("//") && !l.starts_with(' ')));
+        assert!(
+            served.len() * 4 < SCRIPT.len() * 3,
+            "a quarter smaller at least"
+        );
+        // What a browser runs is checked by the Chromium tests (tests/node), which load this.
     }
 
     #[test]
