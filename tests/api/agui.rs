@@ -467,6 +467,22 @@ async fn a_reload_gets_the_conversation_once(store: Store) {
     );
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
 
+    // The same trailing message id with other words is a conflict, and writes nothing.
+    let at = messages.iter().rposition(|m| m["role"] == "user").unwrap();
+    let mut changed = messages[..=at].to_vec();
+    changed[at]["content"] = json!("Something else entirely");
+    let before = app.total_events().await;
+    let res = app
+        .client
+        .post(app.url(&paths::agui(&session)))
+        .bearer_auth(&token)
+        .json(&input(&session, json!(changed), None))
+        .send()
+        .await
+        .unwrap();
+    assert_error(res, StatusCode::CONFLICT, "idempotency_key_reused").await;
+    assert_eq!(app.total_events().await, before);
+
     // A reloaded client that answers the waiting widget in its first run gets the widget in
     // the snapshot: the run answers it, so it would announce it nowhere else.
     let interaction = &s["pending_interaction"]["interaction_id"];

@@ -126,9 +126,15 @@ test("the demo interview in the page, with a reload in the middle", async () => 
     await assertFullyVisible(page, "#quick button", `${width}×${height}`);
   }
   await page.setViewportSize({ width: 390, height: 844 });
-  // The summary is confirmed with one tap.
+  // The summary is confirmed with one tap, as its own message: what is typed in the box stays.
+  await page.locator("#text").fill("a draft of something to add");
   await page.locator("#quick button.primary", { hasText: "Yes, that's right" }).click();
   await page.locator("#done h2").waitFor();
+  assert.equal(await page.locator("#text").inputValue(), "a draft of something to add");
+  await page.locator("#log li.me", { hasText: "Yes, that's right" }).waitFor();
+  // Nothing typed outlives the interview in the browser.
+  const { id: demoSession } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:demo")));
+  assert.equal(await page.evaluate((id) => localStorage.getItem(`interview:draft:${id}`), demoSession), null);
   assert.match(await page.locator("#done").textContent(), /Thank you/);
   assert.ok(await page.locator("#quick").isHidden());
   assert.equal(await page.evaluate(() => document.activeElement?.tagName), "H2", "focus moves to the end");
@@ -557,6 +563,48 @@ test("the summary and the end screen, on a phone and a desktop, in English and i
       await context.close();
     }
   }
+});
+
+// The words the participant gave in place of a widget could not go (the server answered 503),
+// and they answered the widget after all: the words are not lost — they go as a plain message,
+// with the same id, when tapped again — and are written once.
+test("own words that could not go are sent as a message once the widget was answered", async () => {
+  await publishEveryType();
+  const { context, page } = await phone();
+  await page.goto(`${server.base}/interview/every-type`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+  const w = page.locator("#widget");
+  for (let step = 0; step < 10 && (await w.getAttribute("data-type")) !== "single_choice"; step++) {
+    await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled);
+    if (await w.isHidden()) {
+      await say(page, "Every Saturday morning I compare prices in two stores and then buy for the week");
+      await page.waitForFunction(() => document.querySelector("#text").disabled || !document.querySelector("#widget").hidden);
+    }
+  }
+  await page.route("**/interactions/*/submit", (route) =>
+    (route.request().postData() ?? "").includes('"message"')
+      ? route.fulfill({ status: 503, contentType: "application/json", body: '{"error":{"code":"overloaded","message":"busy"}}' })
+      : route.continue());
+  const words = "None of them: a farm box is delivered every Friday";
+  await w.locator("button", { hasText: "None of these fit" }).click();
+  await say(page, words);
+  await page.locator("#log li.me.failed", { hasText: words }).waitFor();
+  // The participant answers the widget after all.
+  const notes = await page.locator("#log li.note").count();
+  await w.locator(".choice").first().click();
+  await w.locator("button.primary").click();
+  await page.waitForFunction((n) => document.querySelectorAll("#log li.note").length > n, notes);
+  await page.locator("#text:enabled").waitFor();
+  // Tapped again, the words go as a plain message.
+  await page.locator("#log li.me.failed .retry").click();
+  await page.waitForFunction(() => !document.querySelector("#log li.me.failed"));
+  const { id } = JSON.parse(await page.evaluate(() => localStorage.getItem("interview:every-type")));
+  const read = await (await fetch(`${server.base}/api/sessions/${id}`, { headers: researcher })).json();
+  assert.equal(read.transcript.filter((t) => t.content === words).length, 1, JSON.stringify(read.transcript));
+  await context.close();
 });
 
 test("the answer box grows, says when an answer is too long as the server counts it, and nothing 404s", async () => {

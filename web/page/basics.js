@@ -108,6 +108,14 @@ function drafts() {
     return {};
   }
 }
+// Every draft of the session goes: the interview ended, was erased, or is not this server's.
+function forgetDrafts() {
+  try {
+    localStorage.removeItem(draftKey());
+  } catch {
+    // nothing kept
+  }
+}
 function keepDraft(key, value) {
   if (!session) return;
   const all = drafts();
@@ -187,8 +195,8 @@ function bubble(id, role, text) {
   return li;
 }
 
-// A message's words. Lines that start with "- " or "• " (the summary's points) become a real
-// list, so a screen reader says how many there are and where each begins.
+// A message's words. Lines that start with "- ", "• " or "* " (the summary's points) become a
+// real list, so a screen reader says how many there are and where each begins.
 const point = /^\s*[-•*]\s+/;
 function showWords(li, text) {
   const lines = text.split("\n");
@@ -249,10 +257,8 @@ function quickReplies(show) {
   const mode = endPressed ? "finish" : "confirm";
   if (box.dataset.mode !== mode) {
     box.dataset.mode = mode;
-    const confirmIt = el("button", { type: "button", class: endPressed ? "" : "primary", text: T.confirmYes, onclick: () => {
-      ui.text.value = T.confirmYes;
-      ui.composer.requestSubmit();
-    } });
+    // Said as its own message: whatever is typed in the box stays there.
+    const confirmIt = el("button", { type: "button", class: endPressed ? "" : "primary", text: T.confirmYes, onclick: () => sendText(T.confirmYes) });
     const first = endPressed
       ? [el("button", { type: "button", class: "primary", text: T.finish, onclick: finishNow }), confirmIt]
       : [confirmIt];

@@ -2,6 +2,8 @@
 
 function finish(summary, redirect) {
   if (erased) return;
+  // Nothing typed and unsent outlives the interview in this browser.
+  forgetDrafts();
   hideWidget();
   thinking(false);
   ui.composer.hidden = true;
@@ -57,9 +59,9 @@ function showErased() {
   $("end").hidden = true;
   $("withdraw").hidden = true;
   forget();
+  forgetDrafts();
   try {
     localStorage.removeItem(`interview:s:${session.id}`);
-    localStorage.removeItem(draftKey());
   } catch {
     // nothing kept
   }

@@ -21,27 +21,48 @@ function composerChanged() {
 
 // A message the server could not take (it was down, or overloaded) stays in the conversation
 // as "not sent", and goes again — with the same id, so it is written once — when the
-// participant taps it or the stream reconnects.
-let unsent = null; // { li, text, id }
+// participant taps it, the stream reconnects or the browser is back online.
+let unsent = null; // { li, text, id, instead }
 
-async function send(e) {
+function send(e) {
   e.preventDefault();
   const text = ui.text.value.trim();
-  if (!text || ui.text.disabled || bytes(text) > maxBytes || unsent) return;
-  const li = el("li", { class: "me", "data-pending": "", "data-speaker": T.you, "data-text": text, text });
-  ui.log.append(li);
-  ui.text.value = "";
-  keepDraft("text");
-  ui.text.placeholder = T.placeholder;
-  composerChanged();
-  scrollDown(true);
-  // In own words for a widget: the widget is skipped and the words said in the same request.
-  const instead = ownWords?.interaction_id;
-  await post({ li, text, id: crypto.randomUUID(), instead });
+  if (!text || ui.text.disabled || bytes(text) > maxBytes) return;
+  if (sendText(text)) {
+    // The box empties; its draft stays kept until the server has the words (`post`).
+    ui.text.value = "";
+    ui.text.placeholder = T.placeholder;
+    composerChanged();
+  }
 }
 
+// Says `text` (from the box, or a one-tap reply): shown at once, posted, and true if it went
+// out (false while another message waits to be sent again: one at a time).
+function sendText(text) {
+  if (unsent) return false;
+  const li = el("li", { class: "me", "data-pending": "", "data-speaker": T.you, "data-text": text, text });
+  ui.log.append(li);
+  scrollDown(true);
+  // In own words for a widget: the widget is skipped and the words said in the same request.
+  post({ li, text, id: crypto.randomUUID(), instead: ownWords?.interaction_id });
+  return true;
+}
+
+// The request that carries a message: with the widget it replaces while that widget still
+// waits, else as a plain message. Either way its turn is named from its id, so the words are
+// written once whichever request the server took.
+function request({ text, id, instead }) {
+  if (instead && pending?.interaction_id === instead) {
+    return api("POST", `/api/sessions/${session.id}/interactions/${instead}/submit`,
+      { status: "skipped", message: { content: text, client_message_id: id } });
+  }
+  return api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: id });
+}
+
+// Long by design: one message's whole round — sending, then each way it can fail (the server
+// already had it, it could not be reached, it was refused) with what the page shows for each.
 async function post(message) {
-  const { li, text, id, instead } = message;
+  const { li, text } = message;
   // Sent once at a time: the stream reopening and the browser coming back online may both
   // try it again.
   if (message.sending) return;
@@ -52,15 +73,13 @@ async function post(message) {
   thinking(true);
   notice("");
   try {
-    const answer = instead
-      ? await api("POST", `/api/sessions/${session.id}/interactions/${instead}/submit`,
-        { status: "skipped", message: { content: text, client_message_id: id } })
-      : await api("POST", `/api/sessions/${session.id}/messages`, { content: text, client_message_id: id });
+    const answer = await request(message);
     lastTurn().accepted = performance.now();
     unsent = null;
+    sent(text);
     li.classList.remove("failed");
     li.querySelector(".retry")?.remove();
-    if (!bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
+    if (answer.turn_id && !bubbles.has(answer.turn_id) && li.hasAttribute("data-pending")) bubbles.set(answer.turn_id, li);
     // Sent again after the server already had it: the stream has moved on, and its word stands.
     if (!li.hasAttribute("data-pending") && streamStatus !== "active") {
       setStatus(streamStatus);
@@ -69,10 +88,18 @@ async function post(message) {
   } catch (error) {
     awaitingFirstCharacter = false;
     thinking(false);
-    // A retry of words in place of a widget, after the first went through (its response lost):
-    // the stream shows them.
-    const had = instead && error.code === "interaction_already_answered";
-    if (!li.hasAttribute("data-pending") || had) {
+    // The widget these words were to replace was answered meanwhile (a tap, an earlier try that
+    // went through): the words go as a plain message, with the same id — written once.
+    if (message.instead && error.code === "interaction_already_answered") {
+      message.instead = undefined;
+      message.sending = false;
+      await post(message);
+      return;
+    }
+    // Back to the box the participant was writing in: their own words for the widget, if it
+    // still waits.
+    const ownWordsFor = message.instead && pending?.interaction_id === message.instead ? pending : null;
+    if (!li.hasAttribute("data-pending")) {
       // The stream already showed the server has it (the response was lost on the way back).
       unsent = null;
       setStatus(streamStatus);
@@ -83,14 +110,15 @@ async function post(message) {
       if (!li.querySelector(".retry")) {
         li.append(el("button", { type: "button", class: "retry quiet", text: T.notSent, onclick: resend }));
       }
-      setStatus(instead ? "waiting_for_tool" : "waiting_for_user");
+      ownWords = ownWordsFor;
+      setStatus(pending ? "waiting_for_tool" : "waiting_for_user");
       $("send").disabled = true; // one message at a time: this one first
     } else {
       li.remove();
       ui.text.value = text;
-      keepDraft("text", text);
       composerChanged();
-      if (error.status !== 410) setStatus(error.code === "interaction_pending" ? "waiting_for_tool" : "waiting_for_user");
+      ownWords = ownWordsFor;
+      if (error.status !== 410) setStatus(error.code === "interaction_pending" || pending ? "waiting_for_tool" : "waiting_for_user");
       notice(friendly(error));
     }
     // Keyboard focus stays where the participant was typing (or goes to the widget that waits).
@@ -100,9 +128,17 @@ async function post(message) {
   }
 }
 
+// The server has these words: the box's draft, if it still holds them, is no longer kept.
+function sent(text) {
+  if ((drafts().text ?? "").trim() === text) keepDraft("text");
+}
+
+// Again, once the session can take it: with its widget while that still waits, else as a
+// plain message when the interviewer waits for words.
 function resend() {
-  const waiting = unsent?.instead ? "waiting_for_tool" : "waiting_for_user";
-  if (unsent && status === waiting) post(unsent);
+  if (!unsent) return;
+  const withWidget = unsent.instead && pending?.interaction_id === unsent.instead;
+  if (status === (withWidget ? "waiting_for_tool" : "waiting_for_user")) post(unsent);
 }
 
 // Back online (or the stream back): what did not go through goes again — the message with

@@ -46,6 +46,13 @@ function connect() {
       } else if (!bubbles.has(d.turn_id)) {
         bubble(d.turn_id, "user", d.content);
       }
+      // The server has these words: a draft of them — kept across a reload while the response
+      // was lost — is not kept, nor put back in the box, any more.
+      sent(d.content);
+      if (!mine && ui.text.value.trim() === d.content) {
+        ui.text.value = "";
+        composerChanged();
+      }
       return;
     }
     firstCharacter();
@@ -83,6 +90,7 @@ function reopenLater() {
       if (error.status === 401 || error.status === 403 || error.status === 404) {
         // The saved session is not this server's (any more): start again.
         forget();
+        forgetDrafts();
         events.close();
         session = null;
         ui.composer.hidden = true;

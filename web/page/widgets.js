@@ -77,11 +77,9 @@ function actions(interaction, getValue, { skippable = true, submitLabel = T.subm
   return row;
 }
 
-/**
- * A group of toggle buttons; `multi` allows several, at most `max` (further picks are refused
- * until one is taken back). `onchange(count)` follows every change. Returns the group and the
- * chosen ids.
- */
+// A group of toggle buttons; `multi` allows several, at most `max` (further picks are refused
+// until one is taken back). `onchange(count)` follows every change. Returns the group and the
+// chosen ids.
 function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {} } = {}) {
   const group = el("div", { class: "choices", role: multi ? "group" : "radiogroup", "aria-label": label });
   const chosen = new Set();
@@ -120,7 +118,13 @@ function choiceGroup(options, multi, label, { max = Infinity, onchange = () => {
 // A widget's partial answer, kept from before a reload, put back by `put`.
 function restore(it, put) {
   const value = drafts()[it.interaction_id];
-  if (value !== undefined) put(value);
+  if (value === undefined) return;
+  try {
+    put(value);
+  } catch {
+    // A draft of another shape (an older page's): the widget starts afresh.
+    keepDraft(it.interaction_id);
+  }
 }
 
 // "None of these fit": the answer box opens for this widget, and what is sent there skips the

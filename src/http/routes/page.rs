@@ -310,6 +310,17 @@ mod tests {
             served.len() * 4 < SCRIPT.len() * 3,
             "a quarter smaller at least"
         );
+        // What makes the stripping safe: no string spans lines (an odd count of backticks on a
+        // line would open a template literal whose lines the stripping could change).
+        for (n, line) in SCRIPT.lines().enumerate() {
+            let ticks = line.matches('`').count();
+            assert!(
+                ticks % 2 == 0,
+                "line {}: a template literal spans lines",
+                n + 1
+            );
+            assert!(!line.ends_with('\\'), "line {}: a string continues", n + 1);
+        }
         // What a browser runs is checked by the Chromium tests (tests/node), which load this.
     }
 

@@ -201,13 +201,15 @@ pub async fn submit_interaction(
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     let (_, interaction_id) = path.into_inner();
-    // A body may carry a message too: its limit is then the message's.
-    let limit = state
-        .settings
-        .max_body_bytes
-        .max(state.settings.message_body_bytes());
-    let request: SubmitInteractionRequest =
-        json_body(body, limit, false, ShapeErrors::BadRequest).await?;
+    // A body that carries a message is held to `max_body_bytes` like any other (the door reads
+    // no more); the message in it, to `max_message_bytes`.
+    let request: SubmitInteractionRequest = json_body(
+        body,
+        state.settings.max_body_bytes,
+        false,
+        ShapeErrors::BadRequest,
+    )
+    .await?;
     let answer = cmd::SubmitInteraction {
         turn_id: Uuid::new_v5(
             &session_id,

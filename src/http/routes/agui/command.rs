@@ -5,7 +5,7 @@
 use chrono::Utc;
 use interview_session::commands as cmd;
 use interview_session::events::SubmitStatus;
-use interview_session::SessionCommand;
+use interview_session::{SessionCommand, SessionError};
 use uuid::Uuid;
 
 use super::input::{ResumeStatus, RunAgentInput};
@@ -13,14 +13,27 @@ use crate::http::error::ApiError;
 
 /// The run's command, `None` for a run that only follows the session; the new message is
 /// checked (not empty, at most `max_message_bytes`) before anything is written. A last user
-/// message the session already holds under its turn (`held`) is not new.
+/// message whose id is a turn the session holds (`held` gives that turn's words) is not new
+/// with the same words, and a 409 `idempotency_key_reused` with others.
 pub(super) fn of_run(
     input: &RunAgentInput,
     session_id: Uuid,
     max_message_bytes: usize,
-    held: impl Fn(&str) -> bool,
+    held: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<SessionCommand>, ApiError> {
-    let message = match input.new_user_message().filter(|(id, _)| !held(id)) {
+    let new = match input.new_user_message() {
+        Some((id, text)) => match held(id) {
+            None => Some((id, text)),
+            Some(words) if words == text => None,
+            Some(_) => {
+                return Err(ApiError::Domain(SessionError::IdempotencyKeyReused {
+                    client_message_id: Some(id.to_string()),
+                }))
+            }
+        },
+        None => None,
+    };
+    let message = match new {
         Some((message_id, text)) => Some(message(session_id, message_id, text, max_message_bytes)?),
         None => None,
     };

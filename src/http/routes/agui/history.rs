@@ -52,13 +52,14 @@ impl History {
         })
     }
 
-    /// Whether `id` names a participant's message the session holds by its turn: a message
+    /// The words of the participant's message the session holds under the turn `id`: a message
     /// posted without a client id reaches an AG-UI client (in a snapshot) under its turn, and
     /// comes back as the last message of the client's next run without being new.
-    pub(super) fn holds_turn(&self, id: &str) -> bool {
+    pub(super) fn words_of_turn(&self, id: &str) -> Option<&str> {
         self.transcript
             .iter()
-            .any(|row| row.kind == "message" && row.role == "user" && row.turn_id == id)
+            .find(|row| row.kind == "message" && row.role == "user" && row.turn_id == id)
+            .map(|row| row.content.as_str())
     }
 
     /// The snapshot a run must start with, if its client lacks any of the session's messages

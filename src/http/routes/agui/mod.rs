@@ -67,7 +67,7 @@ pub async fn run(
     let history = history::History::read(&state.db, session_id, view.last_seq).await?;
     let pending = view.pending_interaction.as_ref();
     let snapshot = history.snapshot_for(&state.db, pending, &input).await?;
-    let held = |id: &str| history.holds_turn(id);
+    let held = |id: &str| history.words_of_turn(id).map(str::to_string);
     let command = command::of_run(&input, session_id, state.settings.max_message_bytes, held)?;
     if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
