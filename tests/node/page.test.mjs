@@ -74,6 +74,16 @@ async function assertFullyVisible(page, selector, context) {
   assert.deepEqual(hidden, [], `fully visible at ${context}`);
 }
 
+/** Opens the study's page, starts, and agrees to take part (consent stays on screen until its
+ * answer is acknowledged: this waits for that). */
+async function consented(page, slug) {
+  await page.goto(`${server.base}/interview/${slug}`);
+  await page.locator("#start").click();
+  await page.locator("#widget .consent-text").waitFor();
+  await page.locator("#widget button.primary").click();
+  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+}
+
 async function say(page, text) {
   await page.locator("#text").fill(text);
   await page.keyboard.press("Enter");
@@ -372,11 +382,7 @@ test("every widget type works in the page, by mouse and by keyboard", async () =
 test("partial answers survive a reload, a choice can be answered in own words, and what failed offline goes again", async () => {
   await publishEveryType();
   const { context, page } = await phone({ bypassCSP: true });
-  await page.goto(`${server.base}/interview/every-type`);
-  await page.locator("#start").click();
-  await page.locator("#widget .consent-text").waitFor();
-  await page.locator("#widget button.primary").click();
-  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+  await consented(page, "every-type");
   const w = page.locator("#widget");
   const reload = async () => {
     await page.reload();
@@ -525,12 +531,7 @@ test("the summary and the end screen, on a phone and a desktop, in English and i
     for (const [device, viewport] of Object.entries(DEVICES)) {
       const context = await browser.newContext({ viewport, hasTouch: device === "phone", bypassCSP: true });
       const page = await context.newPage();
-      await page.goto(`${server.base}/interview/${slug}`);
-      await page.locator("#start").click();
-      await page.locator("#widget .consent-text").waitFor();
-      await page.locator("#widget button.primary").click();
-      // Consent stays on screen until its answer is acknowledged.
-      await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+      await consented(page, slug);
       const answers = [...ANSWERS[locale]];
       for (let step = 0; step < 20; step++) {
         await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled);
@@ -571,11 +572,7 @@ test("the summary and the end screen, on a phone and a desktop, in English and i
 test("own words that could not go are sent as a message once the widget was answered", async () => {
   await publishEveryType();
   const { context, page } = await phone();
-  await page.goto(`${server.base}/interview/every-type`);
-  await page.locator("#start").click();
-  await page.locator("#widget .consent-text").waitFor();
-  await page.locator("#widget button.primary").click();
-  await page.waitForFunction(() => document.querySelectorAll("#log li.note").length > 0);
+  await consented(page, "every-type");
   const w = page.locator("#widget");
   for (let step = 0; step < 10 && (await w.getAttribute("data-type")) !== "single_choice"; step++) {
     await page.waitForFunction(() => !document.querySelector("#widget").hidden || !document.querySelector("#text").disabled);
