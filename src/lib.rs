@@ -2,11 +2,12 @@
 //! Session write model (`interview-session`) to its event store and projections.
 //!
 //! The folders say what lives in them (see `docs/architecture.md`): `http/` the front door and
-//! the routes, `command/` the command side, `live/` streams and fan-out, `jobs/` background
+//! the routes, `access/` researchers' identities and roles, `command/` the command side, `live/` streams and fan-out, `jobs/` background
 //! work, `interviewer/` the interviewer and `llm/` its model client; at the top, settings, wiring
 //! (`startup`, `state`, `demo`), metrics (`meters`) and logs and traces (`telemetry`).
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod bounded;
 pub mod command;
 pub mod demo;

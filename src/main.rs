@@ -7,13 +7,25 @@ use interview_runtime::{telemetry, Application};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let settings = match Settings::load(Overrides::parse()) {
+    let mut overrides = Overrides::parse();
+    let command = overrides.command.take();
+    let settings = match Settings::load(overrides) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
             return std::process::ExitCode::from(2);
         }
     };
+    // `researchers …`: on the server's database, then exit.
+    if let Some(command) = command {
+        return match interview_runtime::access::cli::run(command, &settings).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     // Kept until exit: dropping it sends the traces still buffered.
     let _traces = telemetry::init_with(settings.log_format, settings.otlp_endpoint.as_deref());
     let app = match Application::build(settings).await {

@@ -278,6 +278,7 @@ fn serve(
             .openapi_service(crate::http::openapi::serve)
             .default_service(web::to(crate::http::routes::not_found))
             .into_app()
+            .wrap(from_fn(crate::http::access_log::record))
             .wrap(from_fn(crate::http::door::door))
             .wrap(cors(&origins))
             .wrap(from_fn(crate::http::error::envelope))

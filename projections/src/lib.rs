@@ -16,6 +16,7 @@ pub mod commit;
 pub mod read_side;
 pub mod store;
 
+pub mod access_log;
 pub mod bulk;
 
 pub mod view_format;

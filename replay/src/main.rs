@@ -47,6 +47,7 @@ macro_rules! outln {
     }};
 }
 
+mod access_log;
 mod show;
 mod source;
 mod verify;
@@ -107,7 +108,7 @@ enum Command {
     /// payload, outside the hash — and the studies table (a session pins its study's
     /// documents by content id, and each is checked against its id).
     Verify {
-        #[arg(required_unless_present_any = ["all", "bundle"])]
+        #[arg(required_unless_present_any = ["all", "bundle", "access_log"])]
         session_id: Option<String>,
         #[arg(long, conflicts_with_all = ["session_id", "bundle"])]
         all: bool,
@@ -121,6 +122,11 @@ enum Command {
         /// content erased, the erased event stored at its place: the two chains are linked.
         #[arg(long, requires = "session_id", conflicts_with_all = ["all", "bundle"])]
         erased_from: Option<PathBuf>,
+        /// Check the researchers' access log instead: its hash chain from the first row to the
+        /// last (an edited or deleted row breaks it); prints its length and head hash, to
+        /// compare with a head kept earlier (rows cut off the end leave a shorter chain).
+        #[arg(long, conflicts_with_all = ["session_id", "all", "bundle", "erased_from"])]
+        access_log: bool,
     },
     /// Rebuild the stored read models from the log.
     Rebuild {
@@ -240,7 +246,9 @@ async fn main() -> ExitCode {
             bundle,
             expect_head,
             erased_from,
+            access_log,
         } => match erased_from {
+            None if access_log => access_log::verify(&url).await,
             Some(path) => {
                 run_verify_erased_from(&url, &session_id.unwrap_or_default(), &path).await
             }

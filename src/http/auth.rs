@@ -1,14 +1,22 @@
-//! Bearer tokens.
+//! Bearer tokens, and what their holders may do.
 //!
-//! Researcher tokens come from configuration and are compared by SHA-256 digest. A participant
+//! A researcher's token is one of `RESEARCHER_TOKENS` (admins; compared by SHA-256 digest) or
+//! a token issued to a named researcher (`access::identities`, looked up by its digest on every
+//! request, so a revoke holds at once); routes then ask for a role on the study they touch
+//! ([`OnStudy`], [`Admin`], the session routes through [`authorize`]). A participant
 //! token is `pt_<session id>_<256 random bits>`: it names its session, so a token for another
 //! session is recognised (403) rather than merely unknown (401); only its SHA-256 is stored, in
 //! the `session.created` event. Browsers' EventSource may send it as the `token` query parameter
 //! or the HttpOnly cookie set at session creation.
 
+use std::marker::PhantomData;
+
 use actix_web::{FromRequest, HttpRequest};
 use interview_session::hash::sha256_hex;
 use uuid::Uuid;
+
+use crate::access::{identities, Identity, Role};
+use crate::http::access_log::{note_researcher, note_target};
 
 use crate::http::error::ApiError;
 use crate::state::AppState;
@@ -17,9 +25,9 @@ use interview_projections::read;
 /// Name of the cookie holding a participant token.
 pub const PARTICIPANT_COOKIE: &str = "participant_token";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    Researcher,
+    Researcher(Identity),
     Participant { session_id: Uuid },
 }
 
@@ -85,9 +93,25 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
         .filter(|(t, _)| !t.is_empty())
         .ok_or(ApiError::Unauthorized)?;
     let digest = sha256_hex(token.as_bytes());
-    if state.researcher_token_digests.contains(&digest) {
+    if !token.starts_with("pt_") {
+        let identity = if state.researcher_token_digests.contains(&digest) {
+            Identity::configured(&digest)
+        } else {
+            match identities::identity(&state.db, &digest, chrono::Utc::now()).await? {
+                Some(identity) => identity,
+                None => {
+                    // A revoked or expired token still names its researcher: the refusal is
+                    // theirs in the access log. A token that names no one leaves no row.
+                    if let Some((name, id)) = identities::holder(&state.db, &digest).await? {
+                        note_researcher(req, &name, Some(&id));
+                    }
+                    return Err(ApiError::Unauthorized);
+                }
+            }
+        };
+        note_researcher(req, &identity.name, identity.researcher_id.as_deref());
         return match carrier {
-            Carrier::Header => Ok(Caller::Researcher),
+            Carrier::Header => Ok(Caller::Researcher(identity)),
             // Said plainly rather than "invalid", so a researcher knows what to change.
             Carrier::Query | Carrier::Cookie => Err(ApiError::ResearcherTokenOutsideHeader),
         };
@@ -125,8 +149,7 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
     }
 }
 
-/// Researchers only: 401 without a valid token, 403 for a participant token.
-/// `/metrics`: `METRICS_TOKEN` when set (in the header), or a researcher token.
+/// `/metrics`: `METRICS_TOKEN` when set (in the header), or an admin's token.
 pub async fn require_metrics_reader(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
     if let (Some(expected), Some((token, Carrier::Header))) =
         (&state.settings.metrics_token, presented_token(req))
@@ -136,18 +159,88 @@ pub async fn require_metrics_reader(state: &AppState, req: &HttpRequest) -> Resu
             return Ok(());
         }
     }
-    require_researcher(state, req).await
+    match require_researcher(state, req).await? {
+        identity if identity.admin => Ok(()),
+        _ => Err(ApiError::RoleRequired { role: "admin" }),
+    }
 }
 
 /// What a caller extractor's check comes to.
 type Checked<T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ApiError>>>>;
 
-/// A caller with a researcher token. As a handler's last argument it lets the handler run for
-/// researchers only (401 without a valid token, 403 with a participant's), after the other
-/// arguments were extracted — where the check used to be the handler's first line.
-pub struct Researcher;
+/// A caller with a researcher token, whoever they are (401 without a valid token, 403 with a
+/// participant's): routes that answer each researcher with what they may see (the study list).
+/// As a handler's last argument, the check runs after the other arguments were extracted.
+pub struct Researcher(pub Identity);
 
 impl FromRequest for Researcher {
+    type Error = ApiError;
+    type Future = Checked<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        researcher_then(req, |identity| Ok(Researcher(identity)))
+    }
+}
+
+/// The caller as a researcher (401, or 403 for a participant's token), then `check`ed.
+fn researcher_then<T: 'static>(
+    req: &HttpRequest,
+    check: impl FnOnce(Identity) -> Result<T, ApiError> + 'static,
+) -> Checked<T> {
+    let req = req.clone();
+    Box::pin(async move {
+        let state = state_of(&req)?;
+        check(require_researcher(&state, &req).await?)
+    })
+}
+
+/// An admin (a configured token, or a researcher made admin): creating studies, managing
+/// researchers. 403 `forbidden` with `details.required_role: "admin"` for other researchers.
+pub struct Admin(pub Identity);
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Checked<Self>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        researcher_then(req, |identity| match identity.admin {
+            true => Ok(Admin(identity)),
+            false => Err(ApiError::RoleRequired { role: "admin" }),
+        })
+    }
+}
+
+/// The role a route needs on its study, as a type ([`OnStudy`]'s parameter).
+pub trait Needs {
+    const ROLE: Role;
+}
+/// Reads a study and its sessions.
+pub struct Viewer;
+/// Reads and exports results.
+pub struct Analyst;
+/// Changes the study, its roles, and erases its participants' data.
+pub struct Owner;
+impl Needs for Viewer {
+    const ROLE: Role = Role::Viewer;
+}
+impl Needs for Analyst {
+    const ROLE: Role = Role::Analyst;
+}
+impl Needs for Owner {
+    const ROLE: Role = Role::Owner;
+}
+
+/// A researcher holding at least `N`'s role on the study the path names (`{study_id}`): 403
+/// `forbidden` with `details.required_role` otherwise — also for a study that is not there,
+/// unless the caller is an admin (who then gets the route's 404), so a role-less caller learns
+/// nothing of which studies exist.
+pub struct OnStudy<N> {
+    pub researcher: Identity,
+    pub study_id: String,
+    needs: PhantomData<N>,
+}
+
+impl<N: Needs> FromRequest for OnStudy<N> {
     type Error = ApiError;
     type Future = Checked<Self>;
 
@@ -155,14 +248,37 @@ impl FromRequest for Researcher {
         let req = req.clone();
         Box::pin(async move {
             let state = state_of(&req)?;
-            require_researcher(&state, &req).await.map(|()| Researcher)
+            let researcher = require_researcher(&state, &req).await?;
+            let study_id = req
+                .match_info()
+                .get("study_id")
+                .unwrap_or_default()
+                .to_string();
+            note_target(&req, Some(&study_id), None);
+            require_role(&researcher, &study_id, N::ROLE)?;
+            Ok(OnStudy {
+                researcher,
+                study_id,
+                needs: PhantomData,
+            })
         })
     }
 }
 
-pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<(), ApiError> {
+/// 403 unless `researcher` holds at least `needed` on `study_id`.
+pub fn require_role(researcher: &Identity, study_id: &str, needed: Role) -> Result<(), ApiError> {
+    if researcher.may(study_id, needed) {
+        return Ok(());
+    }
+    Err(ApiError::RoleRequired {
+        role: needed.into(),
+    })
+}
+
+/// The researcher calling, or 401 (no valid token) / 403 (a participant's token).
+pub async fn require_researcher(state: &AppState, req: &HttpRequest) -> Result<Identity, ApiError> {
     match authenticate(state, req).await? {
-        Caller::Researcher => Ok(()),
+        Caller::Researcher(identity) => Ok(identity),
         Caller::Participant { .. } => Err(ApiError::Forbidden("this needs a researcher token")),
     }
 }
@@ -172,13 +288,25 @@ fn parse_session_id(raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// Checks the caller may see the session `raw_id` names: its own participant, or a researcher
-/// (404 for a session that is not there, 403 for another session's participant).
+/// with a role on its study (404 for a session that is not there, 403 for another session's
+/// participant or a researcher without a role there). Answers the session's study for a
+/// researcher (a participant's request reads nothing more).
 pub(crate) async fn authorize(
     state: &AppState,
     req: &HttpRequest,
     raw_id: &str,
-) -> Result<(Caller, Uuid), ApiError> {
+) -> Result<(Caller, Uuid, Option<String>), ApiError> {
     let caller = authenticate(state, req).await?;
+    authorize_caller(state, req, caller, raw_id).await
+}
+
+/// [`authorize`] for a caller already authenticated.
+pub(crate) async fn authorize_caller(
+    state: &AppState,
+    req: &HttpRequest,
+    caller: Caller,
+    raw_id: &str,
+) -> Result<(Caller, Uuid, Option<String>), ApiError> {
     let session_id = parse_session_id(raw_id)?;
     crate::telemetry::note_session(session_id);
     match caller {
@@ -193,16 +321,18 @@ pub(crate) async fn authorize(
             }
             return Err(ApiError::Forbidden("this token belongs to another session"));
         }
-        Caller::Researcher => {
-            if read::session_status(&state.db, &session_id.to_string())
+        Caller::Researcher(ref researcher) => {
+            let id = session_id.to_string();
+            note_target(req, None, Some(&id));
+            let study_id = read::session_study(&state.db, &id)
                 .await?
-                .is_none()
-            {
-                return Err(ApiError::session_not_found());
-            }
+                .ok_or_else(ApiError::session_not_found)?;
+            note_target(req, Some(&study_id), None);
+            require_role(researcher, &study_id, Role::Viewer)?;
+            return Ok((caller, session_id, Some(study_id)));
         }
     }
-    Ok((caller, session_id))
+    Ok((caller, session_id, None))
 }
 
 /// The server state a request's extractor reads.
@@ -226,6 +356,8 @@ fn session_in_path(req: &HttpRequest) -> String {
 pub struct SessionCaller {
     pub caller: Caller,
     pub session_id: Uuid,
+    /// The session's study, for a researcher (whose role on it was checked).
+    pub study_id: Option<String>,
 }
 
 impl FromRequest for SessionCaller {
@@ -235,9 +367,13 @@ impl FromRequest for SessionCaller {
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move {
-            let (caller, session_id) =
+            let (caller, session_id, study_id) =
                 authorize(&*state_of(&req)?, &req, &session_in_path(&req)).await?;
-            Ok(SessionCaller { caller, session_id })
+            Ok(SessionCaller {
+                caller,
+                session_id,
+                study_id,
+            })
         })
     }
 }
@@ -259,9 +395,10 @@ impl FromRequest for Participant {
                 SessionCaller {
                     caller: Caller::Participant { .. },
                     session_id,
+                    ..
                 } => Ok(Participant { session_id }),
                 SessionCaller {
-                    caller: Caller::Researcher,
+                    caller: Caller::Researcher(_),
                     ..
                 } => Err(ApiError::Forbidden(
                     "only the participant can answer in a session",

@@ -30,6 +30,9 @@ pub enum ApiError {
     ResearcherTokenOutsideHeader,
     #[error("{0}")]
     Forbidden(&'static str),
+    /// A researcher without the role the route needs on its study (`admin`: an admin's route).
+    #[error("this needs the {role} role")]
+    RoleRequired { role: &'static str },
     #[error("{message}")]
     NotFound { code: &'static str, message: String },
     #[error("{message}")]
@@ -95,7 +98,7 @@ impl ApiError {
             | Self::Conflict { code, .. }
             | Self::Unprocessable { code, .. } => code,
             Self::Unauthorized | Self::ResearcherTokenOutsideHeader => "unauthorized",
-            Self::Forbidden(_) => "forbidden",
+            Self::Forbidden(_) | Self::RoleRequired { .. } => "forbidden",
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::BodyTimeout { .. } => "request_timeout",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -118,6 +121,7 @@ impl ApiError {
                 Some(json!({ "retry_after_secs": retry_after }))
             }
             Self::Overloaded { what } => Some(json!({ "limit": what })),
+            Self::RoleRequired { role } => Some(json!({ "required_role": role })),
             Self::BodyTimeout { secs } => Some(json!({ "timeout_secs": secs })),
             Self::Unauthorized
             | Self::UnsupportedMediaType
@@ -136,7 +140,7 @@ impl ResponseError for ApiError {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized | Self::ResearcherTokenOutsideHeader => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::RoleRequired { .. } => StatusCode::FORBIDDEN,
             Self::NotFound { .. } => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

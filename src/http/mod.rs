@@ -3,6 +3,7 @@
 //! routes (`routes/`), the results exports they stream (`export`) and the OpenAPI document
 //! (`openapi`).
 
+pub mod access_log;
 pub mod auth;
 pub mod body;
 pub mod door;

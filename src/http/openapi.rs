@@ -16,6 +16,7 @@ use utoipa::{Modify, OpenApi};
         (name = "participant", description = "Public link, messages, interactions"),
         (name = "studies", description = "Researcher study management"),
         (name = "research", description = "Researcher read APIs and exports"),
+        (name = "researchers", description = "Researchers, their tokens and roles (admins)"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

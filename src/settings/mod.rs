@@ -52,6 +52,10 @@ pub struct Overrides {
     #[arg(long, env = "CONFIG_FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+    /// What to do instead of serving (`researchers …`); none serves.
+    #[command(subcommand)]
+    #[serde(skip)]
+    pub command: Option<crate::access::cli::Command>,
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long, env = "BIND")]
     pub bind: Option<String>,

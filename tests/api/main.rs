@@ -1,5 +1,6 @@
 //! End-to-end tests: the real server over HTTP, on both stores.
 
+mod access;
 mod agui;
 mod bad_input;
 mod data_keys;

@@ -94,6 +94,15 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "GET /api/studies/{study_id}/erasures",
         "POST /api/studies/{study_id}/participant-link-secret",
         "DELETE /api/studies/{study_id}/participant-link-secret",
+        "POST /api/researchers",
+        "GET /api/researchers",
+        "POST /api/researchers/{name}/revoke",
+        "POST /api/researchers/{name}/tokens",
+        "GET /api/studies/{study_id}/roles",
+        "PUT /api/studies/{study_id}/roles/{name}",
+        "DELETE /api/studies/{study_id}/roles/{name}",
+        "GET /api/studies/{study_id}/access-log",
+        "GET /api/access-log",
     ]
     .into_iter()
     .map(String::from)
@@ -106,12 +115,36 @@ async fn the_openapi_document_covers_every_route(store: Store) {
             .replace("{study_id}", "x")
             .replace("{public_slug}", "x")
             .replace("{session_id}", "x")
-            .replace("{interaction_id}", "x");
+            .replace("{interaction_id}", "x")
+            .replace("{name}", "x");
         let res = app
             .send(method.parse().unwrap(), &concrete, None, Some("{}".into()))
             .await;
         let body: Value = res.json().await.unwrap_or_default();
         assert_ne!(body["error"]["code"], "route_not_found", "{route}");
+    }
+    // Each researcher route names the role it needs in its security requirement.
+    let role = |method: &str, path: &str| {
+        doc["paths"][path][method]["security"][0]["bearer"][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (method, path, needed) in [
+        ("get", "/api/studies/{study_id}/sessions", "viewer"),
+        ("get", "/api/sessions/{session_id}/transcript", "viewer"),
+        ("get", "/api/studies/{study_id}/results.csv", "analyst"),
+        ("post", "/api/studies/{study_id}/publish", "owner"),
+        (
+            "delete",
+            "/api/sessions/{session_id}/participant-data",
+            "owner",
+        ),
+        ("get", "/api/studies/{study_id}/access-log", "owner"),
+        ("post", "/api/studies", "admin"),
+        ("post", "/api/researchers", "admin"),
+    ] {
+        assert_eq!(role(method, path), needed, "{method} {path}");
     }
 }
 

@@ -420,6 +420,16 @@ pub async fn session_status(db: &Db, session_id: &str) -> Result<Option<String>,
     })
 }
 
+/// The study a session belongs to, if the session exists.
+pub async fn session_study(db: &Db, session_id: &str) -> Result<Option<String>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(include_str!("sql/session_study.sql"))
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await
+    })
+}
+
 /// How many sessions there are of each status and phase (previews included): `/metrics`.
 pub async fn sessions_by_status_and_phase(
     db: &Db,

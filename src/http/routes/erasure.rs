@@ -8,8 +8,9 @@ use interview_session::erasure::ErasedBy;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::access::Role;
 use crate::command::{erasure, studies};
-use crate::http::auth::{Caller, Researcher};
+use crate::http::auth::{require_role, Caller, OnStudy, Owner};
 use crate::http::auth::{Participant, SessionCaller};
 use crate::http::body::{parse_json, read_bytes, ShapeErrors};
 use crate::http::error::ApiError;
@@ -62,7 +63,7 @@ pub async fn withdraw(
 
 /// Erase a session's participant data (a researcher acting on a request); optional JSON
 /// `{"reason"}`. Answers the receipt (the same one when called again).
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["owner"])),
     params(("session_id" = String, Path)),
     request_body(content = Object, description = r#"optional: {"reason": "…"} (at most 500 characters; kept in the audit log)"#),
     responses((status = 200, description = "the receipt"), (status = 400), (status = 401),
@@ -71,14 +72,24 @@ pub async fn withdraw(
 pub async fn erase_session(
     state: web::Data<AppState>,
     req: HttpRequest,
-    SessionCaller { caller, session_id }: SessionCaller,
+    SessionCaller {
+        caller,
+        session_id,
+        study_id,
+    }: SessionCaller,
     body: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    if let Caller::Participant { .. } = caller {
+    let Caller::Researcher(researcher) = caller else {
         return Err(ApiError::Forbidden(
             "this needs a researcher token (a participant withdraws with POST …/withdraw)",
         ));
-    }
+    };
+    // Erasing is the study owner's (a viewer may read the session, not erase it).
+    require_role(
+        &researcher,
+        study_id.as_deref().unwrap_or_default(),
+        Role::Owner,
+    )?;
     let body: EraseBody = parse_json(
         &read_bytes(body, BODY_LIMIT).await?,
         true,
@@ -98,7 +109,7 @@ pub async fn erase_session(
 /// Erase every session of a study created for a panel id (`participant_ref`): a data-subject
 /// request. Answers the receipts; a panel id whose sessions are all erased already names none
 /// any more (the erasure took it too), so a repeat answers an empty list.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     request_body(content = Object, description = r#"{"participant_ref": "…", "reason": "…"?}"#),
     responses((status = 200, description = "{study_id, receipts: [...]}"), (status = 400), (status = 401), (status = 403), (status = 404), (status = 422)))]
@@ -108,7 +119,7 @@ pub async fn erase_participant(
     req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let study = studies::get(&state.db, &path).await?;
     let body: EraseParticipantBody = parse_json(
@@ -135,14 +146,14 @@ pub async fn erase_participant(
 }
 
 /// The study's purge log: every erasure of its sessions (session, when, who, why), oldest first.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     responses((status = 200, description = "{study_id, erasures: [...]}"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/erasures")]
 pub async fn purge_log(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let study = studies::get(&state.db, &path).await?;
     let erasures = interview_projections::erasure::study_log(&state.db, &study.study_id).await?;

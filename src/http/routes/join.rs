@@ -14,11 +14,12 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::access::Role;
 use crate::command::participant_links;
 use crate::command::places::{self, Refusal};
 use crate::command::store::Actor;
 use crate::command::studies::{self, StudyStatus};
-use crate::http::auth::{authenticate, Caller, PARTICIPANT_COOKIE};
+use crate::http::auth::{authenticate, require_role, Caller, PARTICIPANT_COOKIE};
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::http::routes::studies::ConfigVersionsSchema;
@@ -82,11 +83,19 @@ pub async fn create(
             ));
         }
     }
-    if request.preview && authenticate(&state, &req).await? != Caller::Researcher {
-        return Err(ApiError::Forbidden(
-            "preview sessions need a researcher token",
-        ));
-    }
+    // A preview is its study owner's trial run: a researcher's token, checked for the role
+    // once the study is known.
+    let previewer = match request.preview {
+        false => None,
+        true => match authenticate(&state, &req).await? {
+            Caller::Researcher(researcher) => Some(researcher),
+            Caller::Participant { .. } => {
+                return Err(ApiError::Forbidden(
+                    "preview sessions need a researcher token",
+                ))
+            }
+        },
+    };
     // Overload protection before any work: per client address, then per study link.
     let address = req
         .peer_addr()
@@ -106,6 +115,9 @@ pub async fn create(
         }
     }
     let pinned = open_study(&state, &path).await?;
+    if let Some(researcher) = &previewer {
+        require_role(researcher, &pinned.study_id, Role::Owner)?;
+    }
     let signed = check_signature(&state, &pinned.study_id, &request).await?;
     let config = pinned.study_config.clone();
     let study_id = pinned.study_id.clone();

@@ -8,6 +8,7 @@ pub mod join;
 pub mod metrics;
 pub mod page;
 pub mod research;
+pub mod researchers;
 pub mod sessions;
 pub mod stream;
 pub mod studies;
@@ -54,7 +55,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(research::decisions)
         .service(research::tool_calls)
         .service(research::interaction_events)
-        .service(research::events);
+        .service(research::events)
+        .service(researchers::add)
+        .service(researchers::list)
+        .service(researchers::revoke)
+        .service(researchers::token)
+        .service(researchers::roles)
+        .service(researchers::grant)
+        .service(researchers::ungrant)
+        .service(researchers::study_access_log)
+        .service(researchers::whole_access_log);
 }
 
 /// Unknown routes answer a JSON 404 like every other error.

@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 use utoipa::IntoParams;
 
 use crate::command::studies;
-use crate::http::auth::authorize;
-use crate::http::auth::{require_researcher, Researcher};
+use crate::http::auth::{authorize_caller, require_researcher, Analyst, Caller, OnStudy, Viewer};
 use crate::http::error::ApiError;
 use crate::http::export;
 use crate::http::routes::sessions::{decision_log, from_log, load_view, widget_history};
@@ -92,7 +91,7 @@ fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
 }
 
 /// A study's sessions, oldest first, in pages.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("study_id" = String, Path), SessionListQuery),
     responses((status = 200, description = "{sessions: [...], next_cursor}"), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/sessions")]
@@ -100,7 +99,7 @@ pub async fn study_sessions(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: crate::http::query::Query<SessionListQuery>,
-    _researcher: Researcher,
+    _viewer: OnStudy<Viewer>,
 ) -> Result<HttpResponse, ApiError> {
     studies::get(&state.db, &path).await?;
     let status = match query.status.as_deref() {
@@ -149,13 +148,15 @@ async fn researcher_session(
     req: &HttpRequest,
     raw: &str,
 ) -> Result<(String, interview_projections::SessionStateView), ApiError> {
-    require_researcher(state, req).await?;
-    let (_, id) = authorize(state, req, raw).await?;
+    // A participant's token is refused before the session is looked at (as every researcher
+    // route refuses it); a researcher needs a role on the session's study.
+    let researcher = require_researcher(state, req).await?;
+    let (_, id, _) = authorize_caller(state, req, Caller::Researcher(researcher), raw).await?;
     Ok((id.to_string(), load_view(state, id).await?))
 }
 
 /// A session's transcript.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/transcript")]
 pub async fn transcript(
@@ -169,7 +170,7 @@ pub async fn transcript(
 }
 
 /// A session's state view.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/state")]
 pub async fn session_state(
@@ -189,7 +190,7 @@ pub async fn session_state(
 }
 
 /// A session's decision log.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/decisions")]
 pub async fn decisions(
@@ -203,7 +204,7 @@ pub async fn decisions(
 }
 
 /// A session's tool calls with their results.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/tool-calls")]
 pub async fn tool_calls(
@@ -217,7 +218,7 @@ pub async fn tool_calls(
 }
 
 /// A session's interaction events (rendered, submitted, skipped).
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/interaction-events")]
 pub async fn interaction_events(
@@ -232,7 +233,7 @@ pub async fn interaction_events(
 }
 
 /// A session's raw event log.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["viewer"])),
     params(("session_id" = String, Path)), responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/sessions/{session_id}/events")]
 pub async fn events(
@@ -254,7 +255,7 @@ pub async fn events(
 }
 
 /// A study's results (completed, non-preview sessions), in pages.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["analyst"])),
     params(("study_id" = String, Path), PageQuery),
     responses((status = 200, description = "{results: [...], next_cursor}"), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results")]
@@ -262,7 +263,7 @@ pub async fn results(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: crate::http::query::Query<PageQuery>,
-    _researcher: Researcher,
+    _analyst: OnStudy<Analyst>,
 ) -> Result<HttpResponse, ApiError> {
     studies::get(&state.db, &path).await?;
     let page = limit(query.limit, 1000)?;
@@ -279,11 +280,9 @@ pub async fn results(
 /// Streams a study's results in `format`, row by row.
 async fn export_results(
     state: web::Data<AppState>,
-    req: HttpRequest,
     study_id: String,
     csv: bool,
 ) -> Result<HttpResponse, ApiError> {
-    require_researcher(&state, &req).await?;
     let study = studies::get(&state.db, &study_id).await?;
     let field_ids: Vec<String> = study
         .published
@@ -335,25 +334,25 @@ async fn export_results(
 }
 
 /// A study's results as CSV, streamed.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["analyst"])),
     params(("study_id" = String, Path)), responses((status = 200, content_type = "text/csv"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results.csv")]
 pub async fn results_csv(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _analyst: OnStudy<Analyst>,
 ) -> Result<HttpResponse, ApiError> {
-    export_results(state, req, path.into_inner(), true).await
+    export_results(state, path.into_inner(), true).await
 }
 
 /// A study's results as JSON Lines, streamed.
-#[utoipa::path(tag = "research", security(("bearer" = [])),
+#[utoipa::path(tag = "research", security(("bearer" = ["analyst"])),
     params(("study_id" = String, Path)), responses((status = 200, content_type = "application/x-ndjson"), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/results.jsonl")]
 pub async fn results_jsonl(
     state: web::Data<AppState>,
-    req: HttpRequest,
     path: web::Path<String>,
+    _analyst: OnStudy<Analyst>,
 ) -> Result<HttpResponse, ApiError> {
-    export_results(state, req, path.into_inner(), false).await
+    export_results(state, path.into_inner(), false).await
 }

@@ -66,7 +66,9 @@ pub(crate) async fn load_view(
 #[get("/api/sessions/{session_id}")]
 pub async fn get(
     state: web::Data<AppState>,
-    SessionCaller { caller, session_id }: SessionCaller,
+    SessionCaller {
+        caller, session_id, ..
+    }: SessionCaller,
 ) -> Result<HttpResponse, ApiError> {
     let view = load_view(&state, session_id).await?;
     let rows = read::transcript(&state.db, &session_id.to_string()).await?;
@@ -82,7 +84,7 @@ pub async fn get(
         })
         .collect();
     let researcher = match caller {
-        Caller::Researcher => {
+        Caller::Researcher(_) => {
             let from_log = from_log(&state, &session_id.to_string(), view.last_seq).await?;
             Some(researcher_fields(&view, from_log))
         }

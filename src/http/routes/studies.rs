@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use crate::command::participant_links;
 use crate::command::studies::{self, StudyRecord, StudyStatus};
-use crate::http::auth::Researcher;
+use crate::http::auth::{Admin, OnStudy, Owner, Researcher, Viewer};
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
 use crate::state::AppState;
@@ -99,7 +99,7 @@ async fn definition_body(
 }
 
 /// Create a study draft from a definition.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["admin"])),
     request_body(content = Object, description = "A study definition (docs/study-definition.md)"),
     responses((status = 201, body = StudyResponse), (status = 400), (status = 401), (status = 403), (status = 413),
               (status = 422, description = "the definition breaks a rule; details.field names it")))]
@@ -107,7 +107,7 @@ async fn definition_body(
 pub async fn create(
     state: web::Data<AppState>,
     body: web::Payload,
-    _researcher: Researcher,
+    _admin: Admin,
 ) -> Result<HttpResponse, ApiError> {
     let definition = definition_body(&state, body).await?;
     let study = studies::create(&state.db, definition).await?;
@@ -115,7 +115,7 @@ pub async fn create(
 }
 
 /// Replace a study's draft definition (published sessions are unaffected until the next publish).
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     request_body(content = Object, description = "A study definition"),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 422)))]
@@ -124,7 +124,7 @@ pub async fn replace(
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Payload,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     studies::get(&state.db, &path).await?;
     let definition = definition_body(&state, body).await?;
@@ -133,7 +133,7 @@ pub async fn replace(
 }
 
 /// Publish the draft: four content-addressed version ids and the public slug.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
               (status = 409, description = "slug_taken"), (status = 422)))]
@@ -141,7 +141,7 @@ pub async fn replace(
 pub async fn publish(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let study = studies::publish(&state.db, &path).await?;
     tracing::info!(study_id = %study.study_id, slug = ?study.public_slug, "study published");
@@ -149,7 +149,7 @@ pub async fn publish(
 }
 
 /// Pause a published study: new sessions are refused (409 `study_paused`).
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404),
               (status = 409, description = "study_not_published")))]
@@ -157,7 +157,7 @@ pub async fn publish(
 pub async fn pause(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(StudyResponse::from(
         studies::set_paused(&state.db, &path, true).await?,
@@ -165,62 +165,67 @@ pub async fn pause(
 }
 
 /// Resume a paused study.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404), (status = 409)))]
 #[post("/api/studies/{study_id}/resume")]
 pub async fn resume(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(StudyResponse::from(
         studies::set_paused(&state.db, &path, false).await?,
     )))
 }
 
-/// Every study, oldest first.
+/// Every study the caller holds a role on (an admin: every study), oldest first.
 #[derive(Serialize, ToSchema)]
 pub struct StudyList {
     studies: Vec<StudyResponse>,
 }
 
-/// List studies.
+/// List the studies the caller may see.
 #[utoipa::path(tag = "studies", security(("bearer" = [])),
     responses((status = 200, body = StudyList), (status = 401), (status = 403)))]
 #[get("/api/studies")]
 pub async fn list(
     state: web::Data<AppState>,
-    _researcher: Researcher,
+    Researcher(researcher): Researcher,
 ) -> Result<HttpResponse, ApiError> {
     let studies = studies::list(&state.db).await?;
-    let studies = studies.into_iter().map(Into::into).collect();
+    // Each researcher sees the studies they hold a role on (an admin, all).
+    let studies = studies
+        .into_iter()
+        .filter(|study| researcher.role_on(&study.study_id).is_some())
+        .map(Into::into)
+        .collect();
     Ok(HttpResponse::Ok().json(StudyList { studies }))
 }
 
 /// One study.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["viewer"])),
     params(("study_id" = String, Path)),
     responses((status = 200, body = StudyResponse), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}")]
 pub async fn get(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _viewer: OnStudy<Viewer>,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(StudyResponse::from(studies::get(&state.db, &path).await?)))
 }
 
 /// A study's overview: the funnel, where sessions stopped, and over its completed interviews
 /// durations, turns, objective coverage, field fill rates and model spend (`docs/overview.md`).
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["viewer"])),
     params(("study_id" = String, Path)),
     responses((status = 200), (status = 401), (status = 403), (status = 404)))]
 #[get("/api/studies/{study_id}/overview")]
 pub async fn overview(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _viewer: OnStudy<Viewer>,
 ) -> Result<HttpResponse, ApiError> {
     let study = studies::get(&state.db, &path).await?;
     let mut overview =
@@ -265,7 +270,7 @@ pub struct LinkSecretRequest {
 
 /// Start signing the study's participant links (or replace the secret: links signed with the
 /// old one stop working). From then on a create with a `participant_ref` needs its signature.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)), request_body(content = LinkSecretRequest, description = "optional"),
     responses((status = 200, body = LinkSecretResponse), (status = 400), (status = 401), (status = 403), (status = 404)))]
 #[post("/api/studies/{study_id}/participant-link-secret")]
@@ -273,7 +278,7 @@ pub async fn rotate_link_secret(
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Payload,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let request: LinkSecretRequest = json_body(body, 1024, true, ShapeErrors::BadRequest).await?;
     let study = studies::get(&state.db, &path).await?;
@@ -301,14 +306,14 @@ pub async fn rotate_link_secret(
 }
 
 /// Stop signing the study's participant links: references are taken unsigned again.
-#[utoipa::path(tag = "studies", security(("bearer" = [])),
+#[utoipa::path(tag = "studies", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path)),
     responses((status = 204), (status = 401), (status = 403), (status = 404)))]
 #[delete("/api/studies/{study_id}/participant-link-secret")]
 pub async fn remove_link_secret(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    _researcher: Researcher,
+    _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let study = studies::get(&state.db, &path).await?;
     participant_links::remove(&state.db, &study.study_id).await?;

@@ -1,0 +1,3 @@
+SELECT researcher_id, study_id, role
+FROM study_roles
+ORDER BY study_id

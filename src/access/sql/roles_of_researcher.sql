@@ -1,0 +1,3 @@
+SELECT study_id, role
+FROM study_roles
+WHERE researcher_id = $1
