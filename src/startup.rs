@@ -199,6 +199,14 @@ async fn open_state(
         projector,
         hub,
         researcher_token_digests: tokens,
+        sso: settings.oidc.clone().map(|oidc| {
+            let sso = Arc::new(crate::access::sso::Sso::new(oidc));
+            // Fetched now, not awaited: a provider that is away does not keep the server down
+            // (its keys are fetched again when a token needs them).
+            let fetching = sso.clone();
+            tokio::spawn(async move { fetching.refresh().await });
+            sso
+        }),
         data_kek,
         participant_token_digests: std::sync::Mutex::new(hashlink::LruCache::new(10_000)),
         study_locks: Default::default(),

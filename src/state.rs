@@ -21,6 +21,8 @@ pub struct AppState {
     pub settings: Settings,
     /// SHA-256 digests of the researcher tokens.
     pub researcher_token_digests: HashSet<String>,
+    /// Single sign-on's provider keys, when `OIDC_*` is set.
+    pub sso: Option<Arc<crate::access::sso::Sso>>,
     /// The key-encryption key that wraps new sessions' data keys.
     pub data_kek: std::sync::Arc<interview_projections::keys::Kek>,
     /// Participant token digests already read, by session: a session's token never changes,

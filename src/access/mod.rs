@@ -9,12 +9,15 @@
 //!   and exports them; `owner` also edits, publishes, pauses and resumes the study, manages its
 //!   link secret, grants roles on it and erases its participants' data. An admin may do
 //!   everything, creates studies and manages researchers.
+//! - **Single sign-on** (`sso.rs`): with `OIDC_*` set, a JWT from the organisation's provider
+//!   names the researcher and their roles.
 //! - **Configured tokens** (`RESEARCHER_TOKENS`, or the generated `DATA_DIR/researcher-token`)
 //!   keep working as admins, named `token:` and the first 8 hex digits of their SHA-256 — which
 //!   one, without the token.
 
 pub mod cli;
 pub mod identities;
+pub mod sso;
 
 use std::collections::HashMap;
 

@@ -15,7 +15,7 @@ use actix_web::{FromRequest, HttpRequest};
 use interview_session::hash::sha256_hex;
 use uuid::Uuid;
 
-use crate::access::{identities, Identity, Role};
+use crate::access::{identities, sso, Identity, Role};
 use crate::http::access_log::{note_researcher, note_target};
 
 use crate::http::error::ApiError;
@@ -96,6 +96,21 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
     if !token.starts_with("pt_") {
         let identity = if state.researcher_token_digests.contains(&digest) {
             Identity::configured(&digest)
+        } else if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(&token)) {
+            match sso.identity(&token).await {
+                Ok(identity) => identity,
+                Err(refused) => {
+                    // Every refused JWT is in the access log: under the researcher it names when
+                    // its signature held, else as an unverified token.
+                    let who = match &refused {
+                        sso::Refused::Claims { name, .. } => name.as_str(),
+                        sso::Refused::Unverified(_) => "unverified token",
+                    };
+                    tracing::info!(reason = %refused, "a single sign-on token was refused");
+                    note_researcher(req, who, None);
+                    return Err(ApiError::Unauthorized);
+                }
+            }
         } else {
             match identities::identity(&state.db, &digest, chrono::Utc::now()).await? {
                 Some(identity) => identity,

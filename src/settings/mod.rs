@@ -198,6 +198,23 @@ pub struct Overrides {
     /// Largest study definition, in bytes (413 above) [default: 262144].
     #[arg(long, env = "MAX_STUDY_BYTES")]
     pub max_study_bytes: Option<usize>,
+    /// Single sign-on: the OpenID Connect provider's issuer (`iss`); with OIDC_AUDIENCE and
+    /// OIDC_JWKS_URL, researchers may present the provider's JWTs (docs/security.md).
+    #[arg(long, env = "OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The audience (`aud`) a JWT must name: this server's client id at the provider.
+    #[arg(long, env = "OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// Where the provider publishes its signing keys (JWKS).
+    #[arg(long, env = "OIDC_JWKS_URL")]
+    pub oidc_jwks_url: Option<String>,
+    /// The claim holding the researcher's name [default: preferred_username, then sub].
+    #[arg(long, env = "OIDC_NAME_CLAIM")]
+    pub oidc_name_claim: Option<String>,
+    /// The claim holding their roles: a list of `admin` and `<study_id>:<role>` [default:
+    /// interview_roles].
+    #[arg(long, env = "OIDC_ROLES_CLAIM")]
+    pub oidc_roles_claim: Option<String>,
 }
 
 /// The resolved configuration.
@@ -243,6 +260,46 @@ pub struct Settings {
     pub connection_cap_exempt: Exempt,
     pub max_study_bytes: usize,
     pub max_pending_body_bytes: usize,
+    /// Single sign-on, when configured (all of issuer, audience and JWKS URL).
+    pub oidc: Option<Oidc>,
+}
+
+/// The OpenID Connect provider whose JWTs researchers may present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oidc {
+    pub issuer: String,
+    pub audience: String,
+    pub jwks_url: String,
+    /// `None`: `preferred_username`, then `sub`.
+    pub name_claim: Option<String>,
+    pub roles_claim: String,
+}
+
+/// Single sign-on from the command line and environment over the file, setting by setting: all
+/// of issuer, audience and JWKS URL, or none.
+fn oidc(cli: &Overrides, file: &Overrides) -> Result<Option<Oidc>, SettingsError> {
+    let pick = |field: fn(&Overrides) -> &Option<String>| {
+        field(cli)
+            .clone()
+            .or_else(|| field(file).clone())
+            .filter(|v| !v.trim().is_empty())
+    };
+    let found = (
+        pick(|o| &o.oidc_issuer),
+        pick(|o| &o.oidc_audience),
+        pick(|o| &o.oidc_jwks_url),
+    );
+    match found {
+        (None, None, None) => Ok(None),
+        (Some(issuer), Some(audience), Some(jwks_url)) => Ok(Some(Oidc {
+            issuer,
+            audience,
+            jwks_url,
+            name_claim: pick(|o| &o.oidc_name_claim),
+            roles_claim: pick(|o| &o.oidc_roles_claim).unwrap_or_else(|| "interview_roles".into()),
+        })),
+        _ => Err(SettingsError::IncompleteOidc),
+    }
 }
 
 impl Default for Settings {
@@ -289,6 +346,7 @@ impl Default for Settings {
             connection_cap_exempt: Exempt::Loopback,
             max_study_bytes: 256 * 1024,
             max_pending_body_bytes: 64 * 1024 * 1024,
+            oidc: None,
         }
     }
 }
@@ -305,6 +363,8 @@ pub enum SettingsError {
         path: String,
         source: toml::de::Error,
     },
+    #[error("single sign-on needs OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL together")]
+    IncompleteOidc,
 }
 
 impl Settings {
@@ -330,7 +390,10 @@ impl Settings {
             }
             None => Overrides::default(),
         };
-        Ok(Self::default().with(file).with(cli))
+        let oidc = oidc(&cli, &file)?;
+        let mut settings = Self::default().with(file).with(cli);
+        settings.oidc = oidc;
+        Ok(settings)
     }
 
     // Long by design: one line per setting a file or the environment may give.

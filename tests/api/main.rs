@@ -30,6 +30,7 @@ mod scenarios;
 mod security;
 mod sessions;
 mod sse;
+mod sso;
 mod stored_once;
 mod stream;
 mod studies;

@@ -1,0 +1,280 @@
+//! Single sign-on: researchers present a JWT from the organisation's OpenID Connect provider
+//! (`OIDC_ISSUER`, `OIDC_AUDIENCE`, `OIDC_JWKS_URL`).
+//!
+//! A token is accepted when it is signed by one of the provider's published keys (found by the
+//! token's `kid`; RSA, EC or Ed25519 — never a shared secret, never `none`, and only with the
+//! algorithm the key is for), names the issuer and the audience, and is within `exp`/`nbf`
+//! (30 s of clock leeway). The keys are fetched at start-up and again when a token names a key
+//! not yet seen (a rotation: at most once every 3 s) or an hour after the last fetch.
+//!
+//! The researcher's name comes from `OIDC_NAME_CLAIM` (default `preferred_username`, then
+//! `sub`), their roles from `OIDC_ROLES_CLAIM` (default `interview_roles`): a list of `admin`
+//! and `<study_id>:<role>` entries, or an object of study id → role. Their id is `sso:<sub>`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+use tokio::sync::{Mutex, RwLock};
+
+use super::{Identity, Role};
+use crate::settings::Oidc;
+
+/// How long fetched keys are trusted before they are fetched again.
+const KEYS_FOR: Duration = Duration::from_secs(3600);
+/// The least time between two fetches for an unknown key (a flood of made-up `kid`s must not
+/// become a flood of requests to the provider).
+const REFETCH_AFTER: Duration = Duration::from_secs(3);
+/// A fetch's time limit.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a JWT was refused, and whose it was when its signature held.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The token's signature holds but a claim does not (expired, another audience …): the
+    /// refusal is the named researcher's.
+    #[error("{reason}")]
+    Claims { reason: String, name: String },
+    /// No known key signed it, or it is not a JWT we take.
+    #[error("{0}")]
+    Unverified(String),
+}
+
+struct Keys {
+    by_kid: HashMap<String, (DecodingKey, Algorithm)>,
+    fetched: Option<Instant>,
+}
+
+/// The provider's keys and how tokens are checked against them.
+pub struct Sso {
+    settings: Oidc,
+    client: reqwest13::Client,
+    keys: RwLock<Keys>,
+    /// One fetch at a time.
+    fetching: Mutex<()>,
+}
+
+/// Whether a bearer token has a JWT's shape (three base64url parts, a JSON header).
+pub fn looks_like_jwt(token: &str) -> bool {
+    token.starts_with("eyJ") && token.split('.').count() == 3
+}
+
+impl Sso {
+    pub fn new(settings: Oidc) -> Self {
+        // reqwest is built without a bundled TLS provider; ring (as sqlx uses) serves HTTPS.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest13::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .build()
+            .expect("an HTTP client builds");
+        Self {
+            settings,
+            client,
+            keys: RwLock::new(Keys {
+                by_kid: HashMap::new(),
+                fetched: None,
+            }),
+            fetching: Mutex::new(()),
+        }
+    }
+
+    /// Fetches the provider's keys (start-up; a failure is logged, and tried again on use).
+    #[tracing::instrument(skip(self), fields(url = %self.settings.jwks_url))]
+    pub async fn refresh(&self) {
+        let _one = self.fetching.lock().await;
+        match self.fetch().await {
+            Ok(by_kid) => {
+                tracing::info!(keys = by_kid.len(), "identity provider's keys fetched");
+                *self.keys.write().await = Keys {
+                    by_kid,
+                    fetched: Some(Instant::now()),
+                };
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the identity provider's keys could not be fetched");
+                self.keys.write().await.fetched = Some(Instant::now());
+            }
+        }
+    }
+
+    async fn fetch(&self) -> Result<HashMap<String, (DecodingKey, Algorithm)>, String> {
+        let res = self
+            .client
+            .get(&self.settings.jwks_url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !res.status().is_success() {
+            return Err(format!("status {}", res.status()));
+        }
+        let body = res.bytes().await.map_err(|e| e.to_string())?;
+        let set: JwkSet = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        Ok(set
+            .keys
+            .iter()
+            .filter_map(|jwk| {
+                let kid = jwk.common.key_id.clone()?;
+                let alg = algorithm_of(jwk)?;
+                let key = DecodingKey::from_jwk(jwk).ok()?;
+                Some((kid, (key, alg)))
+            })
+            .collect())
+    }
+
+    /// The key a token names, fetching the keys again when it is unknown or they are old.
+    async fn key(&self, kid: &str) -> Option<(DecodingKey, Algorithm)> {
+        let (found, fetched) = {
+            let keys = self.keys.read().await;
+            (keys.by_kid.get(kid).cloned(), keys.fetched)
+        };
+        let stale = fetched.is_none_or(|at| at.elapsed() > KEYS_FOR);
+        let may_refetch = fetched.is_none_or(|at| at.elapsed() > REFETCH_AFTER);
+        if (found.is_none() && may_refetch) || stale {
+            self.refresh().await;
+            return self.keys.read().await.by_kid.get(kid).cloned();
+        }
+        found
+    }
+
+    /// The researcher a JWT names, or why it is refused.
+    pub async fn identity(&self, token: &str) -> Result<Identity, Refused> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| Refused::Unverified(format!("not a JWT: {e}")))?;
+        let kid = header
+            .kid
+            .ok_or_else(|| Refused::Unverified("the JWT names no key (kid)".into()))?;
+        let (key, alg) = self.key(&kid).await.ok_or_else(|| {
+            Refused::Unverified("signed by a key the provider does not publish".into())
+        })?;
+        if header.alg != alg {
+            return Err(Refused::Unverified(format!(
+                "signed with {:?}, but its key is for {alg:?}",
+                header.alg
+            )));
+        }
+        // The signature first, without the claims: a refusal on a claim is then the named
+        // researcher's (the access log files it under them).
+        let mut signature_only = Validation::new(alg);
+        signature_only.validate_exp = false;
+        signature_only.validate_aud = false;
+        signature_only.required_spec_claims.clear();
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &signature_only)
+            .map_err(|e| Refused::Unverified(format!("its signature does not hold: {e}")))?
+            .claims;
+        let name = self.name_of(&claims);
+        let mut validation = Validation::new(alg);
+        validation.set_issuer(&[&self.settings.issuer]);
+        validation.set_audience(&[&self.settings.audience]);
+        validation.validate_nbf = true;
+        validation.leeway = 30;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|e| Refused::Claims {
+            reason: e.to_string(),
+            name: name.clone(),
+        })?;
+        let (admin, roles) = roles_of(claims.get(&self.settings.roles_claim));
+        Ok(Identity {
+            researcher_id: claims["sub"].as_str().map(|sub| format!("sso:{sub}")),
+            name,
+            admin,
+            roles,
+        })
+    }
+
+    fn name_of(&self, claims: &Value) -> String {
+        let claim = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_string);
+        let name = match &self.settings.name_claim {
+            Some(c) => claim(c),
+            None => claim("preferred_username"),
+        };
+        name.or_else(|| claim("sub"))
+            .unwrap_or_else(|| "unnamed".into())
+            .chars()
+            .take(100)
+            .collect()
+    }
+}
+
+/// The algorithm a published key is for: its `alg`, else its family's usual one. Shared-secret
+/// keys are never taken (a public key set holds none, and one would let anyone sign).
+fn algorithm_of(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
+    let named = jwk.common.key_algorithm.and_then(|a| match a {
+        KeyAlgorithm::RS256 => Some(Algorithm::RS256),
+        KeyAlgorithm::RS384 => Some(Algorithm::RS384),
+        KeyAlgorithm::RS512 => Some(Algorithm::RS512),
+        KeyAlgorithm::PS256 => Some(Algorithm::PS256),
+        KeyAlgorithm::PS384 => Some(Algorithm::PS384),
+        KeyAlgorithm::PS512 => Some(Algorithm::PS512),
+        KeyAlgorithm::ES256 => Some(Algorithm::ES256),
+        KeyAlgorithm::ES384 => Some(Algorithm::ES384),
+        KeyAlgorithm::EdDSA => Some(Algorithm::EdDSA),
+        _ => None,
+    });
+    match &jwk.algorithm {
+        AlgorithmParameters::OctetKey(_) => None,
+        AlgorithmParameters::RSA(_) => named.or(Some(Algorithm::RS256)),
+        AlgorithmParameters::EllipticCurve(p) => named.or(match p.curve {
+            EllipticCurve::P256 => Some(Algorithm::ES256),
+            EllipticCurve::P384 => Some(Algorithm::ES384),
+            _ => None,
+        }),
+        AlgorithmParameters::OctetKeyPair(_) => named.or(Some(Algorithm::EdDSA)),
+    }
+}
+
+/// Admin and per-study roles from the roles claim: `["admin", "<study>:<role>", …]` or
+/// `{"<study>": "<role>", …}`. Entries that are neither are ignored.
+pub fn roles_of(claim: Option<&Value>) -> (bool, HashMap<String, Role>) {
+    let mut admin = false;
+    let mut roles = HashMap::new();
+    match claim {
+        Some(Value::Array(items)) => {
+            for item in items.iter().filter_map(Value::as_str) {
+                if item == "admin" {
+                    admin = true;
+                } else if let Some((study, role)) = item.rsplit_once(':') {
+                    if let Ok(role) = role.parse() {
+                        roles.insert(study.to_string(), role);
+                    }
+                }
+            }
+        }
+        Some(Value::Object(map)) => {
+            for (study, role) in map {
+                if let Some(role) = role.as_str().and_then(|r| r.parse().ok()) {
+                    roles.insert(study.clone(), role);
+                }
+            }
+        }
+        _ => {}
+    }
+    (admin, roles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn roles_read_from_a_list_or_an_object() {
+        let (admin, roles) = roles_of(Some(&json!(["s1:viewer", "s2:owner", "x:boss", 3])));
+        assert!(!admin);
+        assert_eq!(roles.len(), 2);
+        assert_eq!(roles["s2"], Role::Owner);
+        let (admin, roles) = roles_of(Some(&json!(["admin"])));
+        assert!(admin && roles.is_empty());
+        let (_, roles) = roles_of(Some(&json!({"s1": "analyst"})));
+        assert_eq!(roles["s1"], Role::Analyst);
+        assert_eq!(roles_of(None), (false, HashMap::new()));
+    }
+
+    #[test]
+    fn only_jwt_shaped_tokens_go_to_the_provider() {
+        assert!(looks_like_jwt("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"));
+        assert!(!looks_like_jwt("rt_0123"));
+        assert!(!looks_like_jwt("eyJonly.two"));
+    }
+}
