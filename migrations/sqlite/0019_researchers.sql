@@ -42,8 +42,8 @@ CREATE TABLE access_log
     seq           INTEGER PRIMARY KEY,
     -- When, in microseconds since the Unix epoch (one portable form to filter and hash).
     at_micros     INTEGER NOT NULL,
-    -- The researcher's name (`token:<8 hex>` for a configured token; `unknown` for a token
-    -- that names no one), and id when they have one.
+    -- The researcher's name (`token:<8 hex>` for a configured token; `unverified token` for a
+    -- JWT whose signature did not hold), and id when they have one.
     researcher    TEXT NOT NULL,
     researcher_id TEXT,
     method        TEXT NOT NULL,
@@ -51,6 +51,8 @@ CREATE TABLE access_log
     route         TEXT NOT NULL,
     study_id      TEXT,
     session_id    TEXT,
+    -- What a change changed, in words (`grant Vera analyst`, `revoke Vera`, `erase 2 session(s)`).
+    detail        TEXT,
     -- The HTTP status the request was answered with (403: refused).
     status        INTEGER NOT NULL,
     address       TEXT NOT NULL,

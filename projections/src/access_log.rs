@@ -9,14 +9,16 @@
 //! Cutting rows off the end leaves a shorter chain that still holds: an auditor compares the
 //! head `replay verify --access-log` prints with one they kept.
 //!
-//! Several writers (server processes, the command line) append without a lock: each reads the
-//! head and inserts `seq + 1`; the primary key refuses all but one writer of a `seq`, and the
-//! others read the new head and try again.
+//! Several writers (server processes, the command line) append one at a time: on PostgreSQL
+//! each takes a transaction-scoped advisory lock, reads the head and inserts `seq + 1`; SQLite
+//! has one writer per process, and a writer of another process that took the same `seq` is
+//! refused by the primary key and tries again on the new head. The chain never forks.
 
 use chrono::{DateTime, TimeZone, Utc};
 use interview_session::hash::sha256_hex;
 use serde::Serialize;
 
+use crate::store::backend::{Backend, ReadColumn, Statement};
 use crate::{on_db, Db};
 
 /// The `prev_hash` of the first row.
@@ -26,8 +28,8 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
     pub at: DateTime<Utc>,
-    /// The researcher's name (`token:<8 hex>` for a configured token, `unknown` for a token that
-    /// names no one).
+    /// The researcher's name (`token:<8 hex>` for a configured token, `unverified token` for a
+    /// JWT whose signature did not hold).
     pub researcher: String,
     pub researcher_id: Option<String>,
     pub method: String,
@@ -35,6 +37,8 @@ pub struct Entry {
     pub route: String,
     pub study_id: Option<String>,
     pub session_id: Option<String>,
+    /// What a change changed, in words (`grant Vera analyst`); `None` for a read.
+    pub detail: Option<String>,
     pub status: u16,
     pub address: String,
     pub request_id: String,
@@ -70,6 +74,7 @@ pub fn hash_of(prev_hash: &str, seq: i64, e: &Entry) -> String {
         e.route,
         e.study_id,
         e.session_id,
+        e.detail,
         e.status,
         e.address,
         e.request_id,
@@ -77,53 +82,74 @@ pub fn hash_of(prev_hash: &str, seq: i64, e: &Entry) -> String {
     sha256_hex(format!("{prev_hash}{fields}").as_bytes())
 }
 
-/// How many times a writer reads the head again after another writer took its `seq`.
+/// How many times a SQLite writer reads the head again after another process took its `seq`.
 const TRIES: usize = 50;
 
 /// Appends `entry`; its `seq`.
 #[tracing::instrument(skip_all, fields(route = %entry.route, status = entry.status))]
 pub async fn append(db: &Db, entry: &Entry) -> Result<i64, sqlx::Error> {
-    let mut last_error = None;
-    for _ in 0..TRIES {
-        let result: Result<i64, sqlx::Error> = on_db!(write(db), |pool| {
-            async {
-                let head: Option<(i64, String)> =
-                    sqlx::query_as(include_str!("sql/access_log_head.sql"))
-                        .fetch_optional(pool)
-                        .await?;
-                let (seq, prev) = match head {
-                    Some((seq, hash)) => (seq + 1, hash),
-                    None => (1, GENESIS.to_string()),
-                };
-                let hash = hash_of(&prev, seq, entry);
-                sqlx::query(include_str!("sql/access_log_insert.sql"))
-                    .bind(seq)
-                    .bind(micros(entry.at))
-                    .bind(&entry.researcher)
-                    .bind(&entry.researcher_id)
-                    .bind(&entry.method)
-                    .bind(&entry.route)
-                    .bind(&entry.study_id)
-                    .bind(&entry.session_id)
-                    .bind(i32::from(entry.status))
-                    .bind(&entry.address)
-                    .bind(&entry.request_id)
-                    .bind(&prev)
-                    .bind(&hash)
-                    .execute(pool)
-                    .await?;
-                Ok(seq)
+    match db {
+        Db::Postgres(pool) => {
+            // One writer at a time across every process: the lock is the transaction's.
+            let mut tx = pool.begin().await?;
+            sqlx::query(include_str!("sql/access_log_lock.sql"))
+                .execute(&mut *tx)
+                .await?;
+            let seq = insert_next(&mut tx, entry).await?;
+            tx.commit().await?;
+            Ok(seq)
+        }
+        Db::Sqlite(sqlite) => {
+            let mut last_error = None;
+            for _ in 0..TRIES {
+                let mut tx = sqlite.write.begin().await?;
+                match insert_next(&mut tx, entry).await {
+                    Ok(seq) => {
+                        tx.commit().await?;
+                        return Ok(seq);
+                    }
+                    Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                        last_error = Some(sqlx::Error::Database(e));
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            .await
-        });
-        match result {
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                last_error = Some(sqlx::Error::Database(e));
-            }
-            other => return other,
+            Err(last_error.expect("tried at least once"))
         }
     }
-    Err(last_error.expect("tried at least once"))
+}
+
+/// Reads the head and inserts `entry` after it, in `tx`.
+async fn insert_next<DB: Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    entry: &Entry,
+) -> Result<i64, sqlx::Error> {
+    let head = sqlx::query::<DB>(include_str!("sql/access_log_head.sql"))
+        .fetch_optional_in(tx)
+        .await?;
+    let (seq, prev) = match head {
+        Some(row) => (row.read::<i64>("seq")? + 1, row.read::<String>("hash")?),
+        None => (1, GENESIS.to_string()),
+    };
+    let hash = hash_of(&prev, seq, entry);
+    sqlx::query::<DB>(include_str!("sql/access_log_insert.sql"))
+        .arg(seq)
+        .arg(micros(entry.at))
+        .arg(&entry.researcher)
+        .arg(entry.researcher_id.clone())
+        .arg(&entry.method)
+        .arg(&entry.route)
+        .arg(entry.study_id.clone())
+        .arg(entry.session_id.clone())
+        .arg(entry.detail.clone())
+        .arg(i64::from(entry.status))
+        .arg(&entry.address)
+        .arg(&entry.request_id)
+        .arg(prev)
+        .arg(hash)
+        .execute_in(tx)
+        .await?;
+    Ok(seq)
 }
 
 /// Which rows to read.
@@ -145,6 +171,7 @@ type RawRow = (
     Option<String>,
     String,
     String,
+    Option<String>,
     Option<String>,
     Option<String>,
     i32,
@@ -180,12 +207,13 @@ pub async fn page(db: &Db, filter: &Filter) -> Result<Vec<Row>, sqlx::Error> {
                 route: r.5,
                 study_id: r.6,
                 session_id: r.7,
-                status: u16::try_from(r.8).unwrap_or_default(),
-                address: r.9,
-                request_id: r.10,
+                detail: r.8,
+                status: u16::try_from(r.9).unwrap_or_default(),
+                address: r.10,
+                request_id: r.11,
             },
-            prev_hash: r.11,
-            hash: r.12,
+            prev_hash: r.12,
+            hash: r.13,
         })
         .collect())
 }
@@ -265,6 +293,7 @@ mod tests {
             route: "/api/sessions/{session_id}/transcript".into(),
             study_id: Some("s".into()),
             session_id: Some("x".into()),
+            detail: None,
             status: 200,
             address: "10.0.0.1".into(),
             request_id: "req-1".into(),
@@ -330,6 +359,10 @@ mod tests {
             },
             Entry {
                 session_id: None,
+                ..base.clone()
+            },
+            Entry {
+                detail: Some("grant".into()),
                 ..base.clone()
             },
             Entry {

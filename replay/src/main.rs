@@ -127,6 +127,10 @@ enum Command {
         /// compare with a head kept earlier (rows cut off the end leave a shorter chain).
         #[arg(long, conflicts_with_all = ["session_id", "all", "bundle", "erased_from"])]
         access_log: bool,
+        /// With --access-log: a row an auditor kept earlier, as `SEQ:HASH` (what an earlier run
+        /// printed as its head); it must still be in the chain, unchanged, at its place.
+        #[arg(long, requires = "access_log")]
+        expect_row: Option<String>,
     },
     /// Rebuild the stored read models from the log.
     Rebuild {
@@ -247,8 +251,9 @@ async fn main() -> ExitCode {
             expect_head,
             erased_from,
             access_log,
+            expect_row,
         } => match erased_from {
-            None if access_log => access_log::verify(&url).await,
+            None if access_log => access_log::verify(&url, expect_row.as_deref()).await,
             Some(path) => {
                 run_verify_erased_from(&url, &session_id.unwrap_or_default(), &path).await
             }

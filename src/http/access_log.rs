@@ -7,11 +7,15 @@
 //! that presents no researcher's token leaves no note and no row (anyone could send those), nor
 //! does one the server failed to answer (5xx).
 //!
-//! The log fails closed: when the row cannot be written, the answer is replaced by 503 before a
-//! byte of it is sent, so nothing is read that the log does not record.
+//! The log fails closed for reads: when the row cannot be written, the answer is replaced by 503
+//! before a byte of it is sent, so nothing is read that the log does not record. A change
+//! (erasure, grant, revoke, publish) is made before its row is written: if the row then cannot
+//! be written, the change stands, the answer is a 503, and an error is logged with the request
+//! id — the one way a change can lack its row, and only while the database fails.
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpRequest, ResponseError};
 use chrono::Utc;
@@ -27,6 +31,8 @@ pub struct Accessed {
     pub researcher_id: Option<String>,
     pub study_id: Option<String>,
     pub session_id: Option<String>,
+    /// What a change changed, in words.
+    pub detail: Option<String>,
 }
 
 /// Notes who is calling (the first note of a request).
@@ -60,6 +66,13 @@ pub fn note_target(req: &HttpRequest, study_id: Option<&str>, session_id: Option
     }
 }
 
+/// Notes what a change changed, in words (`grant Vera analyst`).
+pub fn note_detail(req: &HttpRequest, detail: String) {
+    if let Some(a) = req.extensions_mut().get_mut::<Accessed>() {
+        a.detail = Some(detail);
+    }
+}
+
 /// The middleware: the request runs, then its row is appended (or the answer becomes a 503).
 pub async fn record(
     req: ServiceRequest,
@@ -67,9 +80,11 @@ pub async fn record(
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let res = next.call(req).await?;
     let noted = res.request().extensions().get::<Accessed>().cloned();
-    // A request the server could not answer (5xx: the database away, a restart) read nothing,
-    // and its row could not be written either: waiting for that would only delay the answer.
-    let Some(accessed) = noted.filter(|_| !res.status().is_server_error()) else {
+    // A read the server could not answer (5xx: the database away, a restart) read nothing, and
+    // its row could not be written either: waiting for that would only delay the answer. A
+    // change that failed is recorded all the same (it may have been made in part).
+    let read = matches!(*res.request().method(), Method::GET | Method::HEAD);
+    let Some(accessed) = noted.filter(|_| !(read && res.status().is_server_error())) else {
         return Ok(res.map_into_left_body());
     };
     let request = res.request();
@@ -97,6 +112,7 @@ pub async fn record(
             .unwrap_or_else(|| request.path().to_string()),
         study_id,
         session_id,
+        detail: accessed.detail,
         status: res.status().as_u16(),
         address: request
             .peer_addr()

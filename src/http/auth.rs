@@ -80,6 +80,31 @@ fn presented_token(req: &HttpRequest) -> Option<(String, Carrier)> {
         .map(|c| (c.value().to_string(), Carrier::Cookie))
 }
 
+/// Whether a researcher's token still reads `study_id` (an open stream asks this while it runs):
+/// not revoked, not expired, the role not taken away. A configured token always does.
+pub async fn still_reads(state: &AppState, token: &str, study_id: &str) -> bool {
+    let digest = sha256_hex(token.as_bytes());
+    if state.researcher_token_digests.contains(&digest) {
+        return true;
+    }
+    let identity = match state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
+        Some(sso) => sso.identity(token).await.ok(),
+        None => identities::identity(&state.db, &digest, chrono::Utc::now())
+            .await
+            .ok()
+            .flatten(),
+    };
+    identity.is_some_and(|i| i.may(study_id, Role::Viewer))
+}
+
+/// The bearer token in the request's `Authorization` header, if any.
+pub fn header_token(req: &HttpRequest) -> Option<String> {
+    match presented_token(req) {
+        Some((token, Carrier::Header)) => Some(token),
+        _ => None,
+    }
+}
+
 /// True when the request is authenticated by the participant cookie alone (no header, no query
 /// token): such a request may have been sent by another site's page, so JSON routes insist on
 /// a JSON content type from it (a cross-site form cannot send one).

@@ -84,7 +84,7 @@ pub struct Overrides {
     #[arg(long, env = "DATA_KEYS_RETIRED", hide_env_values = true)]
     pub data_keys_retired: Option<Secret>,
     /// A bearer token that may read /metrics (and nothing else), for a Prometheus scraper;
-    /// researcher tokens may too.
+    /// admins' tokens may too.
     #[arg(long, env = "METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<Secret>,
     /// Base URL of an OpenAI-compatible API (used by studies in llm mode).

@@ -525,7 +525,40 @@ async fn the_access_log_records_reads_and_refusals(store: Store) {
     assert!(next["entries"][0]["seq"].as_i64().unwrap() > cursor);
 }
 
+/// A researcher's open event stream ends soon after their token is revoked.
+async fn a_revoked_researchers_open_stream_ends(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let (a, _) = two_studies(&app).await;
+    let (session, _) = app.create_session("demo").await;
+    let vera = add(
+        &app,
+        json!({"name": "Vera", "roles": [{"study_id": a, "role": "viewer"}]}),
+    )
+    .await;
+    let mut stream = app
+        .client
+        .get(app.url(&paths::stream(&session)))
+        .bearer_auth(&vera)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert!(stream.chunk().await.unwrap().is_some(), "the stream opened");
+    app.post(
+        "/api/researchers/Vera/revoke",
+        Some(RESEARCHER_TOKEN),
+        &json!({}),
+    )
+    .await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream still runs after the revoke");
+}
+
 both_stores!(
+    a_revoked_researchers_open_stream_ends,
     the_access_log_records_reads_and_refusals,
     each_researcher_may_do_what_their_role_allows,
     an_expired_token_is_refused,

@@ -95,6 +95,7 @@ pub async fn erase_session(
         true,
         ShapeErrors::BadRequest,
     )?;
+    crate::http::access_log::note_detail(&req, "erase the session".into());
     let receipt = erasure::erase(
         state.erasing(),
         &session_id.to_string(),
@@ -134,6 +135,7 @@ pub async fn erase_participant(
             "name the panel id whose sessions to erase",
         ));
     }
+    crate::http::access_log::note_detail(&req, "erase a participant's sessions".into());
     let receipts = erasure::erase_participant(
         state.erasing(),
         &study.study_id,

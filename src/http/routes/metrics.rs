@@ -1,5 +1,5 @@
 //! `GET /metrics`: what the server records through the `metrics` facade (`crate::meters`), and
-//! the gauges of the present read at the scrape, for a researcher token or `METRICS_TOKEN`.
+//! the gauges of the present read at the scrape, for an admin's token or `METRICS_TOKEN`.
 
 use actix_web::{get, web, HttpRequest, HttpResponse};
 

@@ -3,7 +3,7 @@
 //! access log. A token is in the answer that makes it, once, marked `no-store`.
 
 use actix_web::http::header::CACHE_CONTROL;
-use actix_web::{delete, get, post, put, web, HttpResponse};
+use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use interview_projections::access_log::{self, Filter};
 use serde::Deserialize;
@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 use crate::access::identities::{self, Issued, NewResearcher};
 use crate::access::{expiry_in_days, Role};
 use crate::command::studies;
+use crate::http::access_log::note_detail;
 use crate::http::auth::{Admin, OnStudy, Owner};
 use crate::http::body::{json_body, ShapeErrors};
 use crate::http::error::ApiError;
@@ -77,11 +78,19 @@ fn issued(made: Issued) -> HttpResponse {
 #[post("/api/researchers")]
 pub async fn add(
     state: web::Data<AppState>,
+    req: HttpRequest,
     body: web::Payload,
     _admin: Admin,
 ) -> Result<HttpResponse, ApiError> {
     let request: AddResearcherRequest =
         json_body(body, BODY_LIMIT, false, ShapeErrors::BadRequest).await?;
+    let granted: String = request
+        .roles
+        .iter()
+        .map(|r| format!(" {}:{}", r.study_id, r.role))
+        .collect();
+    let admin = if request.admin { " admin" } else { "" };
+    note_detail(&req, format!("add {}{admin}{granted}", request.name));
     for role in &request.roles {
         studies::get(&state.db, &role.study_id).await?;
     }
@@ -114,9 +123,11 @@ pub async fn list(state: web::Data<AppState>, _admin: Admin) -> Result<HttpRespo
 #[post("/api/researchers/{name}/revoke")]
 pub async fn revoke(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
     _admin: Admin,
 ) -> Result<HttpResponse, ApiError> {
+    note_detail(&req, format!("revoke {}", path.as_str()));
     identities::revoke(&state.db, &path).await?;
     Ok(HttpResponse::Ok().json(json!({ "name": path.into_inner(), "revoked": true })))
 }
@@ -128,10 +139,12 @@ pub async fn revoke(
 #[post("/api/researchers/{name}/tokens")]
 pub async fn token(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<String>,
     body: web::Payload,
     _admin: Admin,
 ) -> Result<HttpResponse, ApiError> {
+    note_detail(&req, format!("token {}", path.as_str()));
     let request: TokenRequest = json_body(body, BODY_LIMIT, true, ShapeErrors::BadRequest).await?;
     let expires_at = expiry_in_days(request.expires_in_days)?;
     Ok(issued(
@@ -161,12 +174,14 @@ pub async fn roles(
 #[put("/api/studies/{study_id}/roles/{name}")]
 pub async fn grant(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<(String, String)>,
     body: web::Payload,
     _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let (study_id, name) = path.into_inner();
     let request: GrantRequest = json_body(body, BODY_LIMIT, false, ShapeErrors::BadRequest).await?;
+    note_detail(&req, format!("grant {name} {}", request.role));
     let study = studies::get(&state.db, &study_id).await?;
     identities::grant(&state.db, &name, &study.study_id, request.role).await?;
     Ok(HttpResponse::Ok()
@@ -181,10 +196,12 @@ pub async fn grant(
 #[delete("/api/studies/{study_id}/roles/{name}")]
 pub async fn ungrant(
     state: web::Data<AppState>,
+    req: HttpRequest,
     path: web::Path<(String, String)>,
     _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let (study_id, name) = path.into_inner();
+    note_detail(&req, format!("ungrant {name}"));
     if identities::remove_role(&state.db, &name, &study_id).await? {
         Ok(HttpResponse::NoContent().finish())
     } else {

@@ -63,7 +63,11 @@ pub async fn stream(
     state: web::Data<AppState>,
     guards: web::Data<crate::http::guards::Guards>,
     req: HttpRequest,
-    SessionCaller { session_id, .. }: SessionCaller,
+    SessionCaller {
+        session_id,
+        study_id,
+        ..
+    }: SessionCaller,
 ) -> Result<HttpResponse, ApiError> {
     let after = last_event_id(&req)?;
     let slot = guards
@@ -75,12 +79,28 @@ pub async fn stream(
     // log is read: the participant's stream is folded from the session's first event.
     let feed = SessionFeed::subscribe(&state.hub, &state.db, &session_id, 0);
     let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
-    tokio::spawn(async move {
+    let watched = state.clone();
+    let streaming = tokio::spawn(async move {
         pump(state.clone(), session_id, after, feed, tx).await;
         drop(slot);
     });
+    // A researcher's stream ends within seconds of their token being revoked or expiring, or
+    // their role on the study being taken away (participants' tokens do not change).
+    if let (Some(study_id), Some(token)) = (study_id, crate::http::auth::header_token(&req)) {
+        tokio::spawn(async move {
+            while !streaming.is_finished() {
+                tokio::time::sleep(RECHECK_EVERY).await;
+                if !crate::http::auth::still_reads(&watched, &token, &study_id).await {
+                    streaming.abort();
+                }
+            }
+        });
+    }
     Ok(event_stream(rx))
 }
+
+/// How often a researcher's open stream checks that its token still reads the study.
+const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A `text/event-stream` response of the frames sent on `rx`, never buffered by proxies; it
 /// ends when the sending side is dropped.
