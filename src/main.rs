@@ -18,7 +18,8 @@ async fn main() -> std::process::ExitCode {
     };
     // `researchers …`: on the server's database, then exit.
     if let Some(command) = command {
-        return match interview_runtime::access::cli::run(command, &settings).await {
+        let database_url = settings.effective_database_url();
+        return match interview_runtime::access::cli::run(command, &database_url).await {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");

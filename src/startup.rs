@@ -357,7 +357,7 @@ fn read_or_create_token_file(path: &Path) -> Result<String, StartupError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
-    let token = crate::http::auth::new_researcher_token();
+    let token = crate::access::identities::new_token();
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]

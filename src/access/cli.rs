@@ -12,7 +12,6 @@ use interview_projections::Db;
 use super::identities::{self, NewResearcher};
 use super::Role;
 use crate::command::error::CommandError;
-use crate::settings::Settings;
 
 /// The server's commands other than serving.
 #[derive(Debug, clap::Subcommand)]
@@ -83,13 +82,13 @@ impl From<sqlx::Error> for CliError {
     }
 }
 
-/// Runs `command` against the settings' database.
-pub async fn run(command: Command, settings: &Settings) -> Result<(), CliError> {
+/// Runs `command` against the database at `database_url` (the server's settings name it).
+pub async fn run(command: Command, database_url: &str) -> Result<(), CliError> {
     let pool = PoolSettings {
         max_connections: 2,
         ..PoolSettings::default()
     };
-    let db = Db::connect(&settings.effective_database_url(), &pool).await?;
+    let db = Db::connect(database_url, &pool).await?;
     let result = match command {
         Command::Researchers(c) => researchers(&db, c).await,
     };

@@ -68,9 +68,13 @@ pub struct RoleHolder {
     pub granted_at: DateTime<Utc>,
 }
 
-/// A new researcher token: `rt_` and 32 random bytes in hex.
+/// A new researcher token: `rt_` and 32 random bytes in hex (also the generated
+/// `DATA_DIR/researcher-token`).
 pub fn new_token() -> String {
-    crate::http::auth::new_researcher_token()
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("the OS random source works");
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    format!("rt_{hex}")
 }
 
 /// A name a researcher may have: 1 to 100 characters, no control characters, not starting with

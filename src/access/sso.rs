@@ -20,7 +20,17 @@ use serde_json::Value;
 use tokio::sync::{Mutex, RwLock};
 
 use super::{Identity, Role};
-use crate::settings::Oidc;
+
+/// The OpenID Connect provider whose JWTs researchers may present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oidc {
+    pub issuer: String,
+    pub audience: String,
+    pub jwks_url: String,
+    /// `None`: `preferred_username`, then `sub`.
+    pub name_claim: Option<String>,
+    pub roles_claim: String,
+}
 
 /// How long fetched keys are trusted before they are fetched again.
 const KEYS_FOR: Duration = Duration::from_secs(3600);

@@ -41,14 +41,6 @@ pub fn new_participant_token(session_id: Uuid) -> (String, String) {
     (token, digest)
 }
 
-/// A random hex token of 256 bits (generated researcher tokens).
-pub fn new_researcher_token() -> String {
-    let mut secret = [0u8; 32];
-    getrandom::fill(&mut secret).expect("the OS random source works");
-    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rt_{hex}")
-}
-
 /// Where a token came from. Researcher tokens count only from the header: a query string ends
 /// up in proxies' logs and browser history, and a cookie rides along on cross-site requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,36 +111,7 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
         .ok_or(ApiError::Unauthorized)?;
     let digest = sha256_hex(token.as_bytes());
     if !token.starts_with("pt_") {
-        let identity = if state.researcher_token_digests.contains(&digest) {
-            Identity::configured(&digest)
-        } else if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(&token)) {
-            match sso.identity(&token).await {
-                Ok(identity) => identity,
-                Err(refused) => {
-                    // Every refused JWT is in the access log: under the researcher it names when
-                    // its signature held, else as an unverified token.
-                    let who = match &refused {
-                        sso::Refused::Claims { name, .. } => name.as_str(),
-                        sso::Refused::Unverified(_) => "unverified token",
-                    };
-                    tracing::info!(reason = %refused, "a single sign-on token was refused");
-                    note_researcher(req, who, None);
-                    return Err(ApiError::Unauthorized);
-                }
-            }
-        } else {
-            match identities::identity(&state.db, &digest, chrono::Utc::now()).await? {
-                Some(identity) => identity,
-                None => {
-                    // A revoked or expired token still names its researcher: the refusal is
-                    // theirs in the access log. A token that names no one leaves no row.
-                    if let Some((name, id)) = identities::holder(&state.db, &digest).await? {
-                        note_researcher(req, &name, Some(&id));
-                    }
-                    return Err(ApiError::Unauthorized);
-                }
-            }
-        };
+        let identity = researcher(state, req, &token, &digest).await?;
         note_researcher(req, &identity.name, identity.researcher_id.as_deref());
         return match carrier {
             Carrier::Header => Ok(Caller::Researcher(identity)),
@@ -156,6 +119,47 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
             Carrier::Query | Carrier::Cookie => Err(ApiError::ResearcherTokenOutsideHeader),
         };
     }
+    participant(state, &token, &digest).await
+}
+
+/// The researcher a (non-participant) token names: a configured admin, a single sign-on JWT,
+/// or a token issued here; else 401, noted for the access log under whom it names.
+async fn researcher(
+    state: &AppState,
+    req: &HttpRequest,
+    token: &str,
+    digest: &str,
+) -> Result<Identity, ApiError> {
+    if state.researcher_token_digests.contains(digest) {
+        return Ok(Identity::configured(digest));
+    }
+    if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
+        return sso.identity(token).await.map_err(|refused| {
+            // Every refused JWT is in the access log: under the researcher it names when its
+            // signature held, else as an unverified token.
+            let who = match &refused {
+                sso::Refused::Claims { name, .. } => name.as_str(),
+                sso::Refused::Unverified(_) => "unverified token",
+            };
+            tracing::info!(reason = %refused, "a single sign-on token was refused");
+            note_researcher(req, who, None);
+            ApiError::Unauthorized
+        });
+    }
+    if let Some(identity) = identities::identity(&state.db, digest, chrono::Utc::now()).await? {
+        return Ok(identity);
+    }
+    // A revoked or expired token still names its researcher: the refusal is theirs in the
+    // access log. A token that names no one leaves no row.
+    if let Some((name, id)) = identities::holder(&state.db, digest).await? {
+        note_researcher(req, &name, Some(&id));
+    }
+    Err(ApiError::Unauthorized)
+}
+
+/// The session a participant's token (`pt_<session>_<secret>`) opens, checked against the
+/// digest its `session.created` event stored (kept in a cache after the first read).
+async fn participant(state: &AppState, token: &str, digest: &str) -> Result<Caller, ApiError> {
     let session_id = token
         .strip_prefix("pt_")
         .and_then(|rest| rest.split_once('_'))

@@ -6,6 +6,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use clap::Parser;
+
+pub use crate::access::sso::Oidc;
 use serde::Deserialize;
 
 mod exempt;
@@ -262,17 +264,6 @@ pub struct Settings {
     pub max_pending_body_bytes: usize,
     /// Single sign-on, when configured (all of issuer, audience and JWKS URL).
     pub oidc: Option<Oidc>,
-}
-
-/// The OpenID Connect provider whose JWTs researchers may present.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Oidc {
-    pub issuer: String,
-    pub audience: String,
-    pub jwks_url: String,
-    /// `None`: `preferred_username`, then `sub`.
-    pub name_claim: Option<String>,
-    pub roles_claim: String,
 }
 
 /// Single sign-on from the command line and environment over the file, setting by setting: all

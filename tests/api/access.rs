@@ -263,6 +263,7 @@ async fn an_expired_token_is_refused(store: Store) {
 }
 
 /// Bad requests to the admin routes are refused with a clear error and write nothing.
+// Long by design: a table of bad requests, one line each, then the count that shows none wrote.
 async fn bad_researcher_requests_are_refused_and_write_nothing(store: Store) {
     let app = TestApp::spawn(store).await;
     let (a, _) = two_studies(&app).await;

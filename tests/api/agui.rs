@@ -396,6 +396,9 @@ async fn every_run_ends_where_the_session_stands(store: Store) {
 /// conversation as one MESSAGES_SNAPSHOT: every earlier message once, in order, each widget as a
 /// tool call with its answer as the call's result, the waiting widget among them and not
 /// announced again; a client that holds it all gets none.
+// Long by design: one reload scenario in order — the snapshot read back against the transcript,
+// a client holding everything, a reused id with other words, a reload that answers the widget —
+// each run's checks right after it.
 async fn a_reload_gets_the_conversation_once(store: Store) {
     let app = TestApp::spawn(store).await;
     let (session, token) = app.interviewing("demo").await;

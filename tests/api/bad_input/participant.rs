@@ -152,6 +152,7 @@ pub(super) fn caller_cases(fx: &Fixture) -> Vec<Case> {
 }
 
 /// Commands an ended session, or a session without that widget, cannot take.
+// Long by design: a table of cases, one per refusal.
 pub(super) fn ended_session_cases(fx: &Fixture) -> Vec<Case> {
     let ended = &fx.ended;
     let ok_msg = Some(json!({"content": "hi"}).to_string());

@@ -12,8 +12,7 @@ use interview_session::interaction::InteractionToolCall;
 use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 
-/// The tool name under which interactions are announced.
-pub(super) const RENDER_TOOL: &str = "render_interaction";
+use super::RENDER_TOOL;
 
 /// Turns the session's events and deltas into AG-UI events for one run.
 #[derive(Default)]

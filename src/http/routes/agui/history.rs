@@ -24,8 +24,8 @@ use interview_session::{EventBody, SessionEvent};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::events::RENDER_TOOL;
 use super::input::RunAgentInput;
+use super::RENDER_TOOL;
 use crate::http::error::ApiError;
 
 /// The messages a run starts with, and the widgets among them (announced already).

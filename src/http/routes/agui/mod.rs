@@ -15,6 +15,9 @@ mod follow;
 mod history;
 mod input;
 
+/// The tool name under which interactions are announced (live, and in a snapshot's history).
+const RENDER_TOOL: &str = "render_interaction";
+
 use actix_web::web::Bytes;
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use interview_projections::read;
