@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 use tokio::sync::{Mutex, RwLock};
@@ -39,14 +39,23 @@ const KEYS_FOR: Duration = Duration::from_secs(3600);
 const REFETCH_AFTER: Duration = Duration::from_secs(3);
 /// A fetch's time limit.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest key set read (a few keys take a few kilobytes).
+const MAX_KEY_SET_BYTES: usize = 256 * 1024;
+/// How many refused tokens whose signature did not hold are recorded each second (per process):
+/// they name no one, and anyone can send them.
+const UNVERIFIED_PER_SECOND: u32 = 20;
 
 /// Why a JWT was refused, and whose it was when its signature held.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
     /// The token's signature holds but a claim does not (expired, another audience …): the
-    /// refusal is the named researcher's.
+    /// refusal is the named researcher's (`id`: `sso:<sub>`).
     #[error("{reason}")]
-    Claims { reason: String, name: String },
+    Claims {
+        reason: String,
+        name: String,
+        id: Option<String>,
+    },
     /// No known key signed it, or it is not a JWT we take.
     #[error("{0}")]
     Unverified(String),
@@ -64,6 +73,8 @@ pub struct Sso {
     keys: RwLock<Keys>,
     /// One fetch at a time.
     fetching: Mutex<()>,
+    /// Unverified refusals recorded in the current second: (its start, how many).
+    unverified: std::sync::Mutex<(Instant, u32)>,
 }
 
 /// Whether a bearer token has a JWT's shape (three base64url parts, a JSON header).
@@ -75,8 +86,10 @@ impl Sso {
     pub fn new(settings: Oidc) -> Self {
         // reqwest is built without a bundled TLS provider; ring (as sqlx uses) serves HTTPS.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        // No redirects: the keys come from the URL configured, or from nowhere.
         let client = reqwest13::Client::builder()
             .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest13::redirect::Policy::none())
             .build()
             .expect("an HTTP client builds");
         Self {
@@ -87,13 +100,43 @@ impl Sso {
                 fetched: None,
             }),
             fetching: Mutex::new(()),
+            unverified: std::sync::Mutex::new((Instant::now(), 0)),
         }
     }
 
+    /// Whether another refusal of an unverified token may be recorded now (at most
+    /// [`UNVERIFIED_PER_SECOND`]); the rest are only counted in the server's log.
+    pub fn record_unverified(&self) -> bool {
+        let mut window = self.unverified.lock().expect("never poisoned");
+        if window.0.elapsed() >= Duration::from_secs(1) {
+            *window = (Instant::now(), 0);
+        }
+        window.1 += 1;
+        window.1 <= UNVERIFIED_PER_SECOND
+    }
+
     /// Fetches the provider's keys (start-up; a failure is logged, and tried again on use).
-    #[tracing::instrument(skip(self), fields(url = %self.settings.jwks_url))]
     pub async fn refresh(&self) {
         let _one = self.fetching.lock().await;
+        self.fetch_and_keep().await;
+    }
+
+    /// Fetches the keys again for `kid` — unless, by the time this caller's turn comes, another
+    /// fetched them within [`REFETCH_AFTER`] (a crowd of unknown `kid`s makes one fetch).
+    async fn refresh_for(&self, kid: &str) {
+        let _one = self.fetching.lock().await;
+        {
+            let keys = self.keys.read().await;
+            let recent = keys.fetched.is_some_and(|at| at.elapsed() <= REFETCH_AFTER);
+            if keys.by_kid.contains_key(kid) || recent {
+                return;
+            }
+        }
+        self.fetch_and_keep().await;
+    }
+
+    #[tracing::instrument(skip(self), fields(url = %self.settings.jwks_url))]
+    async fn fetch_and_keep(&self) {
         match self.fetch().await {
             Ok(by_kid) => {
                 tracing::info!(keys = by_kid.len(), "identity provider's keys fetched");
@@ -110,7 +153,7 @@ impl Sso {
     }
 
     async fn fetch(&self) -> Result<HashMap<String, (DecodingKey, Algorithm)>, String> {
-        let res = self
+        let mut res = self
             .client
             .get(&self.settings.jwks_url)
             .send()
@@ -119,11 +162,23 @@ impl Sso {
         if !res.status().is_success() {
             return Err(format!("status {}", res.status()));
         }
-        let body = res.bytes().await.map_err(|e| e.to_string())?;
+        let too_big = || format!("the key set is larger than {MAX_KEY_SET_BYTES} bytes");
+        if res.content_length().unwrap_or(0) > MAX_KEY_SET_BYTES as u64 {
+            return Err(too_big());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = res.chunk().await.map_err(|e| e.to_string())? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_KEY_SET_BYTES {
+                return Err(too_big());
+            }
+        }
         let set: JwkSet = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
         Ok(set
             .keys
             .iter()
+            // Keys published for encryption are not signing keys.
+            .filter(|jwk| jwk.common.public_key_use != Some(PublicKeyUse::Encryption))
             .filter_map(|jwk| {
                 let kid = jwk.common.key_id.clone()?;
                 let alg = algorithm_of(jwk)?;
@@ -142,7 +197,7 @@ impl Sso {
         let stale = fetched.is_none_or(|at| at.elapsed() > KEYS_FOR);
         let may_refetch = fetched.is_none_or(|at| at.elapsed() > REFETCH_AFTER);
         if (found.is_none() && may_refetch) || stale {
-            self.refresh().await;
+            self.refresh_for(kid).await;
             return self.keys.read().await.by_kid.get(kid).cloned();
         }
         found
@@ -174,6 +229,7 @@ impl Sso {
             .map_err(|e| Refused::Unverified(format!("its signature does not hold: {e}")))?
             .claims;
         let name = self.name_of(&claims);
+        let id = claims["sub"].as_str().map(|sub| format!("sso:{sub}"));
         let mut validation = Validation::new(alg);
         validation.set_issuer(&[&self.settings.issuer]);
         validation.set_audience(&[&self.settings.audience]);
@@ -183,10 +239,11 @@ impl Sso {
         jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|e| Refused::Claims {
             reason: e.to_string(),
             name: name.clone(),
+            id: id.clone(),
         })?;
         let (admin, roles) = roles_of(claims.get(&self.settings.roles_claim));
         Ok(Identity {
-            researcher_id: claims["sub"].as_str().map(|sub| format!("sso:{sub}")),
+            researcher_id: id,
             name,
             admin,
             roles,

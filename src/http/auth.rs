@@ -135,14 +135,16 @@ async fn researcher(
     }
     if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
         return sso.identity(token).await.map_err(|refused| {
-            // Every refused JWT is in the access log: under the researcher it names when its
-            // signature held, else as an unverified token.
-            let who = match &refused {
-                sso::Refused::Claims { name, .. } => name.as_str(),
-                sso::Refused::Unverified(_) => "unverified token",
-            };
+            // A refused JWT is in the access log: under the researcher it names when its
+            // signature held, else as an unverified token (at most so many a second).
             tracing::info!(reason = %refused, "a single sign-on token was refused");
-            note_researcher(req, who, None);
+            match &refused {
+                sso::Refused::Claims { name, id, .. } => note_researcher(req, name, id.as_deref()),
+                sso::Refused::Unverified(_) if sso.record_unverified() => {
+                    note_researcher(req, "unverified token", None)
+                }
+                sso::Refused::Unverified(_) => {}
+            }
             ApiError::Unauthorized
         });
     }

@@ -266,6 +266,26 @@ pub struct Settings {
     pub oidc: Option<Oidc>,
 }
 
+/// Where signing keys may come from: https, or plain http on this machine only (whoever can
+/// change the keys in transit could sign in as anyone).
+fn trusted_url(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.chars().all(|c| c.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
+    matches!(host, "127.0.0.1" | "[::1]" | "localhost")
+}
+
 /// Single sign-on from the command line and environment over the file, setting by setting: all
 /// of issuer, audience and JWKS URL, or none.
 fn oidc(cli: &Overrides, file: &Overrides) -> Result<Option<Oidc>, SettingsError> {
@@ -282,6 +302,9 @@ fn oidc(cli: &Overrides, file: &Overrides) -> Result<Option<Oidc>, SettingsError
     );
     match found {
         (None, None, None) => Ok(None),
+        (Some(_), Some(_), Some(jwks_url)) if !trusted_url(&jwks_url) => {
+            Err(SettingsError::InsecureJwksUrl)
+        }
         (Some(issuer), Some(audience), Some(jwks_url)) => Ok(Some(Oidc {
             issuer,
             audience,
@@ -356,6 +379,8 @@ pub enum SettingsError {
     },
     #[error("single sign-on needs OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL together")]
     IncompleteOidc,
+    #[error("OIDC_JWKS_URL must be https (http only on this machine: 127.0.0.1, ::1, localhost)")]
+    InsecureJwksUrl,
 }
 
 impl Settings {
@@ -502,6 +527,27 @@ fn split_secrets(list: &Secret) -> Vec<Secret> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn signing_keys_come_over_https_or_from_this_machine() {
+        for ok in [
+            "https://idp.example.org/jwks",
+            "http://127.0.0.1:8123/jwks.json",
+            "http://localhost/keys",
+            "http://[::1]:9000/k",
+        ] {
+            assert!(trusted_url(ok), "{ok}");
+        }
+        for bad in [
+            "http://idp.example.org/jwks",
+            "http://127.0.0.1.evil.test/jwks",
+            "http://localhost.evil.test:80/",
+            "ftp://x",
+        ] {
+            assert!(!trusted_url(bad), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

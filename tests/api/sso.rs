@@ -58,7 +58,8 @@ async fn provider(keys: Arc<Mutex<Value>>) -> String {
     format!("http://127.0.0.1:{port}/jwks.json")
 }
 
-/// A JWT signed by `kid`, with these claims over the usual ones (issuer, audience, an hour).
+/// A JWT signed by `kid`, with these claims over the usual ones (issuer, audience, an hour); a
+/// claim given as `null` is left out.
 fn token(kid: &str, claims: Value) -> String {
     let now = chrono::Utc::now().timestamp();
     let mut body = json!({
@@ -66,7 +67,12 @@ fn token(kid: &str, claims: Value) -> String {
         "iat": now, "exp": now + 3600,
     });
     for (k, v) in claims.as_object().unwrap() {
-        body[k] = v.clone();
+        match v {
+            Value::Null => {
+                body.as_object_mut().unwrap().remove(k);
+            }
+            _ => body[k] = v.clone(),
+        }
     }
     let mut header = Header::new(jsonwebtoken::Algorithm::RS256);
     header.kid = Some(kid.into());
@@ -125,6 +131,14 @@ async fn researchers_sign_in_with_the_organisations_provider(store: Store) {
         "k1",
         json!({"exp": now - 300, "interview_roles": roles["interview_roles"]}),
     );
+    let other_issuer = token(
+        "k1",
+        json!({"iss": "https://elsewhere.example.test", "interview_roles": roles["interview_roles"]}),
+    );
+    let no_expiry = token(
+        "k1",
+        json!({"exp": null, "interview_roles": roles["interview_roles"]}),
+    );
     let unknown_key = token("k3", roles.clone());
     let mut hs = Header::new(jsonwebtoken::Algorithm::HS256);
     hs.kid = Some("k1".into());
@@ -136,7 +150,15 @@ async fn researchers_sign_in_with_the_organisations_provider(store: Store) {
     .unwrap();
     let (head, _) = sam.rsplit_once('.').unwrap();
     let forged = format!("{head}.AAAA");
-    for bad in [&other_audience, &expired, &unknown_key, &confused, &forged] {
+    for bad in [
+        &other_audience,
+        &expired,
+        &other_issuer,
+        &no_expiry,
+        &unknown_key,
+        &confused,
+        &forged,
+    ] {
         let res = app.get(&paths::study(&a), Some(bad)).await;
         assert_error(res, StatusCode::UNAUTHORIZED, "unauthorized").await;
     }
@@ -181,6 +203,8 @@ async fn researchers_sign_in_with_the_organisations_provider(store: Store) {
         rows,
         [
             sam_row(200),
+            sam_row(401),
+            sam_row(401),
             sam_row(401),
             sam_row(401),
             unverified.clone(),
