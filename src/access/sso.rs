@@ -219,28 +219,18 @@ impl Sso {
                 header.alg
             )));
         }
-        // The signature first, without the claims: a refusal on a claim is then the named
-        // researcher's (the access log files it under them).
-        let mut signature_only = Validation::new(alg);
-        signature_only.validate_exp = false;
-        signature_only.validate_aud = false;
-        signature_only.required_spec_claims.clear();
-        let claims = jsonwebtoken::decode::<Value>(token, &key, &signature_only)
-            .map_err(|e| Refused::Unverified(format!("its signature does not hold: {e}")))?
-            .claims;
-        let name = self.name_of(&claims);
-        let id = claims["sub"].as_str().map(|sub| format!("sso:{sub}"));
         let mut validation = Validation::new(alg);
         validation.set_issuer(&[&self.settings.issuer]);
         validation.set_audience(&[&self.settings.audience]);
         validation.validate_nbf = true;
         validation.leeway = 30;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|e| Refused::Claims {
-            reason: e.to_string(),
-            name: name.clone(),
-            id: id.clone(),
-        })?;
+        let claims = match jsonwebtoken::decode::<Value>(token, &key, &validation) {
+            Ok(checked) => checked.claims,
+            Err(e) => return Err(self.refusal(token, &key, alg, e)),
+        };
+        let name = self.name_of(&claims);
+        let id = claims["sub"].as_str().map(|sub| format!("sso:{sub}"));
         let (admin, roles) = roles_of(claims.get(&self.settings.roles_claim));
         Ok(Identity {
             researcher_id: id,
@@ -248,6 +238,31 @@ impl Sso {
             admin,
             roles,
         })
+    }
+
+    /// Why a token failed: when its signature holds (checked alone, without the claims), the
+    /// refusal is the researcher's it names — the access log files it under them.
+    fn refusal(
+        &self,
+        token: &str,
+        key: &DecodingKey,
+        alg: Algorithm,
+        error: jsonwebtoken::errors::Error,
+    ) -> Refused {
+        let mut signature_only = Validation::new(alg);
+        signature_only.validate_exp = false;
+        signature_only.validate_aud = false;
+        signature_only.required_spec_claims.clear();
+        match jsonwebtoken::decode::<Value>(token, key, &signature_only) {
+            Ok(signed) => Refused::Claims {
+                reason: error.to_string(),
+                name: self.name_of(&signed.claims),
+                id: signed.claims["sub"]
+                    .as_str()
+                    .map(|sub| format!("sso:{sub}")),
+            },
+            Err(e) => Refused::Unverified(format!("its signature does not hold: {e}")),
+        }
     }
 
     fn name_of(&self, claims: &Value) -> String {

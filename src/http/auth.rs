@@ -76,17 +76,10 @@ fn presented_token(req: &HttpRequest) -> Option<(String, Carrier)> {
 /// not revoked, not expired, the role not taken away. A configured token always does.
 pub async fn still_reads(state: &AppState, token: &str, study_id: &str) -> bool {
     let digest = sha256_hex(token.as_bytes());
-    if state.researcher_token_digests.contains(&digest) {
-        return true;
+    match identify(state, token, &digest).await {
+        Ok(Identified::Is(identity)) => identity.may(study_id, Role::Viewer),
+        _ => false,
     }
-    let identity = match state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
-        Some(sso) => sso.identity(token).await.ok(),
-        None => identities::identity(&state.db, &digest, chrono::Utc::now())
-            .await
-            .ok()
-            .flatten(),
-    };
-    identity.is_some_and(|i| i.may(study_id, Role::Viewer))
 }
 
 /// The bearer token in the request's `Authorization` header, if any.
@@ -122,6 +115,34 @@ pub async fn authenticate(state: &AppState, req: &HttpRequest) -> Result<Caller,
     participant(state, &token, &digest).await
 }
 
+/// Who a (non-participant) token names, or why it names no one: the one decision both a
+/// request ([`researcher`]) and an open stream ([`still_reads`]) take.
+enum Identified {
+    Is(Identity),
+    /// A single sign-on JWT refused.
+    RefusedJwt(sso::Refused),
+    /// A token of ours that is not (or no longer) live.
+    NotLive,
+}
+
+async fn identify(state: &AppState, token: &str, digest: &str) -> Result<Identified, ApiError> {
+    if state.researcher_token_digests.contains(digest) {
+        return Ok(Identified::Is(Identity::configured(digest)));
+    }
+    if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
+        return Ok(match sso.identity(token).await {
+            Ok(identity) => Identified::Is(identity),
+            Err(refused) => Identified::RefusedJwt(refused),
+        });
+    }
+    Ok(
+        match identities::identity(&state.db, digest, chrono::Utc::now()).await? {
+            Some(identity) => Identified::Is(identity),
+            None => Identified::NotLive,
+        },
+    )
+}
+
 /// The researcher a (non-participant) token names: a configured admin, a single sign-on JWT,
 /// or a token issued here; else 401, noted for the access log under whom it names.
 async fn researcher(
@@ -130,31 +151,32 @@ async fn researcher(
     token: &str,
     digest: &str,
 ) -> Result<Identity, ApiError> {
-    if state.researcher_token_digests.contains(digest) {
-        return Ok(Identity::configured(digest));
-    }
-    if let Some(sso) = state.sso.as_ref().filter(|_| sso::looks_like_jwt(token)) {
-        return sso.identity(token).await.map_err(|refused| {
+    match identify(state, token, digest).await? {
+        Identified::Is(identity) => return Ok(identity),
+        Identified::RefusedJwt(refused) => {
             // A refused JWT is in the access log: under the researcher it names when its
             // signature held, else as an unverified token (at most so many a second).
             tracing::info!(reason = %refused, "a single sign-on token was refused");
             match &refused {
                 sso::Refused::Claims { name, id, .. } => note_researcher(req, name, id.as_deref()),
-                sso::Refused::Unverified(_) if sso.record_unverified() => {
+                sso::Refused::Unverified(_)
+                    if state
+                        .sso
+                        .as_ref()
+                        .is_some_and(|sso| sso.record_unverified()) =>
+                {
                     note_researcher(req, "unverified token", None)
                 }
                 sso::Refused::Unverified(_) => {}
             }
-            ApiError::Unauthorized
-        });
-    }
-    if let Some(identity) = identities::identity(&state.db, digest, chrono::Utc::now()).await? {
-        return Ok(identity);
-    }
-    // A revoked or expired token still names its researcher: the refusal is theirs in the
-    // access log. A token that names no one leaves no row.
-    if let Some((name, id)) = identities::holder(&state.db, digest).await? {
-        note_researcher(req, &name, Some(&id));
+        }
+        Identified::NotLive => {
+            // A revoked or expired token still names its researcher: the refusal is theirs in
+            // the access log. A token that names no one leaves no row.
+            if let Some((name, id)) = identities::holder(&state.db, digest).await? {
+                note_researcher(req, &name, Some(&id));
+            }
+        }
     }
     Err(ApiError::Unauthorized)
 }

@@ -507,6 +507,21 @@ async fn the_access_log_records_reads_and_refusals(store: Store) {
         "owner",
     )
     .await;
+    // A bad page or filter is a 400 naming the field.
+    for query in [
+        "limit=0",
+        "limit=5000",
+        "cursor=abc",
+        "from=yesterday",
+        "colour=red",
+    ] {
+        let res = app
+            .get(&format!("/api/studies/{a}/access-log?{query}"), Some(&olga))
+            .await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{query}");
+        let body = json_of(res).await;
+        assert!(body["error"]["code"].is_string(), "{query}: {body}");
+    }
     // Paged, oldest first.
     let page = json_of(
         app.get(&format!("/api/studies/{a}/access-log?limit=2"), Some(&olga))

@@ -79,7 +79,8 @@ fn decode_cursor(cursor: &Option<String>) -> Result<Option<(DateTime<Utc>, Strin
     Ok(Some((at, id.to_string())))
 }
 
-fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
+/// A page size: 100 by default, 1 to `max` when given (400 `invalid_query` otherwise).
+pub(crate) fn limit(raw: Option<i64>, max: i64) -> Result<i64, ApiError> {
     match raw {
         None => Ok(100),
         Some(n) if (1..=max).contains(&n) => Ok(n),

@@ -234,14 +234,7 @@ async fn access_log_page(
     study_id: Option<String>,
     query: AccessLogQuery,
 ) -> Result<HttpResponse, ApiError> {
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest {
-            code: "invalid_query",
-            message: "limit must be 1 to 1000".into(),
-            details: Some(json!({ "field": "limit" })),
-        });
-    }
+    let limit = crate::http::routes::research::limit(query.limit, 1000)?;
     let filter = Filter {
         study_id,
         researcher: query.researcher,
