@@ -3,8 +3,9 @@
 //!
 //! The folders say what lives in them (see `docs/architecture.md`): `http/` the front door and
 //! the routes, `access/` researchers' identities and roles, `command/` the command side, `live/` streams and fan-out, `jobs/` background
-//! work, `interviewer/` the interviewer and `llm/` its model client; at the top, settings, wiring
-//! (`startup`, `state`, `demo`), metrics (`meters`) and logs and traces (`telemetry`).
+//! work, `interviewer/` the interviewer and `llm/` its model client, `webhooks/` what a study pushes
+//! to the research team's systems; at the top, settings, wiring
+//! (`startup`, `state`, `demo`), metrics (`meters`), logs and traces (`telemetry`) and the clients' TLS (`tls`).
 #![forbid(unsafe_code)]
 
 pub mod access;
@@ -21,6 +22,8 @@ pub mod settings;
 pub mod startup;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
+pub mod webhooks;
 
 pub use settings::Settings;
 pub use startup::Application;

@@ -102,6 +102,14 @@ fn describe() {
         "interview_erasures_total",
         "Sessions whose participant's data was erased, by who asked (participant, researcher, retention)"
     );
+    describe_counter!(
+        "interview_webhook_deliveries_total",
+        "Webhook delivery attempts, by outcome (delivered: a 2xx; failed: anything else)"
+    );
+    describe_gauge!(
+        "interview_webhook_oldest_undelivered_seconds",
+        "Per webhook subscription, the age of the oldest notice it has not delivered (0: caught up)"
+    );
 }
 
 /// Families whose events may not have happened yet start at zero, so every family is there
@@ -124,6 +132,9 @@ fn zero() {
         counter!("interview_model_tokens_total", "direction" => direction).absolute(0);
     }
     counter!("interview_model_calls_total", "outcome" => "ok").absolute(0);
+    for outcome in ["delivered", "failed"] {
+        counter!("interview_webhook_deliveries_total", "outcome" => outcome).absolute(0);
+    }
 }
 
 /// What the process's recorder holds, in Prometheus text format (empty before [`install`]).

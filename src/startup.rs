@@ -236,7 +236,7 @@ fn model_gateway(settings: &Settings) -> Option<Arc<ModelGateway>> {
 
 /// The background work: the views' catch-up, this process in the registry, the interviewer's
 /// schedule, turns a dead process left unanswered (answered now; later ones by the sweep), the
-/// sweeper and the post-session extraction.
+/// sweeper, the post-session extraction and the webhooks' delivery.
 async fn start_background(
     state: &web::Data<AppState>,
     settings: &Settings,
@@ -258,6 +258,12 @@ async fn start_background(
     }
     crate::jobs::sweeper::spawn(state.clone(), settings.sweep_interval_secs);
     crate::jobs::extraction::spawn(state.clone(), settings.sweep_interval_secs, completed);
+    crate::webhooks::delivery::Deliverer::new(
+        state.db.clone(),
+        settings.webhooks.clone(),
+        state.interviewer.process_id().to_string(),
+    )
+    .spawn();
     Ok(())
 }
 

@@ -18,6 +18,7 @@ pub mod store;
 
 pub mod access_log;
 pub mod bulk;
+pub mod notices;
 
 pub mod view_format;
 

@@ -22,6 +22,7 @@ pub mod field_values;
 pub mod hash;
 pub mod input_class;
 pub mod interaction;
+pub mod notice;
 pub mod phrases;
 pub mod redirect;
 pub mod status;

@@ -84,8 +84,7 @@ pub fn looks_like_jwt(token: &str) -> bool {
 
 impl Sso {
     pub fn new(settings: Oidc) -> Self {
-        // reqwest is built without a bundled TLS provider; ring (as sqlx uses) serves HTTPS.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::tls::use_ring();
         // No redirects: the keys come from the URL configured, or from nowhere.
         let client = reqwest13::Client::builder()
             .timeout(FETCH_TIMEOUT)

@@ -312,7 +312,11 @@ impl EventStore<Session> for CachingEventStore {
             .then(|| {
                 interview_projections::overview::NewContribution::of(&aggregate_id, &aggregate)
             })
-            .flatten();
+            .flatten()
+            .map(|moved| {
+                // Every event that announces a notice moves the overview.
+                moved.announcing(aggregate.notices(rows.iter().map(|r| (r.sequence, &r.event))))
+            });
         let last = current_sequence as u64 + rows.len() as u64;
         if !rows.is_empty() {
             self.hub.mark_own(&aggregate_id, last);

@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use interview_projections::store::backend::ReadColumn;
 use interview_projections::{on_db, Db};
+use interview_session::notice::NoticeKind;
 use interview_session::study::{is_valid_slug, PinnedStudy, StudyDefinition};
 use serde::Serialize;
 use serde_json::Value;
@@ -266,13 +267,36 @@ pub async fn set_paused(
     } else {
         StudyStatus::Published
     };
+    if status == study.status {
+        return Ok(study);
+    }
+    // The study announces the change (its webhooks) in the transaction that makes it.
+    let now = Utc::now();
+    let notice = interview_projections::notices::NewNotice {
+        study_id: study_id.to_string(),
+        kind: if paused {
+            NoticeKind::StudyPaused
+        } else {
+            NoticeKind::StudyResumed
+        },
+        session_id: None,
+        sequence: None,
+        at: now,
+    };
     on_db!(write(db), |pool| {
-        sqlx::query(include_str!("sql/set_study_status.sql"))
+        let mut tx = pool.begin().await?;
+        let changed = sqlx::query(include_str!("sql/set_study_status.sql"))
             .bind(study_id)
             .bind(status.as_str())
-            .bind(Utc::now())
-            .execute(pool)
-            .await?;
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        // Another request made the same change first: it announced it.
+        if changed > 0 {
+            interview_projections::notices::append(&mut tx, &[notice]).await?;
+        }
+        tx.commit().await?;
     });
     get(db, study_id).await
 }

@@ -17,6 +17,7 @@ use utoipa::{Modify, OpenApi};
         (name = "studies", description = "Researcher study management"),
         (name = "research", description = "Researcher read APIs and exports"),
         (name = "researchers", description = "Researchers, their tokens and roles (admins)"),
+        (name = "webhooks", description = "A study's signed webhooks and their deliveries (owners)"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

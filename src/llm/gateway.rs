@@ -97,8 +97,7 @@ impl ModelGateway {
         idle_timeout: Duration,
         max_concurrent: Option<usize>,
     ) -> Self {
-        // reqwest is built without a bundled TLS provider; ring (as sqlx uses) serves HTTPS.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::tls::use_ring();
         let mut config = OpenAIConfig::new().with_api_base(base_url.trim_end_matches('/'));
         if let Some(key) = api_key {
             config = config.with_api_key(key);

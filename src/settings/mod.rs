@@ -217,6 +217,22 @@ pub struct Overrides {
     /// interview_roles].
     #[arg(long, env = "OIDC_ROLES_CLAIM")]
     pub oidc_roles_claim: Option<String>,
+    /// Webhooks may be delivered to loopback, private and link-local addresses, and over plain
+    /// http (a receiver on this machine or inside the network; docs/webhooks.md)
+    /// [default: false].
+    #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES")]
+    pub webhook_allow_private_addresses: Option<bool>,
+    /// Seconds a webhook receiver has to answer one delivery [default: 10].
+    #[arg(long, env = "WEBHOOK_TIMEOUT_SECS")]
+    pub webhook_timeout_secs: Option<u64>,
+    /// Milliseconds before the first retry of a failed delivery; each retry waits twice as long
+    /// as the one before (with jitter), at most an hour [default: 1000].
+    #[arg(long, env = "WEBHOOK_RETRY_BASE_MS")]
+    pub webhook_retry_base_ms: Option<u64>,
+    /// Seconds a failing delivery is retried before its subscription is marked failing
+    /// [default: 86400].
+    #[arg(long, env = "WEBHOOK_RETRY_FOR_SECS")]
+    pub webhook_retry_for_secs: Option<u64>,
 }
 
 /// The resolved configuration.
@@ -264,6 +280,8 @@ pub struct Settings {
     pub max_pending_body_bytes: usize,
     /// Single sign-on, when configured (all of issuer, audience and JWKS URL).
     pub oidc: Option<Oidc>,
+    /// Where and how webhooks are delivered.
+    pub webhooks: crate::webhooks::Policy,
 }
 
 /// Where signing keys may come from: https, or plain http on this machine only (whoever can
@@ -361,6 +379,7 @@ impl Default for Settings {
             max_study_bytes: 256 * 1024,
             max_pending_body_bytes: 64 * 1024 * 1024,
             oidc: None,
+            webhooks: crate::webhooks::Policy::default(),
         }
     }
 }
@@ -486,6 +505,19 @@ impl Settings {
         }
         if let Some(tokens) = o.researcher_tokens {
             self.researcher_tokens = split_secrets(&tokens);
+        }
+        let hooks = &mut self.webhooks;
+        if let Some(allow) = o.webhook_allow_private_addresses {
+            hooks.allow_private_addresses = allow;
+        }
+        if let Some(secs) = o.webhook_timeout_secs {
+            hooks.timeout = std::time::Duration::from_secs(secs.max(1));
+        }
+        if let Some(ms) = o.webhook_retry_base_ms {
+            hooks.retry_base = std::time::Duration::from_millis(ms.max(1));
+        }
+        if let Some(secs) = o.webhook_retry_for_secs {
+            hooks.retry_for = std::time::Duration::from_secs(secs);
         }
         self
     }

@@ -36,6 +36,9 @@ mod stream;
 mod studies;
 mod sweeper;
 mod traces;
+mod webhook_receiver;
+mod webhooks;
+mod webhooks_restart;
 
 // What the tests share with the replay tests, the evaluation and the benchmarks.
 pub(crate) use interview_test_kit::{both_stores, participant, scripted_model, widget_values};

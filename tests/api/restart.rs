@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::participant::{self, Step, Words};
 use crate::scripted_model::{Reply, ScriptedModel};
 
-const RESEARCHER: &str = "restart-researcher";
+pub(crate) const RESEARCHER: &str = "restart-researcher";
 
 use crate::process::free_port;
 
@@ -29,8 +29,19 @@ impl Server {
         model_url: &str,
         database_url: Option<&str>,
     ) -> Self {
+        Self::start_with(dir, model_url, database_url, &[]).await
+    }
+
+    /// The same, with more settings in its environment.
+    pub(crate) async fn start_with(
+        dir: &std::path::Path,
+        model_url: &str,
+        database_url: Option<&str>,
+        settings: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let mut command = Command::new(env!("CARGO_BIN_EXE_interview-runtime"));
+        command.envs(settings.iter().copied());
         match database_url {
             Some(url) => command.env("DATABASE_URL", url).env("DEMO_STUDY", "true"),
             None => command.env_remove("DATABASE_URL"),
@@ -51,7 +62,7 @@ impl Server {
         Self { child, base }
     }
 
-    fn kill_9(mut self) {
+    pub(crate) fn kill_9(mut self) {
         self.child.kill().unwrap(); // SIGKILL: no shutdown, no cleanup
         self.child.wait().unwrap();
     }

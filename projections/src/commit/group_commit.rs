@@ -241,8 +241,9 @@ async fn take_back<'c, DB: Backend>(
 }
 
 /// Commits a batch of commands in one transaction: (1) every command's events, (2) the views
-/// they change, (3) the study overview; then keeps the folded views in memory. Answers each
-/// command's outcome (a command whose sequences were taken lost a race; the others commit).
+/// they change, (3) the study overview, (4) the notices they announce; then keeps the folded
+/// views in memory. Answers each command's outcome (a command whose sequences were taken lost a
+/// race; the others commit).
 async fn try_commit<DB: Backend>(
     pool: &sqlx::Pool<DB>,
     recent: &RecentViews,
@@ -261,6 +262,13 @@ async fn try_commit<DB: Backend>(
         .filter_map(|((_, moved), _)| moved.cloned())
         .collect();
     overview::write(&mut tx, &moved).await?;
+    // Stage 4: what the commands announce (`crate::notices`), last: its per-study locks are
+    // taken after every other lock the transaction needs.
+    let notices: Vec<_> = moved
+        .iter()
+        .flat_map(NewContribution::new_notices)
+        .collect();
+    crate::notices::append(&mut tx, &notices).await?;
     tx.commit().await?;
     for view in folded {
         recent.keep(view);

@@ -281,6 +281,19 @@ pub async fn results_page(
     })
 }
 
+/// One session's result row, if it has one (a completed session that is not a preview and not
+/// erased).
+pub async fn result_of(db: &Db, session_id: &str) -> Result<Option<ResultRow>, sqlx::Error> {
+    let sql = format!("SELECT {RESULT_COLUMNS} FROM results WHERE session_id = $1");
+    on_db!(read(db), |pool| {
+        let row = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_optional(pool)
+            .await?;
+        row.as_ref().map(result_from_row).transpose()
+    })
+}
+
 /// Streams every result row of a study into `sink`, one row at a time, so a study with
 /// 100,000 sessions is never held in memory. Stops early when the receiver goes away.
 pub async fn stream_results(

@@ -34,6 +34,11 @@ impl Session {
         self.study.as_deref()
     }
 
+    /// A researcher's preview of their study, not a participant's interview.
+    pub fn is_preview(&self) -> bool {
+        self.preview
+    }
+
     pub fn pending_interaction(&self) -> Option<&InteractionToolCall> {
         self.pending.as_deref()
     }

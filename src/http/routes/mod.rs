@@ -13,6 +13,7 @@ pub mod sessions;
 pub mod stream;
 pub mod studies;
 pub mod turns;
+pub mod webhooks;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -64,7 +65,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(researchers::grant)
         .service(researchers::ungrant)
         .service(researchers::study_access_log)
-        .service(researchers::whole_access_log);
+        .service(researchers::whole_access_log)
+        .service(webhooks::create)
+        .service(webhooks::list)
+        .service(webhooks::get)
+        .service(webhooks::remove)
+        .service(webhooks::redeliver)
+        .service(webhooks::deliveries);
 }
 
 /// Unknown routes answer a JSON 404 like every other error.

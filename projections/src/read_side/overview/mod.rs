@@ -25,12 +25,15 @@ use crate::{on_db, store::db::Db, store::error::ProjectionError};
 
 pub use report::{percentile, Overview};
 
-/// A session's new contribution to its study's overview.
+/// A session's new contribution to its study's overview, and the notices the command that moved
+/// it announces (`crate::notices`; every event that announces one moves the overview, so they
+/// travel together and commit in the same stage).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewContribution {
     pub session_id: String,
     pub study_id: String,
     pub contribution: Contribution,
+    pub notices: Vec<interview_session::notice::SessionNotice>,
 }
 
 impl NewContribution {
@@ -51,6 +54,24 @@ impl NewContribution {
             session_id: session_id.to_string(),
             study_id: session.study()?.study_id.clone(),
             contribution: session.overview_contribution(),
+            notices: Vec::new(),
+        })
+    }
+
+    /// With the notices its command announces.
+    pub fn announcing(mut self, notices: Vec<interview_session::notice::SessionNotice>) -> Self {
+        self.notices = notices;
+        self
+    }
+
+    /// Its notices, as the commit writes them.
+    pub(crate) fn new_notices(&self) -> impl Iterator<Item = crate::notices::NewNotice> + '_ {
+        self.notices.iter().map(|n| crate::notices::NewNotice {
+            study_id: self.study_id.clone(),
+            kind: n.kind,
+            session_id: Some(self.session_id.clone()),
+            sequence: Some(n.sequence),
+            at: n.at,
         })
     }
 }

@@ -1,0 +1,154 @@
+//! What each study announces to outside systems (`study_notices`, migration 0020): the outbox its
+//! webhooks deliver from (`src/webhooks/`, `docs/webhooks.md`).
+//!
+//! A notice is written in the transaction that commits its fact — the session's events (the
+//! group commit's transaction path, stage 4) or the study's pause — so a fact is announced if and
+//! only if it was committed. Each study numbers its notices from 1: on PostgreSQL under a
+//! transaction-scoped advisory lock per study taken last in the transaction (after every other
+//! lock it needs, studies in one order, so no two commits wait on each other round a circle),
+//! which also makes positions commit order: a reader that has seen position `n` will never see
+//! a smaller one appear. SQLite has one writer.
+//!
+//! A notice holds no content, only what it points at (a session and an event's sequence), so
+//! erasing the session reaches every delivery made after it.
+
+use chrono::{DateTime, TimeZone, Utc};
+use interview_session::notice::NoticeKind;
+
+use crate::store::backend::{Backend, ReadColumn, Statement};
+use crate::{on_db, Db};
+
+/// A notice to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNotice {
+    pub study_id: String,
+    pub kind: NoticeKind,
+    pub session_id: Option<String>,
+    pub sequence: Option<u64>,
+    pub at: DateTime<Utc>,
+}
+
+/// A stored notice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub study_id: String,
+    pub position: i64,
+    pub kind: NoticeKind,
+    pub session_id: Option<String>,
+    pub sequence: Option<i64>,
+    pub at: DateTime<Utc>,
+}
+
+fn from_micros(us: i64) -> DateTime<Utc> {
+    Utc.timestamp_micros(us).single().unwrap_or_default()
+}
+
+/// Writes `notices` in `tx`, numbering each study's after its last.
+pub async fn append<DB: Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    notices: &[NewNotice],
+) -> Result<(), sqlx::Error> {
+    if notices.is_empty() {
+        return Ok(());
+    }
+    let mut studies: Vec<&str> = notices.iter().map(|n| n.study_id.as_str()).collect();
+    studies.sort_unstable();
+    studies.dedup();
+    if DB::NAME == <sqlx::Postgres as sqlx::Database>::NAME {
+        for study in &studies {
+            sqlx::query::<DB>(include_str!("sql/notices_lock.sql"))
+                .arg(format!("study-notices:{study}"))
+                .execute_in(tx)
+                .await?;
+        }
+    }
+    for study in studies {
+        let mut position = sqlx::query::<DB>(include_str!("sql/notices_head.sql"))
+            .arg(study)
+            .fetch_one_in(tx)
+            .await?
+            .read::<i64>(0)?;
+        for n in notices.iter().filter(|n| n.study_id == study) {
+            position += 1;
+            sqlx::query::<DB>(include_str!("sql/notices_insert.sql"))
+                .arg(study)
+                .arg(position)
+                .arg(n.kind.as_str())
+                .arg(n.session_id.clone())
+                .arg(n.sequence.map(|s| s as i64))
+                .arg(n.at.timestamp_micros())
+                .execute_in(tx)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one notice in a transaction of its own.
+pub async fn append_one(db: &Db, notice: NewNotice) -> Result<(), sqlx::Error> {
+    on_db!(write(db), |pool| {
+        let mut tx = pool.begin().await?;
+        append(&mut tx, &[notice]).await?;
+        tx.commit().await
+    })
+}
+
+/// The study's last position (0 before its first notice).
+pub async fn head(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(include_str!("sql/notices_head.sql"))
+            .bind(study_id)
+            .fetch_one(pool)
+            .await
+    })
+}
+
+/// Up to `limit` of the study's notices after `position`, in order, and the last position read
+/// (`position` when none was): a notice of a kind this build does not know (written by a newer
+/// one) is read and passed over.
+pub async fn after(
+    db: &Db,
+    study_id: &str,
+    position: i64,
+    limit: i64,
+) -> Result<(Vec<Notice>, i64), sqlx::Error> {
+    type Raw = (i64, String, Option<String>, Option<i64>, i64);
+    let rows: Vec<Raw> = on_db!(read(db), |pool| {
+        sqlx::query_as(include_str!("sql/notices_after.sql"))
+            .bind(study_id)
+            .bind(position)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+    })?;
+    let last = rows.last().map_or(position, |r| r.0);
+    let notices = rows
+        .into_iter()
+        .filter_map(|(position, kind, session_id, sequence, at)| {
+            Some(Notice {
+                study_id: study_id.to_string(),
+                position,
+                kind: kind.parse().ok()?,
+                session_id,
+                sequence,
+                at: from_micros(at),
+            })
+        })
+        .collect();
+    Ok((notices, last))
+}
+
+/// The position of the study's first notice at or after `at` (one past its head when none is).
+pub async fn first_at_or_after(
+    db: &Db,
+    study_id: &str,
+    at: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(include_str!("sql/notices_first_at.sql"))
+            .bind(study_id)
+            .bind(at.timestamp_micros())
+            .fetch_one(pool)
+            .await
+    })
+}

@@ -1,0 +1,2 @@
+DELETE FROM webhook_deliveries
+WHERE hook_id = $1
