@@ -258,4 +258,6 @@ impl Aggregate for Session {
 #[cfg(test)]
 mod decide_tests;
 #[cfg(test)]
+mod notice_tests;
+#[cfg(test)]
 pub(crate) mod tests;

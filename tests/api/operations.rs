@@ -103,6 +103,12 @@ async fn the_openapi_document_covers_every_route(store: Store) {
         "DELETE /api/studies/{study_id}/roles/{name}",
         "GET /api/studies/{study_id}/access-log",
         "GET /api/access-log",
+        "POST /api/studies/{study_id}/webhooks",
+        "GET /api/studies/{study_id}/webhooks",
+        "GET /api/studies/{study_id}/webhooks/{hook_id}",
+        "DELETE /api/studies/{study_id}/webhooks/{hook_id}",
+        "POST /api/studies/{study_id}/webhooks/{hook_id}/redeliver",
+        "GET /api/studies/{study_id}/webhooks/{hook_id}/deliveries",
     ]
     .into_iter()
     .map(String::from)
@@ -116,6 +122,7 @@ async fn the_openapi_document_covers_every_route(store: Store) {
             .replace("{public_slug}", "x")
             .replace("{session_id}", "x")
             .replace("{interaction_id}", "x")
+            .replace("{hook_id}", "x")
             .replace("{name}", "x");
         let res = app
             .send(method.parse().unwrap(), &concrete, None, Some("{}".into()))
@@ -133,6 +140,12 @@ async fn the_openapi_document_covers_every_route(store: Store) {
     for (method, path, needed) in [
         ("get", "/api/studies/{study_id}/sessions", "viewer"),
         ("get", "/api/sessions/{session_id}/transcript", "viewer"),
+        ("post", "/api/studies/{study_id}/webhooks", "owner"),
+        (
+            "get",
+            "/api/studies/{study_id}/webhooks/{hook_id}/deliveries",
+            "owner",
+        ),
         ("get", "/api/studies/{study_id}/results.csv", "analyst"),
         ("post", "/api/studies/{study_id}/publish", "owner"),
         (

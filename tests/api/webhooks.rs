@@ -120,7 +120,12 @@ async fn fifty_completions_arrive_signed_in_commit_order(store: Store) {
     assert_eq!(got.len(), 50, "no more than one delivery per notice");
     let mut seen = HashSet::new();
     for r in &got {
-        assert!(signed_by(secret, r), "a signature did not verify: {r:?}");
+        assert!(
+            signed_by(secret, r),
+            "a signature did not verify: {} {}",
+            r.id,
+            r.body
+        );
         assert_eq!(r.body["type"], "session.completed");
         let data = &r.body["data"];
         assert_eq!(data["study_id"], study.as_str());
