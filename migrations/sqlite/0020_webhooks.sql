@@ -3,8 +3,15 @@
 -- What each study announces to outside systems, in the order it was committed: one row per fact
 -- a webhook may carry (a session completed with its final extraction, abandoned, erased; the
 -- study paused or resumed), written in the transaction that commits the fact. `position` counts
--- from 1 per study, taken under the study's lock, so it is also commit order. A row holds no
--- content: a delivery reads what it sends when it sends it, so an erasure reaches every later one.
+-- from 1 per study, taken from the study's row in study_notice_heads (whose row lock orders two
+-- commits of one study), so it is also commit order. A row holds no content: a delivery reads
+-- what it sends when it sends it, so an erasure reaches every later one.
+CREATE TABLE study_notice_heads
+(
+    study_id TEXT PRIMARY KEY,
+    head     BIGINT NOT NULL
+);
+
 CREATE TABLE study_notices
 (
     study_id    TEXT   NOT NULL,
@@ -43,6 +50,7 @@ CREATE TABLE webhooks
     lease_until_micros BIGINT
 );
 CREATE INDEX webhooks_by_study ON webhooks (study_id);
+CREATE INDEX webhooks_due ON webhooks (failing, next_attempt_micros);
 
 -- Every delivery attempt: what was sent (the notice and its webhook-id) and what came back. A
 -- response body is kept only as a short excerpt.

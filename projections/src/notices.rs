@@ -3,11 +3,13 @@
 //!
 //! A notice is written in the transaction that commits its fact — the session's events (the
 //! group commit's transaction path, stage 4) or the study's pause — so a fact is announced if and
-//! only if it was committed. Each study numbers its notices from 1: on PostgreSQL under a
-//! transaction-scoped advisory lock per study taken last in the transaction (after every other
-//! lock it needs, studies in one order, so no two commits wait on each other round a circle),
-//! which also makes positions commit order: a reader that has seen position `n` will never see
-//! a smaller one appear. SQLite has one writer.
+//! only if it was committed. Each study numbers its notices from 1: the transaction adds its
+//! notices to the study's row in `study_notice_heads` and takes the positions below the new head.
+//! That row stays locked until the commit, so a second commit of the same study waits for the
+//! first, and positions are commit order: a reader that has seen position `n` will never see a
+//! smaller one appear. The rows are taken last in the transaction (after every other lock it
+//! needs), studies in one order, so no two commits wait on each other round a circle; SQLite has
+//! one writer.
 //!
 //! A notice holds no content, only what it points at (a session and an event's sequence), so
 //! erasing the session reaches every delivery made after it.
@@ -44,32 +46,23 @@ fn from_micros(us: i64) -> DateTime<Utc> {
 }
 
 /// Writes `notices` in `tx`, numbering each study's after its last.
+#[tracing::instrument(skip_all, fields(notices = notices.len()))]
 pub async fn append<DB: Backend>(
     tx: &mut sqlx::Transaction<'_, DB>,
     notices: &[NewNotice],
 ) -> Result<(), sqlx::Error> {
-    if notices.is_empty() {
-        return Ok(());
-    }
     let mut studies: Vec<&str> = notices.iter().map(|n| n.study_id.as_str()).collect();
     studies.sort_unstable();
     studies.dedup();
-    if DB::NAME == <sqlx::Postgres as sqlx::Database>::NAME {
-        for study in &studies {
-            sqlx::query::<DB>(include_str!("sql/notices_lock.sql"))
-                .arg(format!("study-notices:{study}"))
-                .execute_in(tx)
-                .await?;
-        }
-    }
     for study in studies {
-        let mut position = sqlx::query::<DB>(include_str!("sql/notices_head.sql"))
+        let ours: Vec<&NewNotice> = notices.iter().filter(|n| n.study_id == study).collect();
+        let head = sqlx::query::<DB>(include_str!("sql/notices_take_positions.sql"))
             .arg(study)
+            .arg(ours.len() as i64)
             .fetch_one_in(tx)
             .await?
             .read::<i64>(0)?;
-        for n in notices.iter().filter(|n| n.study_id == study) {
-            position += 1;
+        for (position, n) in (head - ours.len() as i64 + 1..).zip(ours) {
             sqlx::query::<DB>(include_str!("sql/notices_insert.sql"))
                 .arg(study)
                 .arg(position)
@@ -84,16 +77,8 @@ pub async fn append<DB: Backend>(
     Ok(())
 }
 
-/// Writes one notice in a transaction of its own.
-pub async fn append_one(db: &Db, notice: NewNotice) -> Result<(), sqlx::Error> {
-    on_db!(write(db), |pool| {
-        let mut tx = pool.begin().await?;
-        append(&mut tx, &[notice]).await?;
-        tx.commit().await
-    })
-}
-
 /// The study's last position (0 before its first notice).
+#[tracing::instrument(skip(db))]
 pub async fn head(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_scalar(include_str!("sql/notices_head.sql"))
@@ -103,15 +88,22 @@ pub async fn head(db: &Db, study_id: &str) -> Result<i64, sqlx::Error> {
     })
 }
 
-/// Up to `limit` of the study's notices after `position`, in order, and the last position read
-/// (`position` when none was): a notice of a kind this build does not know (written by a newer
-/// one) is read and passed over.
+/// A stored notice of a kind this build does not know (written by a newer one): its position
+/// and its kind's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unknown {
+    pub position: i64,
+    pub kind: String,
+}
+
+/// Up to `limit` of the study's notices after `position`, in order.
+#[tracing::instrument(skip(db))]
 pub async fn after(
     db: &Db,
     study_id: &str,
     position: i64,
     limit: i64,
-) -> Result<(Vec<Notice>, i64), sqlx::Error> {
+) -> Result<Vec<Result<Notice, Unknown>>, sqlx::Error> {
     type Raw = (i64, String, Option<String>, Option<i64>, i64);
     let rows: Vec<Raw> = on_db!(read(db), |pool| {
         sqlx::query_as(include_str!("sql/notices_after.sql"))
@@ -121,24 +113,26 @@ pub async fn after(
             .fetch_all(pool)
             .await
     })?;
-    let last = rows.last().map_or(position, |r| r.0);
-    let notices = rows
+    Ok(rows
         .into_iter()
-        .filter_map(|(position, kind, session_id, sequence, at)| {
-            Some(Notice {
-                study_id: study_id.to_string(),
-                position,
-                kind: kind.parse().ok()?,
-                session_id,
-                sequence,
-                at: from_micros(at),
-            })
-        })
-        .collect();
-    Ok((notices, last))
+        .map(
+            |(position, kind, session_id, sequence, at)| match kind.parse() {
+                Ok(known) => Ok(Notice {
+                    study_id: study_id.to_string(),
+                    position,
+                    kind: known,
+                    session_id,
+                    sequence,
+                    at: from_micros(at),
+                }),
+                Err(_) => Err(Unknown { position, kind }),
+            },
+        )
+        .collect())
 }
 
 /// The position of the study's first notice at or after `at` (one past its head when none is).
+#[tracing::instrument(skip(db))]
 pub async fn first_at_or_after(
     db: &Db,
     study_id: &str,

@@ -306,17 +306,14 @@ impl EventStore<Session> for CachingEventStore {
                 )
             })
             .collect();
-        // The session's contribution to its study overview, when this command moved it.
-        let moved = aggregate
-            .overview_may_move(envelopes.iter().map(|e| &e.payload.body))
-            .then(|| {
-                interview_projections::overview::NewContribution::of(&aggregate_id, &aggregate)
-            })
-            .flatten()
-            .map(|moved| {
-                // Every event that announces a notice moves the overview.
-                moved.announcing(aggregate.notices(rows.iter().map(|r| (r.sequence, &r.event))))
-            });
+        // The session's contribution to its study overview, when this command moved it (or
+        // announced a notice to its study's webhooks, which travels with it).
+        let notices = aggregate.notices(rows.iter().map(|r| (r.sequence, &r.event)));
+        let moved = (!notices.is_empty()
+            || aggregate.overview_may_move(envelopes.iter().map(|e| &e.payload.body)))
+        .then(|| interview_projections::overview::NewContribution::of(&aggregate_id, &aggregate))
+        .flatten()
+        .map(|moved| moved.announcing(notices));
         let last = current_sequence as u64 + rows.len() as u64;
         if !rows.is_empty() {
             self.hub.mark_own(&aggregate_id, last);

@@ -222,7 +222,7 @@ pub struct Overrides {
     /// [default: false].
     #[arg(long, env = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES")]
     pub webhook_allow_private_addresses: Option<bool>,
-    /// Seconds a webhook receiver has to answer one delivery [default: 10].
+    /// Seconds a webhook receiver has to answer one delivery, 1–600 [default: 10].
     #[arg(long, env = "WEBHOOK_TIMEOUT_SECS")]
     pub webhook_timeout_secs: Option<u64>,
     /// Milliseconds before the first retry of a failed delivery; each retry waits twice as long
@@ -511,7 +511,7 @@ impl Settings {
             hooks.allow_private_addresses = allow;
         }
         if let Some(secs) = o.webhook_timeout_secs {
-            hooks.timeout = std::time::Duration::from_secs(secs.max(1));
+            hooks.timeout = std::time::Duration::from_secs(secs.clamp(1, 600));
         }
         if let Some(ms) = o.webhook_retry_base_ms {
             hooks.retry_base = std::time::Duration::from_millis(ms.max(1));

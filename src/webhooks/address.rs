@@ -4,7 +4,7 @@
 //! request forgery).
 //!
 //! Unless `WEBHOOK_ALLOW_PRIVATE_ADDRESSES` is set: https only; an address given as such must be
-//! public; a name is resolved once, by the delivery client's own resolver ([`PublicOnly`]),
+//! public; a name is resolved once, by the delivery client's own resolver ([`CheckingResolver`]),
 //! which refuses it when any of its addresses is not public and otherwise hands the client
 //! exactly the addresses it checked — the connection goes to one of them, so a name that
 //! resolves differently a moment later (DNS rebinding) changes nothing. No proxy is used and no
@@ -13,7 +13,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::LazyLock;
 
-use ipnet::IpNet;
+use ipnet::{Ipv4Net, Ipv6Net};
 use reqwest13::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest13::Url;
 
@@ -35,10 +35,9 @@ pub enum UrlRefused {
 /// The longest URL a subscription may have.
 pub const MAX_URL_CHARS: usize = 2048;
 
-/// Every range that is not the public internet: this host, private networks, link-local,
-/// shared (carrier-grade NAT), documentation, benchmarking, multicast, reserved, and IPv6's
-/// unique-local, site-local and discard ranges. IPv4 inside IPv6 is unwrapped first.
-static NOT_PUBLIC: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
+/// Every IPv4 range that is not the public internet: this host, private networks, link-local,
+/// shared (carrier-grade NAT), documentation, benchmarking, 6to4 relays, multicast, reserved.
+static NOT_PUBLIC_V4: LazyLock<Vec<Ipv4Net>> = LazyLock::new(|| {
     [
         "0.0.0.0/8",
         "10.0.0.0/8",
@@ -55,14 +54,25 @@ static NOT_PUBLIC: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
         "203.0.113.0/24",
         "224.0.0.0/4",
         "240.0.0.0/4",
-        "::/128",
-        "::1/128",
-        "100::/64",
+    ]
+    .iter()
+    .map(|net| net.parse().expect("a valid network"))
+    .collect()
+});
+
+/// IPv6: only global unicast (2000::/3) is public, less what inside it tunnels to IPv4 or is
+/// not routed — Teredo, 6to4, documentation, benchmarking, ORCHID. Everything outside 2000::/3
+/// (loopback, unspecified, IPv4-compatible, NAT64, unique-local, link-local, site-local,
+/// multicast) is refused; IPv4-mapped addresses are checked as the IPv4 address they map.
+static GLOBAL_V6: LazyLock<Ipv6Net> = LazyLock::new(|| "2000::/3".parse().expect("valid"));
+static NOT_PUBLIC_V6: LazyLock<Vec<Ipv6Net>> = LazyLock::new(|| {
+    [
+        "2001::/32",
+        "2001:2::/48",
+        "2001:10::/28",
+        "2001:20::/28",
         "2001:db8::/32",
-        "fc00::/7",
-        "fe80::/10",
-        "fec0::/10",
-        "ff00::/8",
+        "2002::/16",
     ]
     .iter()
     .map(|net| net.parse().expect("a valid network"))
@@ -71,28 +81,17 @@ static NOT_PUBLIC: LazyLock<Vec<IpNet>> = LazyLock::new(|| {
 
 /// Whether `ip` is an address of the public internet.
 pub fn is_public(ip: IpAddr) -> bool {
-    let ip = match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped().or_else(|| nat64(v6)) {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
+    match ip {
+        IpAddr::V4(v4) => !NOT_PUBLIC_V4.iter().any(|net| net.contains(&v4)),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_public(IpAddr::V4(v4)),
+            None => GLOBAL_V6.contains(&v6) && !NOT_PUBLIC_V6.iter().any(|net| net.contains(&v6)),
         },
-        v4 => v4,
-    };
-    !NOT_PUBLIC.iter().any(|net| net.contains(&ip))
-}
-
-/// The IPv4 address inside a NAT64 address (64:ff9b::/96), which a NAT64 gateway reaches.
-fn nat64(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
-    let s = v6.segments();
-    (s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]).then(|| {
-        let [a, b] = s[6].to_be_bytes();
-        let [c, d] = s[7].to_be_bytes();
-        std::net::Ipv4Addr::new(a, b, c, d)
-    })
+    }
 }
 
 /// Checks a receiver's URL as written: its form, its scheme and, when it names an address, that
-/// address. A name is checked when it is resolved ([`PublicOnly`], [`check_name`]).
+/// address. A name is checked when it is resolved ([`CheckingResolver`], [`check_name`]).
 pub fn check(url: &str, allow_private: bool) -> Result<Url, UrlRefused> {
     if url.chars().count() > MAX_URL_CHARS {
         return Err(UrlRefused::Malformed);
@@ -124,34 +123,38 @@ pub fn check(url: &str, allow_private: bool) -> Result<Url, UrlRefused> {
     Ok(parsed)
 }
 
+/// How long a name may take to resolve when a subscription is made.
+const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Resolves `host` and refuses it when any of its addresses is not public. A name that does not
-/// resolve now passes (it may later; each delivery checks again).
+/// resolve now (or not within [`RESOLVE_WITHIN`]) passes: it may later, and each delivery checks
+/// again.
+#[tracing::instrument]
 pub async fn check_name(host: &str, allow_private: bool) -> Result<(), UrlRefused> {
     if allow_private {
         return Ok(());
     }
-    match tokio::net::lookup_host((host, 0)).await {
-        Ok(addrs) => {
-            for addr in addrs {
-                if !is_public(addr.ip()) {
-                    return Err(UrlRefused::PrivateAddress {
-                        host: host.to_string(),
-                    });
-                }
-            }
-            Ok(())
+    let resolved = tokio::time::timeout(RESOLVE_WITHIN, tokio::net::lookup_host((host, 0))).await;
+    let Ok(Ok(addrs)) = resolved else {
+        return Ok(());
+    };
+    for addr in addrs {
+        if !is_public(addr.ip()) {
+            return Err(UrlRefused::PrivateAddress {
+                host: host.to_string(),
+            });
         }
-        Err(_) => Ok(()),
     }
+    Ok(())
 }
 
 /// The delivery client's resolver: the system's, with names whose addresses are not all public
 /// refused (unless allowed). The client connects to the addresses it returns, and to no other.
-pub struct PublicOnly {
+pub struct CheckingResolver {
     pub allow_private: bool,
 }
 
-impl Resolve for PublicOnly {
+impl Resolve for CheckingResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let allow_private = self.allow_private;
         let host = name.as_str().to_string();
@@ -190,10 +193,23 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "::a9fe:a9fe",
+            "::127.0.0.1",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:db8::1",
+            "fec0::1",
         ] {
             assert!(!is_public(private.parse().unwrap()), "{private}");
         }
-        for public in ["93.184.216.34", "8.8.8.8", "172.32.0.1", "2606:4700::1111"] {
+        for public in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "172.32.0.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+        ] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
     }

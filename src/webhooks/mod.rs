@@ -13,7 +13,9 @@
 //! (`address.rs`): https to public addresses only, unless the operator allows private ones.
 
 pub mod address;
+pub mod attempt;
 pub mod delivery;
+pub mod leases;
 pub mod payload;
 pub mod subscriptions;
 

@@ -1,5 +1,6 @@
 //! What a delivery carries, read when it is sent (never stored): the body
-//! `{"type", "timestamp", "data"}` that Standard Webhooks recommend, and its headers' id.
+//! `{"type", "timestamp", "data"}` that Standard Webhooks recommend, with the notice's
+//! `position` beside them, and its headers' id.
 //!
 //! - `session.completed`: the session's results row — the extracted fields with value,
 //!   confidence, evidence turn ids and quote, the summary, the end reason, the panel reference.
@@ -51,8 +52,8 @@ fn session_of(notice: &Notice) -> &str {
 
 async fn completed(db: &Db, notice: &Notice) -> Result<Value, ProjectionError> {
     let session_id = session_of(notice);
-    Ok(match read::result_of(db, session_id).await? {
-        Some(row) => json!({
+    if let Some(row) = read::result_of(db, session_id).await? {
+        return Ok(json!({
             "study_id": notice.study_id,
             "session_id": session_id,
             "participant_ref": row.participant_ref,
@@ -61,14 +62,18 @@ async fn completed(db: &Db, notice: &Notice) -> Result<Value, ProjectionError> {
             "summary": row.summary,
             "summary_confirmed": row.summary_confirmed,
             "fields": row.fields,
-        }),
-        // Its results were erased with the participant's data.
-        None => json!({
+        }));
+    }
+    // No results row: erased with the participant's data — or being rebuilt (`replay rebuild`
+    // drops a session's views before it folds them again), which an error retries.
+    match erasure::receipt(db, session_id).await? {
+        Some(_) => Ok(json!({
             "study_id": notice.study_id,
             "session_id": session_id,
             "erased": true,
-        }),
-    })
+        })),
+        None => Err(ProjectionError::Db(sqlx::Error::RowNotFound)),
+    }
 }
 
 async fn abandoned(db: &Db, notice: &Notice) -> Result<Value, ProjectionError> {

@@ -2,24 +2,23 @@
 //! `webhook_deliveries`, migration 0020; SQL in `sql/`). Times are whole microseconds since the
 //! epoch on both stores.
 //!
-//! Every write a delivery task makes names its lease and the cursor it started from, so a task
-//! whose lease was taken over (its process was thought dead) or whose subscription was sent back
-//! to an earlier notice meanwhile (a redelivery) changes nothing and stops.
+//! What a delivery task writes is `leases.rs`'s.
 
 use chrono::{DateTime, TimeZone, Utc};
 use interview_projections::{on_db, Db};
 use serde::Serialize;
 
-fn micros(at: DateTime<Utc>) -> i64 {
+pub(super) fn micros(at: DateTime<Utc>) -> i64 {
     at.timestamp_micros()
 }
 
-fn at(us: i64) -> DateTime<Utc> {
+pub(super) fn at(us: i64) -> DateTime<Utc> {
     Utc.timestamp_micros(us).single().unwrap_or_default()
 }
 
-/// A subscription as researchers see it (its secret only when it is made).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+/// A subscription as researchers see it (its secret only when it is made). No `Debug`: it holds
+/// the secret.
+#[derive(Clone, Serialize, utoipa::ToSchema)]
 pub struct Subscription {
     pub hook_id: String,
     pub study_id: String,
@@ -48,41 +47,45 @@ pub struct Subscription {
     pub secret: String,
 }
 
-type Row = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    i32,
-    Option<i64>,
-    i64,
-    bool,
-    Option<String>,
-    i64,
-    Option<i64>,
-);
+/// A subscription's row as `sql/hooks_of_study.sql` reads it.
+#[derive(sqlx::FromRow)]
+struct Stored {
+    hook_id: String,
+    study_id: String,
+    url: String,
+    events: String,
+    secret: String,
+    created_by: String,
+    created_micros: i64,
+    delivered_through: i64,
+    attempts: i32,
+    retrying_since: Option<i64>,
+    next_attempt_micros: i64,
+    failing: bool,
+    last_error: Option<String>,
+    head: i64,
+    oldest_undelivered: Option<i64>,
+}
 
-fn from_row(r: Row) -> Subscription {
-    Subscription {
-        hook_id: r.0,
-        study_id: r.1,
-        url: r.2,
-        events: serde_json::from_str(&r.3).unwrap_or_default(),
-        secret: r.4,
-        created_by: r.5,
-        created_at: at(r.6),
-        delivered_through: r.7,
-        attempts: i64::from(r.8),
-        retrying_since: r.9.map(at),
-        next_attempt_at: at(r.10),
-        failing: r.11,
-        last_error: r.12,
-        head: r.13,
-        oldest_undelivered_at: r.14.map(at),
+impl From<Stored> for Subscription {
+    fn from(r: Stored) -> Self {
+        Subscription {
+            hook_id: r.hook_id,
+            study_id: r.study_id,
+            url: r.url,
+            events: serde_json::from_str(&r.events).unwrap_or_default(),
+            secret: r.secret,
+            created_by: r.created_by,
+            created_at: at(r.created_micros),
+            delivered_through: r.delivered_through,
+            attempts: i64::from(r.attempts),
+            retrying_since: r.retrying_since.map(at),
+            next_attempt_at: at(r.next_attempt_micros),
+            failing: r.failing,
+            last_error: r.last_error,
+            head: r.head,
+            oldest_undelivered_at: r.oldest_undelivered.map(at),
+        }
     }
 }
 
@@ -124,20 +127,21 @@ pub async fn of_study(
     study_id: &str,
     hook_id: Option<&str>,
 ) -> Result<Vec<Subscription>, sqlx::Error> {
-    let rows: Vec<Row> = on_db!(read(db), |pool| {
+    let rows: Vec<Stored> = on_db!(read(db), |pool| {
         sqlx::query_as(include_str!("sql/hooks_of_study.sql"))
             .bind(study_id)
             .bind(hook_id)
             .fetch_all(pool)
             .await?
     });
-    Ok(rows.into_iter().map(from_row).collect())
+    Ok(rows.into_iter().map(Subscription::from).collect())
 }
 
 /// One subscription by id, whatever its study (the delivery task's read).
-async fn by_id(db: &Db, hook_id: &str) -> Result<Option<Subscription>, sqlx::Error> {
+#[tracing::instrument(skip(db))]
+pub(super) async fn by_id(db: &Db, hook_id: &str) -> Result<Option<Subscription>, sqlx::Error> {
     let study: Option<String> = on_db!(read(db), |pool| {
-        sqlx::query_scalar("SELECT study_id FROM webhooks WHERE hook_id = $1")
+        sqlx::query_scalar(include_str!("sql/study_of_hook.sql"))
             .bind(hook_id)
             .fetch_optional(pool)
             .await?
@@ -213,34 +217,6 @@ pub struct Delivery {
     pub response_excerpt: Option<String>,
 }
 
-/// Attempts kept per subscription; older ones are dropped.
-const KEPT_ATTEMPTS: i64 = 1_000;
-
-/// Records an attempt (by the lease holder: one writer per subscription).
-pub async fn record(db: &Db, hook_id: &str, d: &Delivery) -> Result<(), sqlx::Error> {
-    on_db!(write(db), |pool| {
-        let mut tx = pool.begin().await?;
-        sqlx::query(include_str!("sql/insert_delivery.sql"))
-            .bind(hook_id)
-            .bind(d.position)
-            .bind(&d.kind)
-            .bind(&d.message_id)
-            .bind(micros(d.attempted_at))
-            .bind(d.status.map(i32::from))
-            .bind(d.latency_ms)
-            .bind(&d.error)
-            .bind(&d.response_excerpt)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(include_str!("sql/prune_deliveries.sql"))
-            .bind(hook_id)
-            .bind(KEPT_ATTEMPTS)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await
-    })
-}
-
 type DeliveryRow = (
     i64,
     i64,
@@ -254,6 +230,7 @@ type DeliveryRow = (
 );
 
 /// A page of attempts, newest first, before attempt `before`.
+#[tracing::instrument(skip(db))]
 pub async fn deliveries(
     db: &Db,
     hook_id: &str,
@@ -282,130 +259,4 @@ pub async fn deliveries(
             response_excerpt: r.8,
         })
         .collect())
-}
-
-/// A delivery task's hold on one subscription: its process, and how long its lease lasts.
-pub struct Lease<'a> {
-    pub holder: &'a str,
-    pub length: chrono::Duration,
-    /// A process silent since then is dead: its leases are taken at once.
-    pub dead_since: DateTime<Utc>,
-}
-
-/// Subscriptions with notices to deliver now whose lease is free (or this process's, or a dead
-/// process's).
-pub async fn due(
-    db: &Db,
-    lease: &Lease<'_>,
-    now: DateTime<Utc>,
-) -> Result<Vec<String>, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        sqlx::query_scalar(include_str!("sql/due_hooks.sql"))
-            .bind(micros(now))
-            .bind(lease.holder)
-            .bind(lease.dead_since)
-            .fetch_all(pool)
-            .await
-    })
-}
-
-/// Takes (or renews) the lease on a subscription; the subscription when it is now this
-/// process's.
-pub async fn take_lease(
-    db: &Db,
-    hook_id: &str,
-    lease: &Lease<'_>,
-    now: DateTime<Utc>,
-) -> Result<Option<Subscription>, sqlx::Error> {
-    let taken = on_db!(write(db), |pool| {
-        sqlx::query(include_str!("sql/take_lease.sql"))
-            .bind(hook_id)
-            .bind(lease.holder)
-            .bind(micros(now + lease.length))
-            .bind(micros(now))
-            .bind(lease.dead_since)
-            .execute(pool)
-            .await?
-            .rows_affected()
-    });
-    if taken == 0 {
-        return Ok(None);
-    }
-    by_id(db, hook_id).await
-}
-
-/// Lets the lease go (the subscription has nothing more to deliver now).
-pub async fn release(db: &Db, hook_id: &str, holder: &str) -> Result<(), sqlx::Error> {
-    on_db!(write(db), |pool| {
-        sqlx::query(include_str!("sql/release_lease.sql"))
-            .bind(hook_id)
-            .bind(holder)
-            .execute(pool)
-            .await
-            .map(|_| ())
-    })
-}
-
-/// Moves the cursor from `from` to `to` and renews the lease; false when the lease or the cursor
-/// is no longer what the task held.
-pub async fn advance(
-    db: &Db,
-    hook_id: &str,
-    lease: &Lease<'_>,
-    from: i64,
-    to: i64,
-    now: DateTime<Utc>,
-) -> Result<bool, sqlx::Error> {
-    on_db!(write(db), |pool| {
-        let changed = sqlx::query(include_str!("sql/advance.sql"))
-            .bind(hook_id)
-            .bind(lease.holder)
-            .bind(from)
-            .bind(to)
-            .bind(micros(now + lease.length))
-            .execute(pool)
-            .await?
-            .rows_affected();
-        Ok(changed > 0)
-    })
-}
-
-/// After a failed attempt at the notice after `cursor`: counts it, sets the next attempt (or
-/// marks the subscription failing) and lets the lease go.
-#[allow(clippy::too_many_arguments)]
-pub async fn retry_later(
-    db: &Db,
-    hook_id: &str,
-    holder: &str,
-    cursor: i64,
-    now: DateTime<Utc>,
-    next: DateTime<Utc>,
-    failing: bool,
-    error: &str,
-) -> Result<(), sqlx::Error> {
-    on_db!(write(db), |pool| {
-        sqlx::query(include_str!("sql/retry_later.sql"))
-            .bind(hook_id)
-            .bind(holder)
-            .bind(cursor)
-            .bind(micros(now))
-            .bind(micros(next))
-            .bind(failing)
-            .bind(error)
-            .execute(pool)
-            .await
-            .map(|_| ())
-    })
-}
-
-/// Each subscription with when its oldest undelivered notice happened (none: caught up).
-pub async fn oldest_undelivered(
-    db: &Db,
-) -> Result<Vec<(String, Option<DateTime<Utc>>)>, sqlx::Error> {
-    let rows: Vec<(String, Option<i64>)> = on_db!(read(db), |pool| {
-        sqlx::query_as(include_str!("sql/oldest_undelivered.sql"))
-            .fetch_all(pool)
-            .await?
-    });
-    Ok(rows.into_iter().map(|(id, us)| (id, us.map(at))).collect())
 }

@@ -38,6 +38,7 @@ mod sweeper;
 mod traces;
 mod webhook_receiver;
 mod webhooks;
+mod webhooks_api;
 mod webhooks_restart;
 
 // What the tests share with the replay tests, the evaluation and the benchmarks.

@@ -12,7 +12,7 @@ use crate::helpers::{assert_error, Store, RESEARCHER_TOKEN};
 use crate::llm::Llm;
 use crate::scripted_model::Reply;
 
-async fn scrape(app: &crate::helpers::TestApp) -> Scrape {
+pub(crate) async fn scrape(app: &crate::helpers::TestApp) -> Scrape {
     let res = app.get("/metrics", Some(RESEARCHER_TOKEN)).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert!(res.headers()["content-type"]
@@ -24,7 +24,7 @@ async fn scrape(app: &crate::helpers::TestApp) -> Scrape {
 }
 
 /// The sum of a family's samples whose labels include `labels`.
-fn total(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn total(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
         .samples
         .iter()
@@ -125,6 +125,7 @@ async fn metrics_are_prometheus_text_and_each_counter_moves(store: Store) {
         "interview_sweeper_closed_sessions_total",
         "interview_final_extractions_total",
         "interview_erasures_total",
+        "interview_webhook_deliveries_total",
         "interview_projection_caught_up_events_total",
         "interview_projection_lag_events",
     ] {

@@ -1,3 +1,1 @@
-SELECT COALESCE(MAX(position), 0)
-FROM study_notices
-WHERE study_id = $1
+SELECT COALESCE((SELECT head FROM study_notice_heads WHERE study_id = $1), 0)

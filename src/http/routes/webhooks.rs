@@ -71,7 +71,7 @@ fn refused_url(refused: UrlRefused) -> ApiError {
 }
 
 /// The kinds named, checked: known, at least one, each once.
-fn kinds(events: &[String]) -> Result<Vec<String>, WebhookError> {
+fn checked_kinds(events: &[String]) -> Result<Vec<String>, WebhookError> {
     let invalid = |message: String| WebhookError::Invalid {
         field: "events",
         message,
@@ -93,7 +93,7 @@ fn kinds(events: &[String]) -> Result<Vec<String>, WebhookError> {
 }
 
 /// The secret given (checked), or a new one.
-fn secret(given: Option<String>) -> Result<String, WebhookError> {
+fn checked_or_new_secret(given: Option<String>) -> Result<String, WebhookError> {
     let engine = base64::engine::general_purpose::STANDARD;
     match given {
         None => {
@@ -142,8 +142,8 @@ pub async fn create(
             .await
             .map_err(refused_url)?;
     }
-    let events = kinds(&request.events)?;
-    let secret = secret(request.secret)?;
+    let events = checked_kinds(&request.events)?;
+    let secret = checked_or_new_secret(request.secret)?;
     if subscriptions::of_study(&state.db, &study.study_id, None)
         .await?
         .len()
@@ -169,7 +169,8 @@ pub async fn create(
         NewSubscription {
             hook_id,
             study_id: study.study_id,
-            url: url.to_string(),
+            // As given (it parses): what the owner reads back is what they wrote.
+            url: request.url,
             events,
             secret: secret.clone(),
             created_by: owner.researcher.name,
@@ -199,7 +200,11 @@ pub async fn list(
 }
 
 /// The study's subscription `hook_id`, or 404.
-async fn one(state: &AppState, study_id: &str, hook_id: &str) -> Result<Subscription, ApiError> {
+async fn subscription_of(
+    state: &AppState,
+    study_id: &str,
+    hook_id: &str,
+) -> Result<Subscription, ApiError> {
     studies::get(&state.db, study_id).await?;
     subscriptions::of_study(&state.db, study_id, Some(hook_id))
         .await?
@@ -218,7 +223,7 @@ pub async fn get(
     _owner: OnStudy<Owner>,
 ) -> Result<HttpResponse, ApiError> {
     let (study_id, hook_id) = path.into_inner();
-    Ok(HttpResponse::Ok().json(one(&state, &study_id, &hook_id).await?))
+    Ok(HttpResponse::Ok().json(subscription_of(&state, &study_id, &hook_id).await?))
 }
 
 /// Delete a subscription: nothing more is delivered to it, and its attempts are forgotten.
@@ -260,9 +265,9 @@ pub struct RedeliverRequest {
     from: Option<RedeliverFrom>,
 }
 
-/// Deliver again from any point: the cursor goes back to just before `from`, failures are
-/// cleared (a failing subscription delivers again) and delivery starts now. Notices already
-/// delivered go again under their first `webhook-id`.
+/// Deliver again from any point: the cursor goes to just before `from`, failures are cleared (a
+/// failing subscription delivers again) and delivery starts now. Notices already delivered go
+/// again under their first `webhook-id`; a `from` past the cursor skips the notices before it.
 #[utoipa::path(tag = "webhooks", security(("bearer" = ["owner"])),
     params(("study_id" = String, Path), ("hook_id" = String, Path)),
     request_body(content = RedeliverRequest, description = "optional"),
@@ -279,14 +284,17 @@ pub async fn redeliver(
     let (study_id, hook_id) = path.into_inner();
     let request: RedeliverRequest =
         json_body(body, BODY_LIMIT, true, ShapeErrors::BadRequest).await?;
-    let hook = one(&state, &study_id, &hook_id).await?;
+    let hook = subscription_of(&state, &study_id, &hook_id).await?;
     let from = match request.from {
         None => hook.delivered_through + 1,
-        Some(RedeliverFrom::Position(p)) if p >= 1 => p,
+        Some(RedeliverFrom::Position(p)) if (1..=hook.head + 1).contains(&p) => p,
         Some(RedeliverFrom::Position(_)) => {
             return Err(WebhookError::Invalid {
                 field: "from",
-                message: "a position is 1 or more".into(),
+                message: format!(
+                    "a position from 1 to {} (one past the study's last notice)",
+                    hook.head + 1
+                ),
             }
             .into())
         }
@@ -296,7 +304,7 @@ pub async fn redeliver(
     };
     note_detail(&req, format!("redeliver webhook {hook_id} from {from}"));
     subscriptions::redeliver(&state.db, &study_id, &hook_id, from).await?;
-    Ok(HttpResponse::Accepted().json(one(&state, &study_id, &hook_id).await?))
+    Ok(HttpResponse::Accepted().json(subscription_of(&state, &study_id, &hook_id).await?))
 }
 
 /// Which attempts to read.
@@ -324,7 +332,7 @@ pub async fn deliveries(
 ) -> Result<HttpResponse, ApiError> {
     let (study_id, hook_id) = path.into_inner();
     let limit = crate::http::routes::research::limit(query.limit, 1000)?;
-    one(&state, &study_id, &hook_id).await?;
+    subscription_of(&state, &study_id, &hook_id).await?;
     let before = query.cursor.unwrap_or(i64::MAX);
     let mut page = subscriptions::deliveries(&state.db, &hook_id, before, limit + 1).await?;
     let next_cursor = (page.len() as i64 > limit).then(|| {
@@ -340,21 +348,21 @@ mod tests {
 
     #[test]
     fn secrets_are_made_and_checked() {
-        let made = secret(None).unwrap();
+        let made = checked_or_new_secret(None).unwrap();
         assert!(made.starts_with("whsec_"));
-        assert!(secret(Some(made)).is_ok());
+        assert!(checked_or_new_secret(Some(made)).is_ok());
         for bad in ["whsec_", "whsec_c2hvcnQ=", "abc", "whsec_!!!"] {
-            assert!(secret(Some(bad.into())).is_err(), "{bad}");
+            assert!(checked_or_new_secret(Some(bad.into())).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn events_are_known_kinds_each_once() {
         assert_eq!(
-            kinds(&["session.completed".into(), "session.completed".into()]).unwrap(),
+            checked_kinds(&["session.completed".into(), "session.completed".into()]).unwrap(),
             vec!["session.completed"]
         );
-        assert!(kinds(&[]).is_err());
-        assert!(kinds(&["session.created".into()]).is_err());
+        assert!(checked_kinds(&[]).is_err());
+        assert!(checked_kinds(&["session.created".into()]).is_err());
     }
 }

@@ -26,8 +26,8 @@ use crate::{on_db, store::db::Db, store::error::ProjectionError};
 pub use report::{percentile, Overview};
 
 /// A session's new contribution to its study's overview, and the notices the command that moved
-/// it announces (`crate::notices`; every event that announces one moves the overview, so they
-/// travel together and commit in the same stage).
+/// it announces (`crate::notices`): both are what a command tells its study, written in the
+/// transaction path (a command that brings either never takes the one-statement path).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewContribution {
     pub session_id: String,

@@ -1,0 +1,3 @@
+SELECT study_id
+FROM webhooks
+WHERE hook_id = $1
