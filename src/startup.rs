@@ -176,7 +176,8 @@ async fn open_state(
         data_kek.clone(),
     ));
     if let Db::Postgres(pool) = &db {
-        crate::live::stream_hub::spawn_pg_listener(pool.clone(), hub.clone());
+        hub.relay_words(crate::live::across::Relay::start(pool.clone()));
+        crate::live::across::spawn_pg_listener(pool.clone(), hub.clone());
     }
     let interviewer = Arc::new(
         Interviewer::new(

@@ -104,6 +104,7 @@ impl Interviewer {
         if shown == llm_step::Shown::Nothing {
             if let Some(text) = judged.message() {
                 self.hub.publish_words(session_id, &message_id, text);
+                self.hub.words_sent().await;
             }
         }
         let decide = SessionCommand::Decide(cmd::Decide {

@@ -12,7 +12,6 @@ use uuid::Uuid;
 
 use super::streamed::Progress;
 use super::{rules, step_prompt, Interviewer};
-use crate::live::stream_hub::Live;
 use crate::llm::visible::{Refused, Visible};
 use crate::llm::{prompt, tools, ModelGateway, ModelTurn};
 use interview_session::conversation::Conversation;
@@ -147,15 +146,12 @@ impl Interviewer {
         let result = gateway
             .stream(request, timeout, |name, args| {
                 if let Some(content) = progress.advance(name, args) {
-                    let (message_id, content) = (message_id.clone(), content);
-                    let live = Live::Delta {
-                        message_id,
-                        content,
-                    };
-                    self.hub.publish(step.session_id, live);
+                    self.hub.stream_delta(step.session_id, &message_id, content);
                 }
             })
             .await;
+        // The words reach every process's streams before the utterance's completion does.
+        self.hub.words_sent().await;
         let (turn, failure, provenance) = self.settle(
             result,
             step.session_id,

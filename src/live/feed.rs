@@ -8,9 +8,17 @@
 //! are read from the log, up to the announced commit and no further: the words streamed after
 //! that commit are still queued behind its note and must not be overtaken by their own
 //! message's completion.
+//!
+//! An utterance whose claim and completion come to this reader together, with no word of it
+//! streamed before — one the rules said whole in another process's commit, whose words are
+//! streamed only in that process (`crate::live::across`) — is handed out as it would have
+//! streamed: the events up to its claim, its words (`pieces::chunks`, as its own process cuts
+//! them), then the rest.
+
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use interview_projections::{read, Db, ProjectionError};
-use interview_session::SessionEvent;
+use interview_session::{EventBody, SessionEvent};
 use tokio::sync::broadcast;
 
 use crate::live::stream_hub::{Live, StreamHub, Subscription};
@@ -44,7 +52,15 @@ pub struct SessionFeed {
     subscription: Subscription,
     /// The sequence of the last event handed out.
     position: u64,
+    /// What a note brought beyond the first thing handed out for it (an utterance's words and
+    /// the events after them), handed out before the next note.
+    queued: VecDeque<Fed>,
+    /// Messages whose words this reader has had streamed.
+    streamed: HashSet<String>,
 }
+
+/// A note [`SessionFeed::next_note`] waited for, to hand to [`SessionFeed::take`].
+pub struct Note(Option<Live>);
 
 impl SessionFeed {
     /// Subscribes to the session's notes before anything is read, so nothing committed in
@@ -60,6 +76,8 @@ impl SessionFeed {
             session_id: session_id.to_string(),
             subscription: hub.subscribe(session_id),
             position,
+            queued: VecDeque::new(),
+            streamed: HashSet::new(),
         }
     }
 
@@ -80,9 +98,12 @@ impl SessionFeed {
     /// Waits for the next note. Cancel-safe (a `select!` branch may drop it); what the note
     /// brings is [`SessionFeed::take`]n afterwards, in the branch's body, where a read of the
     /// log is not cut short.
-    pub async fn next_note(&mut self) -> Result<Live, FeedError> {
+    pub async fn next_note(&mut self) -> Result<Note, FeedError> {
+        if !self.queued.is_empty() {
+            return Ok(Note(None));
+        }
         match self.subscription.receiver.recv().await {
-            Ok(note) => Ok(note),
+            Ok(note) => Ok(Note(Some(note))),
             Err(broadcast::error::RecvError::Lagged(_)) => Err(FeedError::Lagged),
             Err(broadcast::error::RecvError::Closed) => Err(FeedError::Closed),
         }
@@ -90,8 +111,11 @@ impl SessionFeed {
 
     /// What the next note already queued brings, if one is.
     pub async fn try_next(&mut self) -> Result<Option<Fed>, FeedError> {
+        if let Some(fed) = self.queued.pop_front() {
+            return Ok(Some(fed));
+        }
         let note = match self.subscription.receiver.try_recv() {
-            Ok(note) => note,
+            Ok(note) => Note(Some(note)),
             Err(broadcast::error::TryRecvError::Empty) => return Ok(None),
             Err(broadcast::error::TryRecvError::Lagged(_)) => return Err(FeedError::Lagged),
             Err(broadcast::error::TryRecvError::Closed) => return Err(FeedError::Closed),
@@ -102,18 +126,24 @@ impl SessionFeed {
     /// What the note [`SessionFeed::next_note`] waited for brings this reader: the next events
     /// (carried, or read from the log up to the commit it announces), a delta, or the
     /// interviewer's idleness.
-    pub async fn take(&mut self, note: Result<Live, FeedError>) -> Result<Fed, FeedError> {
-        let note = note?;
-        Ok(match note {
+    pub async fn take(&mut self, note: Result<Note, FeedError>) -> Result<Fed, FeedError> {
+        let Note(note) = note?;
+        let Some(note) = note else {
+            return Ok(self.queued.pop_front().unwrap_or(Fed::Events(Vec::new())));
+        };
+        let events = match note {
             Live::Delta {
                 message_id,
                 content,
-            } => Fed::Delta {
-                message_id,
-                content,
-            },
-            Live::Idle => Fed::Idle,
-            Live::Committed { last, .. } if last <= self.position => Fed::Events(Vec::new()),
+            } => {
+                self.streamed.insert(message_id.clone());
+                return Ok(Fed::Delta {
+                    message_id,
+                    content,
+                });
+            }
+            Live::Idle => return Ok(Fed::Idle),
+            Live::Committed { last, .. } if last <= self.position => Vec::new(),
             Live::Committed {
                 events: Some(events),
                 ..
@@ -123,10 +153,59 @@ impl SessionFeed {
             {
                 let events = events.to_vec();
                 self.handed_out(&events);
-                Fed::Events(events)
+                events
             }
-            Live::Committed { last, .. } => Fed::Events(self.read_up_to(last).await?),
-        })
+            Live::Committed { last, .. } => self.read_up_to(last).await?,
+        };
+        Ok(self.with_unstreamed_words(events))
+    }
+
+    /// `events`, or — when they hold the claim and the completion of an utterance none of
+    /// whose words this reader has had — the events up to the claim, with its words and the
+    /// rest queued behind them.
+    fn with_unstreamed_words(&mut self, events: Vec<(u64, SessionEvent)>) -> Fed {
+        let completed: HashMap<uuid::Uuid, String> = events
+            .iter()
+            .filter_map(|(_, e)| match &e.body {
+                EventBody::AgentMessageCompleted {
+                    message_id,
+                    content,
+                } => Some((*message_id, content.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut parts = Vec::new();
+        let mut current = Vec::new();
+        for (seq, event) in events {
+            let said = match &event.body {
+                EventBody::AgentMessageStarted { message_id, .. }
+                    if !self.streamed.contains(&message_id.to_string()) =>
+                {
+                    completed
+                        .get(message_id)
+                        .map(|text| (message_id.to_string(), text))
+                }
+                _ => None,
+            };
+            current.push((seq, event));
+            if let Some((message_id, text)) = said {
+                parts.push(Fed::Events(std::mem::take(&mut current)));
+                for content in crate::live::pieces::chunks(text) {
+                    parts.push(Fed::Delta {
+                        message_id: message_id.clone(),
+                        content,
+                    });
+                }
+                self.streamed.insert(message_id);
+            }
+        }
+        if !current.is_empty() || parts.is_empty() {
+            parts.push(Fed::Events(current));
+        }
+        let mut parts = parts.into_iter();
+        let first = parts.next().expect("at least one part");
+        self.queued.extend(parts);
+        first
     }
 
     fn handed_out(&mut self, events: &[(u64, SessionEvent)]) {

@@ -1,4 +1,5 @@
-//! Live fan-out to SSE subscribers, in process.
+//! Live fan-out to SSE subscribers, in process (and, through `crate::live::across`, from the
+//! other processes on one PostgreSQL).
 //!
 //! After each commit a `Committed` note is broadcast on the session's channel (two, with the
 //! utterance's deltas between them, when a rules step claimed and said it in one commit). A note from this
@@ -47,6 +48,9 @@ pub struct StreamHub {
     /// their events; relayed, that echo would send every subscriber to the database for events
     /// the note brings a moment later.
     own: Mutex<hashlink::LruCache<String, u64>>,
+    /// On PostgreSQL, what sends this process's streamed words to the other processes
+    /// (`crate::live::across`).
+    relay: std::sync::OnceLock<crate::live::across::Relay>,
 }
 
 /// Sessions whose own commits the hub remembers.
@@ -57,6 +61,7 @@ impl Default for StreamHub {
         Self {
             channels: Mutex::default(),
             own: Mutex::new(hashlink::LruCache::new(OWN_SESSIONS)),
+            relay: std::sync::OnceLock::new(),
         }
     }
 }
@@ -107,9 +112,45 @@ impl StreamHub {
         }
     }
 
-    /// Streams an utterance's words to the session's subscribers, a few at a time
-    /// (`pieces::chunks`).
+    /// Relays the words this process streams to the other processes' streams (once, at
+    /// start-up, on PostgreSQL).
+    pub fn relay_words(&self, relay: crate::live::across::Relay) {
+        let _ = self.relay.set(relay);
+    }
+
+    /// Whether `origin` names this hub's relay (its own words, echoed back).
+    pub(crate) fn relays_as(&self, origin: &str) -> bool {
+        self.relay.get().is_some_and(|r| r.origin() == origin)
+    }
+
+    /// A piece of an utterance as it streams, to the session's subscribers here and in every
+    /// other process.
+    pub fn stream_delta(&self, session_id: &str, message_id: &str, content: String) {
+        if let Some(relay) = self.relay.get() {
+            relay.send(session_id, message_id, &content);
+        }
+        self.publish(
+            session_id,
+            Live::Delta {
+                message_id: message_id.to_string(),
+                content,
+            },
+        );
+    }
+
+    /// Streams an utterance's words to the session's subscribers here and in every other
+    /// process, a few at a time (`pieces::chunks`).
     pub fn publish_words(&self, session_id: &str, message_id: &uuid::Uuid, text: &str) {
+        let message_id = message_id.to_string();
+        for content in super::pieces::chunks(text) {
+            self.stream_delta(session_id, &message_id, content);
+        }
+    }
+
+    /// Streams them to the session's subscribers in this process only: an utterance claimed
+    /// and said in one commit, whose words the other processes' readers stream from the commit
+    /// itself (`crate::live::feed`).
+    fn publish_words_here(&self, session_id: &str, message_id: &uuid::Uuid, text: &str) {
         let message_id = message_id.to_string();
         for content in super::pieces::chunks(text) {
             self.publish(
@@ -119,6 +160,14 @@ impl StreamHub {
                     content,
                 },
             );
+        }
+    }
+
+    /// Waits until the words streamed so far have reached the other processes: called before
+    /// the commit that completes their utterance, so no process sees it complete first.
+    pub async fn words_sent(&self) {
+        if let Some(relay) = self.relay.get() {
+            relay.flush().await;
         }
     }
 
@@ -149,7 +198,7 @@ impl StreamHub {
 
     /// Whether a NOTIFY for `session_id` up to `last` is this process's own commit (or one its
     /// own commit has since followed, whose note then shows the gap).
-    fn is_own(&self, session_id: &str, last: u64) -> bool {
+    pub(crate) fn is_own(&self, session_id: &str, last: u64) -> bool {
         self.own
             .lock()
             .expect("hub lock")
@@ -178,7 +227,7 @@ impl Query<Session> for StreamNotifier {
         };
         let (claimed, rest) = events.split_at(claim + 1);
         self.announce(aggregate_id, claimed);
-        self.0.publish_words(aggregate_id, &message_id, text);
+        self.0.publish_words_here(aggregate_id, &message_id, text);
         self.announce(aggregate_id, rest);
     }
 }
@@ -218,61 +267,6 @@ fn said_whole(events: &[EventEnvelope<Session>]) -> Option<(usize, uuid::Uuid, &
                 _ => None,
             })
     })
-}
-
-/// On PostgreSQL, relays the commit notes of every process sharing the database into this
-/// process's hub, so a stream held here sees commands handled elsewhere. Reconnects on its own.
-pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
-    tokio::spawn(async move {
-        loop {
-            let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
-                Ok(l) => l,
-                // The process is stopping (the pool is closed last): nothing to relay any more.
-                Err(_) if pool.is_closed() => return,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
-                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                    continue;
-                }
-            };
-            if let Err(error) = listener
-                .listen(interview_projections::projector::NOTIFY_CHANNEL)
-                .await
-            {
-                if pool.is_closed() {
-                    return;
-                }
-                tracing::warn!(%error, "cannot listen for commits from other processes; retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                continue;
-            }
-            loop {
-                match listener.recv().await {
-                    Ok(note) => {
-                        if let Some((session_id, seq)) = note.payload().split_once(' ') {
-                            if let Ok(seq) = seq.parse() {
-                                if hub.is_own(session_id, seq) {
-                                    continue;
-                                }
-                                hub.publish(
-                                    session_id,
-                                    Live::Committed {
-                                        last: seq,
-                                        events: None,
-                                    },
-                                );
-                            }
-                        }
-                    }
-                    Err(_) if pool.is_closed() => return,
-                    Err(error) => {
-                        tracing::warn!(%error, "commit notifications interrupted; reconnecting");
-                        break;
-                    }
-                }
-            }
-        }
-    });
 }
 
 #[cfg(test)]

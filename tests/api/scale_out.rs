@@ -74,3 +74,96 @@ async fn two_processes_running_the_interviewer_answer_once() {
         .count();
     assert_eq!(questions, 1, "one opening question, not two: {s}");
 }
+
+/// The words of the interviewer's message for `message_id`'s completion on `frames`: the deltas
+/// streamed for it, all before its completion.
+fn words_before_completion(frames: &[crate::sse::Frame]) -> (Vec<String>, String) {
+    let done = frames
+        .iter()
+        .rposition(|f| f.event == "message.completed" && f.data["role"] == "assistant")
+        .expect("the answer completed");
+    let id = frames[done].data["message_id"].clone();
+    let deltas = frames
+        .iter()
+        .filter(|f| f.event == "message.delta" && f.data["message_id"] == id)
+        .map(|f| f.data["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        frames[done + 1..]
+            .iter()
+            .all(|f| !(f.event == "message.delta" && f.data["message_id"] == id)),
+        "no word after the completion"
+    );
+    (
+        deltas,
+        frames[done].data["content"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rules_words_reach_a_stream_held_by_another_process() {
+    let a = TestApp::spawn(Store::Postgres).await;
+    let b = a.spawn_on_same_database().await;
+    let (session, token) = a.interviewing("demo").await;
+    let url = b.url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let mut on_b = SseClient::new(b.client.get(url).send().await.unwrap());
+    on_b.drain(Duration::from_millis(300)).await;
+    let res = a
+        .post_message(
+            &session,
+            &token,
+            "We write a list on Sunday and shop on Monday.",
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let frames = on_b
+        .until(Duration::from_secs(5), |f| {
+            f.event == "message.completed" && f.data["role"] == "assistant"
+        })
+        .await;
+    let (deltas, said) = words_before_completion(&frames);
+    assert!(deltas.len() > 1, "the words came in pieces: {deltas:?}");
+    assert_eq!(deltas.concat(), said);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_words_reach_a_stream_held_by_another_process_as_they_stream() {
+    use crate::scripted_model::Reply;
+    let llm = crate::llm::Llm::start(Store::Postgres).await;
+    let b = llm.app.spawn_on_same_database().await;
+    let (session, token, _) = llm
+        .consented(vec![Reply::Tool(
+            "ask_question",
+            json!({"objective_id": "planning_habits", "message": "How do you usually plan the week's shopping?", "rationale": "open"}),
+        )])
+        .await;
+    let url = b.url(&format!("/api/sessions/{session}/stream?token={token}"));
+    let mut on_b = SseClient::new(b.client.get(url).send().await.unwrap());
+    on_b.drain(Duration::from_millis(300)).await;
+    let question = "Which shop do you go to first, and what makes you pick it over the others?";
+    llm.model.push(Reply::Tool(
+        "ask_question",
+        json!({"objective_id": "planning_habits", "message": question, "rationale": "probe"}),
+    ));
+    // Slowly enough that the words arrive well before the message completes.
+    llm.model
+        .pace(Duration::from_millis(50), Duration::from_millis(30));
+    let res = llm
+        .app
+        .post_message(
+            &session,
+            &token,
+            "I write a list on my phone every Sunday evening.",
+        )
+        .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let frames = on_b
+        .until(Duration::from_secs(10), |f| {
+            f.event == "message.completed" && f.data["role"] == "assistant"
+        })
+        .await;
+    let (deltas, said) = words_before_completion(&frames);
+    assert_eq!(said, question);
+    assert!(deltas.len() > 1, "the words came in pieces: {deltas:?}");
+    assert_eq!(deltas.concat(), question);
+}
