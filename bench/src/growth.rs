@@ -55,7 +55,7 @@ pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
     for turns in LENGTHS {
         crate::publish(http, base, &study(turns).to_string()).await;
         let slug = format!("growth-{turns}");
-        let mut live = crate::turns::fresh(http, base, &slug).await;
+        let mut live = crate::turns::fresh(http, base, base, &slug).await;
         let mut latencies = Vec::with_capacity(turns + 1);
         let mut asked = 0;
         loop {

@@ -7,6 +7,7 @@
 //! `scripts/bench`, which builds in release mode and starts a throwaway PostgreSQL.
 #![forbid(unsafe_code)]
 
+mod across;
 mod agui;
 mod growth;
 mod load;
@@ -62,6 +63,9 @@ struct Args {
     /// Only the interviews of 10, 20, 40 and 80 turns (per-turn latency, storage), per store.
     #[arg(long)]
     growth_only: bool,
+    /// Only the first words with the stream on a second server (PostgreSQL only).
+    #[arg(long)]
+    across_only: bool,
     /// Only the llm path against the hosted-model simulation, per store.
     #[arg(long)]
     hosted_only: bool,
@@ -253,6 +257,12 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
         growth::run(label, &server, &http).await;
         return;
     }
+    if args.across_only {
+        if label == "postgres" {
+            across::run(label, &server, &http, args.turns).await;
+        }
+        return;
+    }
     if args.overview_only {
         overview::run(label, &server, &http).await;
         return;
@@ -270,6 +280,9 @@ async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     scale::commands_vs_raw(label, &server, &http, args.turns).await;
     scale::storage_per_interview(label, &server, &http).await;
     growth::run(label, &server, &http).await;
+    if label == "postgres" {
+        across::run(label, &server, &http, args.turns).await;
+    }
     rebuild_and_export(label, &server, &http, &args.replay_binary).await;
 }
 
@@ -493,6 +506,7 @@ fn main() {
             && !args.hosted_only
             && !args.growth_only
             && !args.agui_only
+            && !args.across_only
             && !args.overview_only
             && !args.wallet_only
         {

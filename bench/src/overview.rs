@@ -29,7 +29,7 @@ pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
     })
     .await;
     for _ in 0..COMPLETED {
-        let mut live = crate::turns::fresh(http, base, "overview-bench").await;
+        let mut live = crate::turns::fresh(http, base, base, "overview-bench").await;
         loop {
             let state = crate::participant::read(http, base, &live.id, &live.token).await;
             let text = if state["current_phase"] == "SUMMARY_CONFIRMATION" {

@@ -113,10 +113,11 @@ impl Live {
     }
 }
 
-/// A fresh session on `slug`, consented, its first question asked.
-pub async fn fresh(http: &reqwest::Client, base: &str, slug: &str) -> Live {
+/// A fresh session on `slug`, consented, its first question asked; its stream read from
+/// `stream_base` (another server on the same database, or `base`).
+pub async fn fresh(http: &reqwest::Client, base: &str, stream_base: &str, slug: &str) -> Live {
     let (id, token) = crate::participant::start(http, base, slug).await;
-    let frames = open_stream(http, base, &id, &token).await;
+    let frames = open_stream(http, stream_base, &id, &token).await;
     let mut live = Live {
         id,
         token,
@@ -142,12 +143,25 @@ pub struct Turns {
 }
 
 /// `total` turns over `clients` concurrent participants on `slug`.
-// Long by design: each concurrent client times its messages and first deltas in its own lists, then
-// the lists are merged into one `Turns`; the per-client tuple and the merge must match, so they
-// stay side by side.
 pub async fn run(
     http: &reqwest::Client,
     base: &str,
+    slug: &str,
+    clients: usize,
+    total: usize,
+) -> Turns {
+    run_split(http, base, base, slug, clients, total).await
+}
+
+/// The same, each session's stream read from `stream_base`: the server the messages go to
+/// (`base`) or another one on the same database.
+// Long by design: each concurrent client times its messages and first deltas in its own lists, then
+// the lists are merged into one `Turns`; the per-client tuple and the merge must match, so they
+// stay side by side.
+pub async fn run_split(
+    http: &reqwest::Client,
+    base: &str,
+    stream_base: &str,
     slug: &str,
     clients: usize,
     total: usize,
@@ -160,7 +174,7 @@ pub async fn run(
         let mut from_post = Vec::with_capacity(per_client);
         let mut at = Vec::with_capacity(per_client);
         let mut submits = Vec::new();
-        let mut live = fresh(http, base, slug).await;
+        let mut live = fresh(http, base, stream_base, slug).await;
         for i in 0..per_client {
             let t0 = Instant::now();
             let res = http
@@ -180,7 +194,7 @@ pub async fn run(
             at.extend(delta);
             if !open {
                 submits.append(&mut live.submits);
-                live = fresh(http, base, slug).await;
+                live = fresh(http, base, stream_base, slug).await;
             }
         }
         submits.append(&mut live.submits);
