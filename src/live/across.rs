@@ -7,9 +7,12 @@
 //! Words: an utterance's words are never stored, so a stream held by another process than the
 //! one that streams them would see the utterance only once it is complete — seconds of silence
 //! with a model, then a block of text. So the words a process streams are relayed too: batched
-//! for up to [`BATCH_WINDOW`] into NOTIFY payloads on [`WORDS_CHANNEL`] (each naming its
-//! origin, the session and the message, the pieces in order), and the listener of every other
-//! process publishes them to its own subscribers. A stream relays them in order because one
+//! for up to [`BATCH_WINDOW`] into NOTIFY payloads on [`WORDS_CHANNEL`] (`<origin> <json>`: the
+//! relaying hub, then the session, the message and the pieces in order), and the listener of
+//! every other process publishes them to its own subscribers. Only while another process is
+//! alive ([`OTHERS_LOOKED_UP_EVERY`]): one server alone sends nothing. The relay is best effort
+//! and never holds a run up for long: a statement gets [`SEND_WITHIN`], a flush
+//! [`FLUSH_WITHIN`]; words that could not go are still in the completed message. A stream relays them in order because one
 //! task sends them all, in order, and PostgreSQL delivers one session's notifications in the
 //! order they were sent; before the run commits the utterance's completion it waits for its
 //! words to be sent ([`Relay::flush`]), so no process sees the completion before the words.
@@ -28,16 +31,24 @@ use crate::live::stream_hub::{Live, StreamHub};
 pub const WORDS_CHANNEL: &str = "interview_words";
 
 /// How long the first piece of a batch waits for more.
-const BATCH_WINDOW: Duration = Duration::from_millis(5);
+const BATCH_WINDOW: Duration = Duration::from_millis(15);
+
+/// How long one batch's statement may take, and a run may wait for its words to be sent.
+const SEND_WITHIN: Duration = Duration::from_secs(1);
+const FLUSH_WITHIN: Duration = Duration::from_millis(250);
+
+/// How often the relay asks whether another process is alive (the processes' heartbeats).
+const OTHERS_LOOKED_UP_EVERY: Duration = Duration::from_secs(2);
+
+/// A process whose heartbeat is older than this is not alive.
+const ALIVE_WITHIN: Duration = Duration::from_secs(5);
 
 /// A NOTIFY payload's limit is 8,000 bytes; pieces are packed below it.
 const PAYLOAD_BYTES: usize = 7_000;
 
-/// One NOTIFY payload: pieces of one message, in order.
+/// One NOTIFY payload's JSON, after its origin: pieces of one message, in order.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 struct Words {
-    /// The relaying hub, whose own listener passes over its echo.
-    origin: String,
     session_id: String,
     message_id: String,
     pieces: Vec<String>,
@@ -80,26 +91,28 @@ impl Relay {
         });
     }
 
-    /// Waits until every piece sent so far is NOTIFYed (or could not be).
+    /// Waits until every piece sent so far is NOTIFYed (or could not be), for
+    /// [`FLUSH_WITHIN`] at most.
     pub(crate) async fn flush(&self) {
         let (ack, done) = oneshot::channel();
         if self.tx.send(Relayed::Flush(ack)).is_ok() {
-            let _ = done.await;
+            let _ = tokio::time::timeout(FLUSH_WITHIN, done).await;
         }
     }
 }
 
-/// The relay's task: a batch is what arrives within [`BATCH_WINDOW`] of its first piece (or
-/// before a flush), sent in one statement.
+/// The relay's task: a batch is what arrives within [`BATCH_WINDOW`] of its first piece (a
+/// flush sends it at once, with whatever else is queued), sent in one statement when another
+/// process is alive.
 async fn send_batches(
     pool: sqlx::PgPool,
     origin: String,
     mut rx: mpsc::UnboundedReceiver<Relayed>,
 ) {
+    let mut others = Others::default();
     while let Some(first) = rx.recv().await {
         let deadline = tokio::time::Instant::now() + BATCH_WINDOW;
-        let mut batch = Vec::new();
-        let mut flushed = Vec::new();
+        let (mut batch, mut flushed) = (Vec::new(), Vec::new());
         let mut next = Some(first);
         while let Some(item) = next.take() {
             match item {
@@ -108,25 +121,34 @@ async fn send_batches(
                     message_id,
                     content,
                 } => batch.push((session_id, message_id, content)),
-                Relayed::Flush(ack) => {
-                    flushed.push(ack);
-                    break;
-                }
+                Relayed::Flush(ack) => flushed.push(ack),
             }
-            next = tokio::time::timeout_at(deadline, rx.recv())
-                .await
-                .ok()
-                .flatten();
+            next = if flushed.is_empty() {
+                tokio::time::timeout_at(deadline, rx.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            } else {
+                // Flushing: what is queued already goes in this batch, nothing waits for more.
+                rx.try_recv().ok()
+            };
         }
-        let payloads = pack(&origin, batch);
-        if !payloads.is_empty() {
-            let sent = sqlx::query(include_str!("sql/notify_words.sql"))
-                .bind(WORDS_CHANNEL)
-                .bind(&payloads)
-                .execute(&pool)
-                .await;
-            if let Err(error) = sent {
-                tracing::warn!(%error, "streamed words could not be relayed to other processes");
+        if !batch.is_empty() && others.alive(&pool).await {
+            let payloads = pack(&origin, batch);
+            let sent = tokio::time::timeout(
+                SEND_WITHIN,
+                sqlx::query(include_str!("sql/notify_words.sql"))
+                    .bind(WORDS_CHANNEL)
+                    .bind(&payloads)
+                    .execute(&pool),
+            )
+            .await;
+            match sent {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "streamed words could not be relayed to other processes")
+                }
+                Err(_) => tracing::warn!("relaying streamed words to other processes timed out"),
             }
         }
         for ack in flushed {
@@ -135,41 +157,100 @@ async fn send_batches(
     }
 }
 
-/// The pieces as payloads: consecutive pieces of one message together, each payload under
-/// [`PAYLOAD_BYTES`].
+/// Whether another server process is alive on the database, looked up every
+/// [`OTHERS_LOOKED_UP_EVERY`].
+#[derive(Default)]
+struct Others {
+    known: Option<(tokio::time::Instant, bool)>,
+}
+
+impl Others {
+    async fn alive(&mut self, pool: &sqlx::PgPool) -> bool {
+        if let Some((at, alive)) = self.known {
+            if at.elapsed() < OTHERS_LOOKED_UP_EVERY {
+                return alive;
+            }
+        }
+        let since = chrono::Utc::now() - chrono::Duration::from_std(ALIVE_WITHIN).expect("small");
+        let counted = tokio::time::timeout(
+            SEND_WITHIN,
+            sqlx::query_scalar::<_, i64>(include_str!("sql/live_processes.sql"))
+                .bind(since)
+                .fetch_one(pool),
+        )
+        .await;
+        // This process is one of them; unknown counts as another (relaying is the safe side).
+        let alive = !matches!(counted, Ok(Ok(n)) if n <= 1);
+        self.known = Some((tokio::time::Instant::now(), alive));
+        alive
+    }
+}
+
+/// The pieces as payloads (`<origin> <json>`): consecutive pieces of one message together,
+/// each payload under [`PAYLOAD_BYTES`] as serialized; a piece too long for one is cut, at
+/// character boundaries, into several.
 fn pack(origin: &str, batch: Vec<(String, String, String)>) -> Vec<String> {
     let mut payloads = Vec::new();
     let mut current: Option<(Words, usize)> = None;
+    let finish = |words: Words, payloads: &mut Vec<String>| {
+        let json = serde_json::to_string(&words).expect("serializes");
+        payloads.push(format!("{origin} {json}"));
+    };
     for (session_id, message_id, content) in batch {
-        let fits = current.as_ref().is_some_and(|(w, bytes)| {
-            w.session_id == session_id
-                && w.message_id == message_id
-                && bytes + content.len() * 2 + 8 < PAYLOAD_BYTES
-        });
-        if !fits {
-            if let Some((words, _)) = current.take() {
-                payloads.push(serde_json::to_string(&words).expect("serializes"));
+        let room = PAYLOAD_BYTES - (64 + origin.len() + session_id.len() + message_id.len());
+        for piece in fitting(content, room) {
+            let size = json_len(&piece) + 1;
+            let fits = current.as_ref().is_some_and(|(w, bytes)| {
+                w.session_id == session_id && w.message_id == message_id && bytes + size <= room
+            });
+            if !fits {
+                if let Some((words, _)) = current.take() {
+                    finish(words, &mut payloads);
+                }
+                current = Some((
+                    Words {
+                        session_id: session_id.clone(),
+                        message_id: message_id.clone(),
+                        pieces: Vec::new(),
+                    },
+                    0,
+                ));
             }
-            let bytes = 128 + session_id.len() + message_id.len();
-            current = Some((
-                Words {
-                    origin: origin.to_string(),
-                    session_id,
-                    message_id,
-                    pieces: Vec::new(),
-                },
-                bytes,
-            ));
+            let (words, bytes) = current.as_mut().expect("set above");
+            *bytes += size;
+            words.pieces.push(piece);
         }
-        let (words, bytes) = current.as_mut().expect("set above");
-        // JSON may double a piece's bytes (escapes); counted so.
-        *bytes += content.len() * 2 + 8;
-        words.pieces.push(content);
     }
     if let Some((words, _)) = current {
-        payloads.push(serde_json::to_string(&words).expect("serializes"));
+        finish(words, &mut payloads);
     }
     payloads
+}
+
+/// A piece's length as a JSON string.
+fn json_len(piece: &str) -> usize {
+    serde_json::to_string(piece).expect("serializes").len()
+}
+
+/// `content` cut at character boundaries into pieces of at most `room` bytes as JSON strings.
+fn fitting(content: String, room: usize) -> Vec<String> {
+    if json_len(&content) <= room {
+        return vec![content];
+    }
+    let mut pieces = Vec::new();
+    let mut current = String::new();
+    for c in content.chars() {
+        current.push(c);
+        if json_len(&current) > room {
+            current.pop();
+            pieces.push(std::mem::take(&mut current));
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        pieces.push(current);
+    }
+    pieces
 }
 
 /// Relays the commit notes and the streamed words of every process sharing the database into
@@ -237,12 +318,16 @@ fn relay_commit(hub: &StreamHub, payload: &str) {
 }
 
 fn relay_words(hub: &StreamHub, payload: &str) {
-    let Ok(words) = serde_json::from_str::<Words>(payload) else {
+    let Some((origin, json)) = payload.split_once(' ') else {
         return;
     };
-    if hub.relays_as(&words.origin) || !hub.has_subscribers(&words.session_id) {
+    // Its own words, echoed back: passed over unread.
+    if hub.relays_as(origin) {
         return;
     }
+    let Ok(words) = serde_json::from_str::<Words>(json) else {
+        return;
+    };
     for content in words.pieces {
         hub.publish(
             &words.session_id,
@@ -258,6 +343,18 @@ fn relay_words(hub: &StreamHub, payload: &str) {
 mod tests {
     use super::*;
 
+    fn unpacked(payloads: &[String]) -> Vec<Words> {
+        payloads
+            .iter()
+            .inspect(|p| assert!(p.len() < 8_000, "{}", p.len()))
+            .map(|p| {
+                let (origin, json) = p.split_once(' ').unwrap();
+                assert_eq!(origin, "o");
+                serde_json::from_str(json).unwrap()
+            })
+            .collect()
+    }
+
     #[test]
     fn pieces_are_packed_by_message_in_order_under_the_payload_limit() {
         let piece = |s: &str, m: &str, c: &str| (s.to_string(), m.to_string(), c.to_string());
@@ -265,15 +362,25 @@ mod tests {
         let mut batch = vec![piece("s1", "m1", "one "), piece("s1", "m1", "two ")];
         batch.push(piece("s2", "m9", "other "));
         batch.extend((0..10).map(|_| piece("s1", "m1", &long)));
-        let payloads: Vec<Words> = pack("o", batch)
-            .iter()
-            .inspect(|p| assert!(p.len() < 8_000, "{}", p.len()))
-            .map(|p| serde_json::from_str(p).unwrap())
-            .collect();
+        let payloads = unpacked(&pack("o", batch));
         assert_eq!(payloads[0].pieces, ["one ", "two "]);
         assert_eq!(payloads[1].session_id, "s2");
-        let rest: usize = payloads[2..].iter().map(|w| w.pieces.len()).sum();
-        assert_eq!(rest, 10);
+        let rest: Vec<String> = payloads[2..]
+            .iter()
+            .flat_map(|w| w.pieces.clone())
+            .collect();
+        assert_eq!(rest.concat(), long.repeat(10));
         assert!(payloads.len() > 3, "split under the limit");
+    }
+
+    #[test]
+    fn a_piece_too_long_for_one_payload_is_cut_and_escapes_are_counted() {
+        // Control characters take six bytes each in JSON; CJK three in UTF-8.
+        for text in ["\u{1}".repeat(3_000), "购物清单".repeat(2_000)] {
+            let payloads = unpacked(&pack("o", vec![("s".into(), "m".into(), text.clone())]));
+            assert!(payloads.len() > 1);
+            let joined: String = payloads.iter().flat_map(|w| w.pieces.clone()).collect();
+            assert_eq!(joined, text);
+        }
     }
 }

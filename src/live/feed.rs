@@ -157,13 +157,30 @@ impl SessionFeed {
             }
             Live::Committed { last, .. } => self.read_up_to(last).await?,
         };
-        Ok(self.with_unstreamed_words(events))
+        // Behind whatever an earlier note left queued.
+        let parts = self.with_unstreamed_words(events);
+        self.queued.extend(parts);
+        Ok(self.queued.pop_front().unwrap_or(Fed::Events(Vec::new())))
     }
 
-    /// `events`, or — when they hold the claim and the completion of an utterance none of
-    /// whose words this reader has had — the events up to the claim, with its words and the
-    /// rest queued behind them.
-    fn with_unstreamed_words(&mut self, events: Vec<(u64, SessionEvent)>) -> Fed {
+    /// The events committed since the last handed out, read from the log as they come (live,
+    /// not a catch-up at connect): the first part, with an utterance's words and the rest queued
+    /// as [`SessionFeed::take`] would; and whether there were any.
+    pub async fn read_new(&mut self) -> Result<(bool, Fed), FeedError> {
+        let events = self.read_up_to(u64::MAX).await?;
+        let any = !events.is_empty();
+        let parts = self.with_unstreamed_words(events);
+        self.queued.extend(parts);
+        Ok((
+            any,
+            self.queued.pop_front().unwrap_or(Fed::Events(Vec::new())),
+        ))
+    }
+
+    /// `events` in the parts they are handed out in: whole, or — when they hold the claim and
+    /// the completion of an utterance none of whose words this reader has had — the events up
+    /// to the claim, its words, then the rest.
+    fn with_unstreamed_words(&mut self, events: Vec<(u64, SessionEvent)>) -> Vec<Fed> {
         let completed: HashMap<uuid::Uuid, String> = events
             .iter()
             .filter_map(|(_, e)| match &e.body {
@@ -185,6 +202,11 @@ impl SessionFeed {
                         .get(message_id)
                         .map(|text| (message_id.to_string(), text))
                 }
+                // Complete: its words are no longer looked for.
+                EventBody::AgentMessageCompleted { message_id, .. } => {
+                    self.streamed.remove(&message_id.to_string());
+                    None
+                }
                 _ => None,
             };
             current.push((seq, event));
@@ -196,16 +218,12 @@ impl SessionFeed {
                         content,
                     });
                 }
-                self.streamed.insert(message_id);
             }
         }
         if !current.is_empty() || parts.is_empty() {
             parts.push(Fed::Events(current));
         }
-        let mut parts = parts.into_iter();
-        let first = parts.next().expect("at least one part");
-        self.queued.extend(parts);
-        first
+        parts
     }
 
     fn handed_out(&mut self, events: &[(u64, SessionEvent)]) {

@@ -75,15 +75,19 @@ async fn two_processes_running_the_interviewer_answer_once() {
     assert_eq!(questions, 1, "one opening question, not two: {s}");
 }
 
-/// The words of the interviewer's message for `message_id`'s completion on `frames`: the deltas
-/// streamed for it, all before its completion.
-fn words_before_completion(frames: &[crate::sse::Frame]) -> (Vec<String>, String) {
+/// The interviewer's answer on `stream` up to its completion, and what follows for a while: its
+/// words (the deltas for it, none after its completion) and its text.
+async fn words_before_completion(
+    stream: &mut SseClient,
+    mut frames: Vec<crate::sse::Frame>,
+) -> (Vec<String>, String) {
     let done = frames
         .iter()
         .rposition(|f| f.event == "message.completed" && f.data["role"] == "assistant")
         .expect("the answer completed");
+    frames.extend(stream.drain(Duration::from_millis(500)).await);
     let id = frames[done].data["message_id"].clone();
-    let deltas = frames
+    let deltas = frames[..done]
         .iter()
         .filter(|f| f.event == "message.delta" && f.data["message_id"] == id)
         .map(|f| f.data["content"].as_str().unwrap().to_string())
@@ -92,7 +96,8 @@ fn words_before_completion(frames: &[crate::sse::Frame]) -> (Vec<String>, String
         frames[done + 1..]
             .iter()
             .all(|f| !(f.event == "message.delta" && f.data["message_id"] == id)),
-        "no word after the completion"
+        "no word after the completion: {:?}",
+        &frames[done..]
     );
     (
         deltas,
@@ -121,11 +126,14 @@ async fn the_rules_words_reach_a_stream_held_by_another_process() {
             f.event == "message.completed" && f.data["role"] == "assistant"
         })
         .await;
-    let (deltas, said) = words_before_completion(&frames);
+    let (deltas, said) = words_before_completion(&mut on_b, frames).await;
     assert!(deltas.len() > 1, "the words came in pieces: {deltas:?}");
     assert_eq!(deltas.concat(), said);
 }
 
+// Long by design: one turn across two processes in order — the stream opened on B, the model
+// paced, the message posted to A, then the first words timed against the completion and the
+// words checked against the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_models_words_reach_a_stream_held_by_another_process_as_they_stream() {
     use crate::scripted_model::Reply;
@@ -157,12 +165,23 @@ async fn a_models_words_reach_a_stream_held_by_another_process_as_they_stream() 
         )
         .await;
     assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let frames = on_b
-        .until(Duration::from_secs(10), |f| {
+    // The first words arrive while the model still streams, well before the completion.
+    let mut frames = on_b
+        .until(Duration::from_secs(10), |f| f.event == "message.delta")
+        .await;
+    let first_word = std::time::Instant::now();
+    frames.extend(
+        on_b.until(Duration::from_secs(10), |f| {
             f.event == "message.completed" && f.data["role"] == "assistant"
         })
-        .await;
-    let (deltas, said) = words_before_completion(&frames);
+        .await,
+    );
+    assert!(
+        first_word.elapsed() >= Duration::from_millis(300),
+        "the words streamed, not sent at the end: {:?}",
+        first_word.elapsed()
+    );
+    let (deltas, said) = words_before_completion(&mut on_b, frames).await;
     assert_eq!(said, question);
     assert!(deltas.len() > 1, "the words came in pieces: {deltas:?}");
     assert_eq!(deltas.concat(), question);

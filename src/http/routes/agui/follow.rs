@@ -159,9 +159,10 @@ impl Follow<'_> {
 
     /// Reads the log past what the run has folded and forwards it; true when there was any.
     async fn read_log(&mut self) -> Result<bool, Ended> {
-        let events = self.feed.read_up_to(u64::MAX).await.map_err(|_| "read")?;
-        let any = !events.is_empty();
-        self.forward(Fed::Events(events)).await?;
+        // An utterance said whole in another process's commit comes with its words, queued
+        // behind the events up to its claim (`take_queued` hands them on next).
+        let (any, fed) = self.feed.read_new().await.map_err(|_| "read")?;
+        self.forward(fed).await?;
         Ok(any)
     }
 
