@@ -26,7 +26,7 @@ pub async fn run(label: &str, server: &Server, http: &reqwest::Client, total: us
         let n = same.len();
         row(
             label,
-            &format!("→ 1st delta ({policy}) here"),
+            &format!("→ 1st delta ({policy}) A"),
             1,
             n,
             &stats(same, same_wall),
