@@ -379,7 +379,28 @@ async fn an_erased_sessions_content_is_never_sent_again(store: Store) {
     receiver.stop().await;
 }
 
+async fn an_abandoned_session_is_announced_with_its_reason_and_no_content(store: Store) {
+    let app = app(store, 3600).await;
+    let receiver = Receiver::start(0).await;
+    let study = demo_study(&app).await;
+    let hook = subscribe(&app, &study, &receiver.url, &["session.abandoned"]).await;
+    let (session, token) = app.create_session("demo").await;
+    let s = app.run(&session).await;
+    app.answer(&session, &token, &s, json!({"accepted": false}))
+        .await;
+    let got = receiver.until_accepted(1, WAIT).await;
+    assert!(signed_by(hook["secret"].as_str().unwrap(), &got[0]));
+    assert_eq!(got[0].body["type"], "session.abandoned");
+    let data = &got[0].body["data"];
+    assert_eq!(data["session_id"], session.as_str());
+    assert_eq!(data["reason"], "consent_declined");
+    let keys: Vec<&String> = data.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["abandoned_at", "reason", "session_id", "study_id"]);
+    receiver.stop().await;
+}
+
 both_stores!(
+    an_abandoned_session_is_announced_with_its_reason_and_no_content,
     fifty_completions_arrive_signed_in_commit_order,
     a_receiver_that_fails_three_times_then_recovers_gets_everything_in_order,
     a_subscription_that_keeps_failing_is_marked_and_a_redelivery_resumes_it,
