@@ -222,6 +222,11 @@ fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
+/// One store's run: the server, its studies and warm-up, then each measurement in turn (or the
+/// one a `--…-only` flag names).
+// Long by design: a dispatch list, one arm per `--…-only` flag, then the whole run's
+// measurements in the order the README's table reads; split, each flag's arm would be a function
+// of two lines.
 async fn bench_store(label: &str, database_url: Option<String>, args: &Args) {
     if args.wallet_only {
         wallet::run(label, database_url).await;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::live::stream_hub::{Live, StreamHub};
+use crate::live::stream_hub::{Live, StreamHub, WordsRelay};
 
 /// The NOTIFY channel of streamed words.
 pub const WORDS_CHANNEL: &str = "interview_words";
@@ -78,12 +78,15 @@ impl Relay {
         tokio::spawn(send_batches(pool, origin.clone(), rx));
         Self { origin, tx }
     }
+}
 
-    pub(crate) fn origin(&self) -> &str {
+#[async_trait::async_trait]
+impl WordsRelay for Relay {
+    fn origin(&self) -> &str {
         &self.origin
     }
 
-    pub(crate) fn send(&self, session_id: &str, message_id: &str, content: &str) {
+    fn send(&self, session_id: &str, message_id: &str, content: &str) {
         let _ = self.tx.send(Relayed::Piece {
             session_id: session_id.to_string(),
             message_id: message_id.to_string(),
@@ -93,7 +96,7 @@ impl Relay {
 
     /// Waits until every piece sent so far is NOTIFYed (or could not be), for
     /// [`FLUSH_WITHIN`] at most.
-    pub(crate) async fn flush(&self) {
+    async fn flush(&self) {
         let (ack, done) = oneshot::channel();
         if self.tx.send(Relayed::Flush(ack)).is_ok() {
             let _ = tokio::time::timeout(FLUSH_WITHIN, done).await;

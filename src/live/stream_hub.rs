@@ -49,8 +49,19 @@ pub struct StreamHub {
     /// the note brings a moment later.
     own: Mutex<hashlink::LruCache<String, u64>>,
     /// On PostgreSQL, what sends this process's streamed words to the other processes
-    /// (`crate::live::across`).
-    relay: std::sync::OnceLock<crate::live::across::Relay>,
+    /// (`crate::live::across::Relay`).
+    relay: std::sync::OnceLock<Box<dyn WordsRelay>>,
+}
+
+/// What sends the words this process streams to the other processes' hubs.
+#[async_trait]
+pub trait WordsRelay: Send + Sync {
+    /// The name the relay sends under: its own words, echoed back, carry it.
+    fn origin(&self) -> &str;
+    /// A piece of `message_id`'s words, in order after the ones before.
+    fn send(&self, session_id: &str, message_id: &str, content: &str);
+    /// Waits (briefly) until every piece sent so far has gone out.
+    async fn flush(&self);
 }
 
 /// Sessions whose own commits the hub remembers.
@@ -114,8 +125,8 @@ impl StreamHub {
 
     /// Relays the words this process streams to the other processes' streams (once, at
     /// start-up, on PostgreSQL).
-    pub fn relay_words(&self, relay: crate::live::across::Relay) {
-        let _ = self.relay.set(relay);
+    pub fn relay_words(&self, relay: impl WordsRelay + 'static) {
+        let _ = self.relay.set(Box::new(relay));
     }
 
     /// Whether `origin` names this hub's relay (its own words, echoed back).
