@@ -94,9 +94,22 @@ pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
         assert_eq!(state["status"], "completed", "{state}");
         let (events, sizes) = crate::scale::stored_bytes(label, server, &live.id, false).await;
         let total: i64 = sizes.iter().map(|(_, b)| b).sum();
+        // Within the interview: its first and its last quarter of turns (the summary's turn left
+        // out), so what grows with the session shows apart from what grows with the study.
+        let quarter = (latencies.len() - 1) / 4;
+        let median = |part: &[Duration]| {
+            let mut part = part.to_vec();
+            part.sort();
+            percentile(&part, 0.5).as_secs_f64() * 1e3
+        };
+        let (early, late) = (
+            median(&latencies[..quarter.max(1)]),
+            median(&latencies[latencies.len() - 1 - quarter.max(1)..latencies.len() - 1]),
+        );
         latencies.sort();
         println!(
-            "{label}: {turns}-turn interview ({} participant turns): per turn p50 {:.2} ms, p99 {:.2} ms; \
+            "{label}: {turns}-turn interview ({} participant turns): per turn p50 {:.2} ms, p99 {:.2} ms \
+             (first quarter p50 {early:.2} ms, last quarter {late:.2} ms); \
              {events} events, {:.1} KB stored, {:.2} KB per turn",
             state["turn_count"],
             percentile(&latencies, 0.5).as_secs_f64() * 1e3,

@@ -60,7 +60,9 @@ pub struct Session {
     session_id: Option<Uuid>,
     status: SessionStatus,
     phase: Phase,
-    study: Option<Box<PinnedStudy>>,
+    /// Shared, not copied, by every copy of the session (the command side hands one to each
+    /// command): a study may be large, and it never changes once pinned.
+    study: Option<std::sync::Arc<PinnedStudy>>,
     /// What the salts of its events are derived from (`SessionEvent::seal_with`).
     chain_secret: Option<String>,
     created_at: Option<DateTime<Utc>>,

@@ -212,16 +212,19 @@ impl EventStore<Session> for CachingEventStore {
         aggregate_id: &str,
     ) -> Result<Self::AC, AggregateError<SessionError>> {
         let maybe_stale = self.sessions.take_maybe_stale(aggregate_id);
-        let kept = self.kept(aggregate_id);
-        if let (Some((aggregate, sequence)), false) = (&kept, maybe_stale) {
-            return Ok(EventStoreAggregateContext {
-                aggregate_id: aggregate_id.to_string(),
-                aggregate: aggregate.clone(),
-                current_sequence: *sequence,
-                current_snapshot: None,
-            });
-        }
-        let (mut aggregate, mut sequence) = kept.unwrap_or_default();
+        // A copy (the kept one stays for the next command: this one may be refused), handed on
+        // as it is when it is current.
+        let (mut aggregate, mut sequence) = match self.kept(aggregate_id) {
+            Some((aggregate, sequence)) if !maybe_stale => {
+                return Ok(EventStoreAggregateContext {
+                    aggregate_id: aggregate_id.to_string(),
+                    aggregate,
+                    current_sequence: sequence,
+                    current_snapshot: None,
+                });
+            }
+            kept => kept.unwrap_or_default(),
+        };
         // `sequence > 0` is the whole stream.
         // `sequence` 0 is the whole stream.
         let newer = log::read_between(&self.db, aggregate_id, sequence as u64, u64::MAX)

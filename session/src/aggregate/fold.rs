@@ -22,7 +22,7 @@ impl Session {
                 self.chain_secret = chain_secret;
                 self.preview = preview;
                 self.session_id = Some(session_id);
-                self.study = Some(study);
+                self.study = Some(std::sync::Arc::from(study));
                 self.created_at = Some(event.at);
             }
             EventBody::StatusChanged { to, .. } => {
