@@ -258,12 +258,11 @@ impl Prepared {
         Self(list.iter().map(|p| (normalize(p), core(p))).collect())
     }
 
-    /// `t` (normalized) is one of the phrases, or has the same core as one.
-    fn holds(&self, t: &str) -> bool {
-        let core_t = core(t);
-        self.0
-            .iter()
-            .any(|(p, core_p)| p == t || (!core_t.is_empty() && *core_p == core_t))
+    /// `said` is one of the phrases, or has the same core as one.
+    fn holds(&self, said: &Said) -> bool {
+        self.0.iter().any(|(p, core_p)| {
+            *p == said.normalized || (!said.core.is_empty() && *core_p == said.core)
+        })
     }
 
     fn normalized(&self) -> impl Iterator<Item = &str> {
@@ -289,6 +288,23 @@ static LISTS: std::sync::LazyLock<Lists> = std::sync::LazyLock::new(|| Lists {
     end_fillers: Prepared::of(END_FILLERS),
     questions_back: Prepared::of(QUESTIONS_BACK),
 });
+
+/// A message (or one of its clauses) as the lists are compared with it: normalized, and its core
+/// — worked out once per message, not once per list.
+struct Said {
+    normalized: String,
+    core: String,
+}
+
+impl Said {
+    fn of(text: &str) -> Self {
+        let normalized = normalize(text);
+        Self {
+            core: core(&normalized),
+            normalized,
+        }
+    }
+}
 
 /// A reply without its light words, for comparing short replies with the lists above.
 fn core(text: &str) -> String {
@@ -364,7 +380,8 @@ fn ends_with_wish(clause: &str) -> bool {
 
 /// What `text` is, given the study's end phrases.
 pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
-    let n = normalize(text);
+    let message = Said::of(text);
+    let n = &message.normalized;
     let padded = format!(" {n} ");
     let has = |parts: &Prepared| {
         parts.normalized().any(|p| {
@@ -378,22 +395,18 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
     };
     // The whole message is one of `list`, or each of its clauses is one of `list` or a filler,
     // one at least from `list`.
+    let clauses: Vec<Said> = crate::text::clauses(text)
+        .map(Said::of)
+        .filter(|c| !c.normalized.is_empty())
+        .collect();
     let whole = |list: &Prepared| {
-        if list.holds(&n) {
-            return true;
-        }
-        let clauses: Vec<String> = crate::text::clauses(text)
-            .map(normalize)
-            .filter(|c| !c.is_empty())
-            .collect();
-        clauses
-            .iter()
-            .all(|c| list.holds(c) || LISTS.fillers.holds(c))
-            && clauses.iter().any(|c| list.holds(c))
+        list.holds(&message)
+            || (clauses
+                .iter()
+                .all(|c| list.holds(c) || LISTS.fillers.holds(c))
+                && clauses.iter().any(|c| list.holds(c)))
     };
-    let wish = crate::text::clauses(text)
-        .map(normalize)
-        .any(|clause| !clause.is_empty() && ends_with_wish(&clause));
+    let wish = clauses.iter().any(|c| ends_with_wish(&c.normalized));
     if crate::text::matches_phrase(text, end_phrases) || wish {
         return InputClass::EndIntent;
     }
@@ -404,7 +417,7 @@ pub fn classify(text: &str, end_phrases: &[String]) -> InputClass {
         return InputClass::NonAnswer;
     }
     let asks = text.trim_end().ends_with(['?', '？']);
-    if has(&LISTS.questions_back) && is_short(&n) && (asks || n.chars().count() <= 40) {
+    if has(&LISTS.questions_back) && is_short(n) && (asks || n.chars().count() <= 40) {
         return InputClass::QuestionBack;
     }
     InputClass::Answer
