@@ -14,7 +14,9 @@
 //! has one writer per process, and a writer of another process that took the same `seq` is
 //! refused by the primary key and tries again on the new head. The chain never forks.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
+
+use crate::store::micros::from_micros;
 use interview_session::hash::sha256_hex;
 use serde::Serialize;
 
@@ -54,20 +56,12 @@ pub struct Row {
     pub hash: String,
 }
 
-fn micros(at: DateTime<Utc>) -> i64 {
-    at.timestamp_micros()
-}
-
-fn from_micros(us: i64) -> DateTime<Utc> {
-    Utc.timestamp_micros(us).single().unwrap_or_default()
-}
-
 /// The hash of row `seq` after `prev_hash`: SHA-256 of the previous hash and the row's fields
 /// as one JSON array, in a fixed order, the time in microseconds.
 pub fn hash_of(prev_hash: &str, seq: i64, e: &Entry) -> String {
     let fields = serde_json::json!([
         seq,
-        micros(e.at),
+        e.at.timestamp_micros(),
         e.researcher,
         e.researcher_id,
         e.method,
@@ -134,7 +128,7 @@ async fn insert_next<DB: Backend>(
     let hash = hash_of(&prev, seq, entry);
     sqlx::query::<DB>(include_str!("sql/access_log_insert.sql"))
         .arg(seq)
-        .arg(micros(entry.at))
+        .arg(entry.at.timestamp_micros())
         .arg(&entry.researcher)
         .arg(entry.researcher_id.clone())
         .arg(&entry.method)
@@ -188,8 +182,18 @@ pub async fn page(db: &Db, filter: &Filter) -> Result<Vec<Row>, sqlx::Error> {
         sqlx::query_as(include_str!("sql/access_log_page.sql"))
             .bind(&filter.study_id)
             .bind(&filter.researcher)
-            .bind(filter.from.map(micros).unwrap_or(i64::MIN))
-            .bind(filter.to.map(micros).unwrap_or(i64::MAX))
+            .bind(
+                filter
+                    .from
+                    .map(|at| at.timestamp_micros())
+                    .unwrap_or(i64::MIN),
+            )
+            .bind(
+                filter
+                    .to
+                    .map(|at| at.timestamp_micros())
+                    .unwrap_or(i64::MAX),
+            )
             .bind(filter.after)
             .bind(filter.limit)
             .fetch_all(pool)

@@ -14,10 +14,11 @@
 //! A notice holds no content, only what it points at (a session and an event's sequence), so
 //! erasing the session reaches every delivery made after it.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use interview_session::notice::NoticeKind;
 
 use crate::store::backend::{Backend, ReadColumn, Statement};
+use crate::store::micros::from_micros;
 use crate::{on_db, Db};
 
 /// A notice to write.
@@ -39,10 +40,6 @@ pub struct Notice {
     pub session_id: Option<String>,
     pub sequence: Option<i64>,
     pub at: DateTime<Utc>,
-}
-
-fn from_micros(us: i64) -> DateTime<Utc> {
-    Utc.timestamp_micros(us).single().unwrap_or_default()
 }
 
 /// Writes `notices` in `tx`, numbering each study's after its last.

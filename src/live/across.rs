@@ -175,11 +175,10 @@ impl Others {
             }
         }
         let since = chrono::Utc::now() - chrono::Duration::from_std(ALIVE_WITHIN).expect("small");
+        let db = interview_projections::Db::Postgres(pool.clone());
         let counted = tokio::time::timeout(
             SEND_WITHIN,
-            sqlx::query_scalar::<_, i64>(include_str!("sql/live_processes.sql"))
-                .bind(since)
-                .fetch_one(pool),
+            interview_projections::processes::alive_since(&db, since),
         )
         .await;
         // This process is one of them; unknown counts as another (relaying is the safe side).

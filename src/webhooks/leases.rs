@@ -9,7 +9,9 @@
 use chrono::{DateTime, Utc};
 use interview_projections::{on_db, Db};
 
-use super::subscriptions::{at, by_id, micros, Delivery, Subscription};
+use interview_projections::micros::from_micros;
+
+use super::subscriptions::{self, Delivery, Subscription};
 
 /// Attempts kept per subscription; older ones are dropped.
 const KEPT_ATTEMPTS: i64 = 1_000;
@@ -24,7 +26,7 @@ pub async fn record(db: &Db, hook_id: &str, d: &Delivery) -> Result<(), sqlx::Er
             .bind(d.position)
             .bind(&d.kind)
             .bind(&d.message_id)
-            .bind(micros(d.attempted_at))
+            .bind(d.attempted_at.timestamp_micros())
             .bind(d.status.map(i32::from))
             .bind(d.latency_ms)
             .bind(&d.error)
@@ -59,7 +61,7 @@ pub async fn due(
 ) -> Result<Vec<(String, String)>, sqlx::Error> {
     on_db!(read(db), |pool| {
         sqlx::query_as(include_str!("sql/due_hooks.sql"))
-            .bind(micros(now))
+            .bind(now.timestamp_micros())
             .bind(lease.holder)
             .bind(lease.dead_since)
             .fetch_all(pool)
@@ -76,21 +78,23 @@ pub async fn take_lease(
     lease: &Lease<'_>,
     now: DateTime<Utc>,
 ) -> Result<Option<Subscription>, sqlx::Error> {
-    let taken = on_db!(write(db), |pool| {
-        sqlx::query(include_str!("sql/take_lease.sql"))
+    // The subscription's study when the lease is ours now.
+    let taken: Option<String> = on_db!(write(db), |pool| {
+        sqlx::query_scalar(include_str!("sql/take_lease.sql"))
             .bind(hook_id)
             .bind(lease.holder)
-            .bind(micros(now + lease.length))
-            .bind(micros(now))
+            .bind((now + lease.length).timestamp_micros())
+            .bind(now.timestamp_micros())
             .bind(lease.dead_since)
-            .execute(pool)
+            .fetch_optional(pool)
             .await?
-            .rows_affected()
     });
-    if taken == 0 {
-        return Ok(None);
+    match taken {
+        Some(study_id) => Ok(subscriptions::of_study(db, &study_id, Some(hook_id))
+            .await?
+            .pop()),
+        None => Ok(None),
     }
-    by_id(db, hook_id).await
 }
 
 /// Lets the lease go; the subscription is due again no earlier than `now` (behind those that
@@ -106,7 +110,7 @@ pub async fn release(
         sqlx::query(include_str!("sql/release_lease.sql"))
             .bind(hook_id)
             .bind(holder)
-            .bind(micros(now))
+            .bind(now.timestamp_micros())
             .execute(pool)
             .await
             .map(|_| ())
@@ -130,8 +134,8 @@ pub async fn advance(
             .bind(lease.holder)
             .bind(from)
             .bind(to)
-            .bind(micros(now + lease.length))
-            .bind(micros(now))
+            .bind((now + lease.length).timestamp_micros())
+            .bind(now.timestamp_micros())
             .execute(pool)
             .await?
             .rows_affected();
@@ -164,9 +168,9 @@ pub async fn retry_later(
             .bind(hook_id)
             .bind(holder)
             .bind(failure.cursor)
-            .bind(micros(failure.at))
-            .bind(micros(failure.next))
-            .bind(micros(failure.window_start))
+            .bind(failure.at.timestamp_micros())
+            .bind(failure.next.timestamp_micros())
+            .bind(failure.window_start.timestamp_micros())
             .bind(failure.error)
             .fetch_optional(pool)
             .await
@@ -196,5 +200,8 @@ pub async fn oldest_undelivered(db: &Db) -> Result<Vec<Lag>, sqlx::Error> {
             .fetch_all(pool)
             .await?
     });
-    Ok(rows.into_iter().map(|(id, us)| (id, us.map(at))).collect())
+    Ok(rows
+        .into_iter()
+        .map(|(id, us)| (id, us.map(from_micros)))
+        .collect())
 }

@@ -4,17 +4,10 @@
 //!
 //! What a delivery task writes is `leases.rs`'s.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
+use interview_projections::micros::from_micros;
 use interview_projections::{on_db, Db};
 use serde::Serialize;
-
-pub(super) fn micros(at: DateTime<Utc>) -> i64 {
-    at.timestamp_micros()
-}
-
-pub(super) fn at(us: i64) -> DateTime<Utc> {
-    Utc.timestamp_micros(us).single().unwrap_or_default()
-}
 
 /// A subscription as researchers see it (its secret only when it is made). No `Debug`: it holds
 /// the secret.
@@ -76,15 +69,15 @@ impl From<Stored> for Subscription {
             events: serde_json::from_str(&r.events).unwrap_or_default(),
             secret: r.secret,
             created_by: r.created_by,
-            created_at: at(r.created_micros),
+            created_at: from_micros(r.created_micros),
             delivered_through: r.delivered_through,
             attempts: i64::from(r.attempts),
-            retrying_since: r.retrying_since.map(at),
-            next_attempt_at: at(r.next_attempt_micros),
+            retrying_since: r.retrying_since.map(from_micros),
+            next_attempt_at: from_micros(r.next_attempt_micros),
             failing: r.failing,
             last_error: r.last_error,
             head: r.head,
-            oldest_undelivered_at: r.oldest_undelivered.map(at),
+            oldest_undelivered_at: r.oldest_undelivered.map(from_micros),
         }
     }
 }
@@ -111,7 +104,7 @@ pub async fn create(db: &Db, new: NewSubscription) -> Result<Subscription, sqlx:
             .bind(&events)
             .bind(&new.secret)
             .bind(&new.created_by)
-            .bind(micros(Utc::now()))
+            .bind(Utc::now().timestamp_micros())
             .bind(head)
             .execute(pool)
             .await?;
@@ -135,21 +128,6 @@ pub async fn of_study(
             .await?
     });
     Ok(rows.into_iter().map(Subscription::from).collect())
-}
-
-/// One subscription by id, whatever its study (the delivery task's read).
-#[tracing::instrument(skip(db))]
-pub(super) async fn by_id(db: &Db, hook_id: &str) -> Result<Option<Subscription>, sqlx::Error> {
-    let study: Option<String> = on_db!(read(db), |pool| {
-        sqlx::query_scalar(include_str!("sql/study_of_hook.sql"))
-            .bind(hook_id)
-            .fetch_optional(pool)
-            .await?
-    });
-    match study {
-        Some(study) => Ok(of_study(db, &study, Some(hook_id)).await?.pop()),
-        None => Ok(None),
-    }
 }
 
 /// Deletes a subscription and its delivery history; false when the study has no such one.
@@ -188,7 +166,7 @@ pub async fn redeliver(
             .bind(study_id)
             .bind(hook_id)
             .bind((from - 1).max(0))
-            .bind(micros(Utc::now()))
+            .bind(Utc::now().timestamp_micros())
             .execute(pool)
             .await?
             .rows_affected();
@@ -252,7 +230,7 @@ pub async fn deliveries(
             position: r.1,
             kind: r.2,
             message_id: r.3,
-            attempted_at: at(r.4),
+            attempted_at: from_micros(r.4),
             status: r.5.and_then(|s| u16::try_from(s).ok()),
             latency_ms: r.6,
             error: r.7,

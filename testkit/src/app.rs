@@ -195,6 +195,20 @@ impl TestApp {
         (id, body["public_slug"].as_str().unwrap().to_string(), body)
     }
 
+    /// The demo study's id (published at start-up under the slug `demo`).
+    pub async fn demo_study_id(&self) -> String {
+        let studies = json_of(self.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await;
+        studies["studies"]
+            .as_array()
+            .expect("a list of studies")
+            .iter()
+            .find(|s| s["public_slug"] == "demo")
+            .expect("the demo study")["study_id"]
+            .as_str()
+            .expect("an id")
+            .to_string()
+    }
+
     /// Starts a session on `slug`; returns (session_id, participant_token).
     pub async fn create_session(&self, slug: &str) -> (String, String) {
         let res = self.post(&paths::join(slug), None, &json!({})).await;

@@ -13,16 +13,7 @@ use crate::helpers::{assert_error, json_of, paths, Store, TestApp, RESEARCHER_TO
 
 /// Two published studies: the demo (A) and a copy of it under another slug (B).
 async fn two_studies(app: &TestApp) -> (String, String) {
-    let studies = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await;
-    let a = studies["studies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["public_slug"] == "demo")
-        .unwrap()["study_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let a = app.demo_study_id().await;
     let mut definition: Value =
         serde_json::from_str(include_str!("../../examples/demo-study.json")).unwrap();
     definition["public_slug"] = json!("demo-b");

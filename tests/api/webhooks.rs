@@ -27,19 +27,6 @@ pub(crate) async fn app(store: Store, retry_for_secs: u64) -> TestApp {
     .await
 }
 
-pub(crate) async fn demo_study(app: &TestApp) -> String {
-    let studies = json_of(app.get("/api/studies", Some(RESEARCHER_TOKEN)).await).await;
-    studies["studies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["public_slug"] == "demo")
-        .unwrap()["study_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 pub(crate) fn hooks(study: &str) -> String {
     format!("/api/studies/{study}/webhooks")
 }
@@ -100,7 +87,7 @@ fn position(r: &crate::webhook_receiver::Received) -> i64 {
 async fn fifty_completions_arrive_signed_in_commit_order(store: Store) {
     let app = app(store, 3600).await;
     let receiver = Receiver::start(0).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let hook = subscribe(
         &app,
         &study,
@@ -183,7 +170,7 @@ async fn fifty_completions_arrive_signed_in_commit_order(store: Store) {
 async fn a_receiver_that_fails_three_times_then_recovers_gets_everything_in_order(store: Store) {
     let app = app(store, 3600).await;
     let receiver = Receiver::start(3).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let hook = subscribe(
         &app,
         &study,
@@ -277,7 +264,7 @@ async fn a_subscription_that_keeps_failing_is_marked_and_a_redelivery_resumes_it
     // Retried for no time at all: the first failure marks it failing.
     let app = app(store, 0).await;
     let receiver = Receiver::start(1).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let hook = subscribe(
         &app,
         &study,
@@ -343,7 +330,7 @@ async fn a_subscription_that_keeps_failing_is_marked_and_a_redelivery_resumes_it
 async fn an_erased_sessions_content_is_never_sent_again(store: Store) {
     let app = app(store, 3600).await;
     let receiver = Receiver::start(0).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let hook = subscribe(&app, &study, &receiver.url, &["session.completed"]).await;
     let marker = "zanzibar-notebook-4411";
     let session = complete(&app, &format!("I keep the list in my {marker} every week.")).await;
@@ -382,7 +369,7 @@ async fn an_erased_sessions_content_is_never_sent_again(store: Store) {
 async fn an_abandoned_session_is_announced_with_its_reason_and_no_content(store: Store) {
     let app = app(store, 3600).await;
     let receiver = Receiver::start(0).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let hook = subscribe(&app, &study, &receiver.url, &["session.abandoned"]).await;
     let (session, token) = app.create_session("demo").await;
     let s = app.run(&session).await;

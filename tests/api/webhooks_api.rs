@@ -8,11 +8,11 @@ use serde_json::{json, Value};
 
 use crate::both_stores;
 use crate::helpers::{assert_error, json_of, Store, TestApp, RESEARCHER_TOKEN};
-use crate::webhooks::{app, demo_study, hooks, subscribe};
+use crate::webhooks::{app, hooks, subscribe};
 
 async fn receivers_at_private_addresses_are_refused_without_the_setting(store: Store) {
     let app = TestApp::spawn(store).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     for url in [
         "http://127.0.0.1:9/hook",
         "https://127.0.0.1:9/hook",
@@ -41,7 +41,7 @@ async fn receivers_at_private_addresses_are_refused_without_the_setting(store: S
 // status and code, then the subscriptions compared with before.
 async fn bad_webhook_requests_are_refused_and_change_nothing(store: Store) {
     let app = app(store, 3600).await;
-    let study = demo_study(&app).await;
+    let study = app.demo_study_id().await;
     let url = "http://127.0.0.1:9/hook";
     let made = subscribe(&app, &study, url, &["session.completed"]).await;
     let one = format!("{}/{}", hooks(&study), made["hook_id"].as_str().unwrap());

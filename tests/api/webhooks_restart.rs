@@ -36,16 +36,14 @@ async fn database(store: Store) -> Option<String> {
     }
 }
 
+/// A researcher's request, answered in JSON.
+async fn as_researcher(request: reqwest::RequestBuilder) -> Value {
+    let res = request.bearer_auth(RESEARCHER).send().await.unwrap();
+    res.json().await.unwrap()
+}
+
 async fn demo_study(http: &reqwest::Client, base: &str) -> String {
-    let studies: Value = http
-        .get(format!("{base}/api/studies"))
-        .bearer_auth(RESEARCHER)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let studies = as_researcher(http.get(format!("{base}/api/studies"))).await;
     studies["studies"][0]["study_id"]
         .as_str()
         .unwrap()
@@ -54,16 +52,11 @@ async fn demo_study(http: &reqwest::Client, base: &str) -> String {
 
 /// Subscribes the receiver to pauses and resumes; the subscription's secret.
 async fn subscribe(http: &reqwest::Client, base: &str, study: &str, url: &str) -> String {
-    let made: Value = http
-        .post(format!("{base}/api/studies/{study}/webhooks"))
-        .bearer_auth(RESEARCHER)
-        .json(&json!({"url": url, "events": ["study.paused", "study.resumed"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = as_researcher(
+        http.post(format!("{base}/api/studies/{study}/webhooks"))
+            .json(&json!({"url": url, "events": ["study.paused", "study.resumed"]})),
+    )
+    .await;
     made["secret"].as_str().unwrap().to_string()
 }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod keys;
 pub mod locks;
 pub mod log;
+pub mod micros;
 pub mod processes;
 pub(crate) mod statements;
 

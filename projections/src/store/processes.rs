@@ -39,6 +39,16 @@ pub async fn is_alive(
     })
 }
 
+/// How many processes have beaten since `since` (this one among them).
+pub async fn alive_since(db: &Db, since: DateTime<Utc>) -> Result<i64, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        sqlx::query_scalar(include_str!("sql/processes_alive_since.sql"))
+            .bind(since)
+            .fetch_one(pool)
+            .await
+    })
+}
+
 /// Forgets processes silent since `before` (their claims are dead either way).
 pub async fn forget_silent(db: &Db, before: DateTime<Utc>) -> Result<u64, sqlx::Error> {
     on_db!(write(db), |pool| {

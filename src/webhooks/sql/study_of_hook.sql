@@ -1,3 +1,0 @@
-SELECT study_id
-FROM webhooks
-WHERE hook_id = $1
