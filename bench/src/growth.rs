@@ -50,6 +50,9 @@ fn percentile(sorted: &[Duration], q: f64) -> Duration {
 }
 
 /// Runs the interviews of every length and prints one line each.
+// Long by design: one interview after another in one loop — publish its study, take its turns
+// timed (the summary answered), then what it stored and its line with the first and last
+// quarter; split, the latencies and the interview they belong to would travel between functions.
 pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
     let base = server.base.as_str();
     for turns in LENGTHS {
