@@ -43,6 +43,15 @@ fn describe() {
         "interview_commit_batch_commands",
         "Commands written by one group-commit transaction"
     );
+    describe_histogram!(
+        "interview_turn_stage_seconds",
+        Unit::Seconds,
+        "Where a turn's time goes, by stage: run_prepare (an AG-UI run's reads before its \
+         command), session_lock (a command waiting for the session's earlier command in this \
+         process), commit_queue (a command's events waiting for a committer), interviewer_start \
+         (a triggered interviewer run waiting for the runtime to start it), interviewer_run (one \
+         run, start to end)"
+    );
     describe_counter!(
         "interview_commits_total",
         "Group commits, by path: one_statement (PostgreSQL, every view kept) or transaction"

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 /// One run's timings, from sending the POST.
 struct Run {
+    /// The response's head: the run's own command is committed.
+    answered: Duration,
     first_content: Option<Duration>,
     last_content: Option<Duration>,
     /// The last `TEXT_MESSAGE_END` (sent once the utterance is committed).
@@ -31,6 +33,7 @@ async fn post_run(http: &reqwest::Client, base: &str, id: &str, token: &str, inp
         .send()
         .await
         .unwrap();
+    let answered = t0.elapsed();
     assert_eq!(
         res.status(),
         200,
@@ -56,6 +59,7 @@ async fn post_run(http: &reqwest::Client, base: &str, id: &str, token: &str, inp
                 "TEXT_MESSAGE_END" => message_end = Some(t0.elapsed()),
                 "RUN_FINISHED" => {
                     return Run {
+                        answered,
                         first_content,
                         last_content,
                         message_end,
@@ -184,6 +188,7 @@ pub async fn run(
     postgres: Option<u16>,
 ) {
     let cpu_before = postgres.map(postgres_cpu);
+    let stages_before = crate::stages::Snapshot::take();
     let started = Instant::now();
     let per_client = total / clients;
     let runs = (0..clients).map(|c| async move {
@@ -221,7 +226,13 @@ pub async fn run(
     let cpu = postgres
         .zip(cpu_before)
         .map(|(port, before)| (postgres_cpu(port).saturating_sub(before)) / runs.len() as u32);
+    let stages = crate::stages::Snapshot::take().since(&stages_before);
     let with_text: Vec<&Run> = runs.iter().filter(|r| r.last_content.is_some()).collect();
+    let answered: Vec<Duration> = with_text.iter().map(|r| r.answered).collect();
+    let answered_to_first: Vec<Duration> = with_text
+        .iter()
+        .filter_map(|r| r.first_content.map(|f| f - r.answered))
+        .collect();
     let first: Vec<Duration> = with_text.iter().filter_map(|r| r.first_content).collect();
     let last: Vec<Duration> = with_text.iter().filter_map(|r| r.last_content).collect();
     let finished: Vec<Duration> = with_text.iter().map(|r| r.finished).collect();
@@ -234,13 +245,14 @@ pub async fn run(
         .filter_map(|r| r.message_end.map(|end| r.finished - end))
         .collect();
     println!(
-        "{label}: AG-UI, {clients} client(s), {} runs ({} with text): POST → first content p50 {:.2} ms; \
+        "{label}: AG-UI, {clients} client(s), {} runs ({} with text): POST → first content p50 {:.2} / p99 {:.2} ms; \
          POST → last content p99 {:.2} ms; POST → RUN_FINISHED p50 {:.2} / p99 {:.2} ms; \
          last content → RUN_FINISHED p99 {:.2} ms, max {:.2} ms; TEXT_MESSAGE_END → RUN_FINISHED \
          p99 {:.2} ms; {:.1} runs/s{}",
         runs.len(),
         with_text.len(),
-        ms(pct(first, 0.5)),
+        ms(pct(first.clone(), 0.5)),
+        ms(pct(first, 0.99)),
         ms(pct(last, 0.99)),
         ms(pct(finished.clone(), 0.5)),
         ms(pct(finished, 0.99)),
@@ -253,4 +265,16 @@ pub async fn run(
             ms(c)
         )),
     );
+    // Where the time went: the client's two halves, then the server's stages.
+    println!(
+        "{label}:   POST → response head (the run's command committed) p50 {:.2} / p99 {:.2} ms; \
+         response head → first content p50 {:.2} / p99 {:.2} ms",
+        ms(pct(answered.clone(), 0.5)),
+        ms(pct(answered, 0.99)),
+        ms(pct(answered_to_first.clone(), 0.5)),
+        ms(pct(answered_to_first, 0.99)),
+    );
+    for line in stages {
+        println!("{label}:   stage {line}");
+    }
 }

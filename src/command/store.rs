@@ -133,9 +133,12 @@ impl SessionStore {
         ]);
         let mut hasher = DefaultHasher::new();
         id.hash(&mut hasher);
+        let waited = std::time::Instant::now();
         let _serialized = self.stripes[hasher.finish() as usize % STRIPES]
             .lock()
             .await;
+        metrics::histogram!("interview_turn_stage_seconds", "stage" => "session_lock")
+            .record(waited.elapsed().as_secs_f64());
         // What an earlier command left is not this one's.
         self.kept.take_commit(id);
         let mut attempt = 0;

@@ -162,8 +162,17 @@ impl Interviewer {
         // A child of the caller's span (the request that gave the interviewer its turn, with its
         // request id), so the run's commands, commits and model calls show under it.
         let span = tracing::info_span!("interviewer_run", session_id = %id);
+        let triggered = std::time::Instant::now();
         let run = async move {
-            if let Err(error) = interviewer.drive(&id, first).await {
+            let stage = |stage: &'static str, since: std::time::Instant| {
+                metrics::histogram!("interview_turn_stage_seconds", "stage" => stage)
+                    .record(since.elapsed().as_secs_f64());
+            };
+            stage("interviewer_start", triggered);
+            let started = std::time::Instant::now();
+            let outcome = interviewer.drive(&id, first).await;
+            stage("interviewer_run", started);
+            if let Err(error) = outcome {
                 tracing::warn!(session_id = id, %error, "interviewer run failed; the recovery sweep will retry");
             }
         };

@@ -47,6 +47,8 @@ struct Job {
     events: Vec<NewEvent>,
     moved: Option<NewContribution>,
     reply: oneshot::Sender<Result<(), PersistenceError>>,
+    /// When it was submitted (how long it waited for a committer is measured).
+    queued: std::time::Instant,
 }
 
 /// The sending side; the committing task ends when it is dropped.
@@ -76,6 +78,7 @@ impl GroupCommit {
             events: events.to_vec(),
             moved,
             reply,
+            queued: std::time::Instant::now(),
         };
         if self.0.send(job).is_err() {
             return Err(stopped());
@@ -124,6 +127,10 @@ async fn run(
         let Some(jobs) = jobs else {
             return;
         };
+        for job in &jobs {
+            metrics::histogram!("interview_turn_stage_seconds", "stage" => "commit_queue")
+                .record(job.queued.elapsed().as_secs_f64());
+        }
         let commands: Vec<Appended> = jobs
             .iter()
             .map(|j| (j.events.as_slice(), j.moved.as_ref()))

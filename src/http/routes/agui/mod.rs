@@ -52,6 +52,7 @@ pub async fn run(
         .max_body_bytes
         .max(state.settings.message_body_bytes());
     let input: RunAgentInput = json_body(body, limit, true, ShapeErrors::BadRequest).await?;
+    let prepared = std::time::Instant::now();
     let id = session_id.to_string();
     input.check(&id)?;
     let slot = guards
@@ -72,6 +73,8 @@ pub async fn run(
     let snapshot = history.snapshot_for(&state.db, pending, &input).await?;
     let held = |id: &str| history.words_of_turn(id).map(str::to_string);
     let command = command::of_run(&input, session_id, state.settings.max_message_bytes, held)?;
+    metrics::histogram!("interview_turn_stage_seconds", "stage" => "run_prepare")
+        .record(prepared.elapsed().as_secs_f64());
     if let Some(command) = command {
         execute_participant(&state, &req, session_id, command).await?;
     }
