@@ -175,10 +175,6 @@ async fn open_state(
         vec![Box::new(crate::jobs::extraction::Completions(completed_tx))],
         data_kek.clone(),
     ));
-    if let Db::Postgres(pool) = &db {
-        hub.relay_words(crate::live::across::Relay::start(pool.clone()));
-        crate::live::across::spawn_pg_listener(pool.clone(), hub.clone());
-    }
     let interviewer = Arc::new(
         Interviewer::new(
             db.clone(),
@@ -193,6 +189,15 @@ async fn open_state(
             per_address_per_hour: settings.model_tokens_per_address_per_hour,
         }),
     );
+    if let Db::Postgres(pool) = &db {
+        let peers = projector.peers().clone();
+        crate::live::peers::spawn_watch(pool.clone(), interviewer.process_id(), peers.clone());
+        hub.relay_words(crate::live::across::Relay::start(
+            pool.clone(),
+            peers.clone(),
+        ));
+        crate::live::across::spawn_pg_listener(pool.clone(), hub.clone(), peers);
+    }
     let state = web::Data::new(AppState {
         db,
         store,

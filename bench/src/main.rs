@@ -352,7 +352,7 @@ async fn agui_runs(label: &str, server: &Server, http: &reqwest::Client, args: &
         .and_then(|host| host.rsplit_once(':'))
         .and_then(|(_, port)| port.parse().ok());
     agui::run(label, http, base, 1, args.turns, pg_port).await;
-    agui::run(label, http, base, 16, args.turns * 2, pg_port).await;
+    agui::run(label, http, base, 16, args.turns * 4, pg_port).await;
 }
 
 /// `replay rebuild --all` (the same bulk fold) over every session the run created, and the

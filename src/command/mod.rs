@@ -8,5 +8,6 @@ pub mod error;
 pub mod event_store;
 pub mod participant_links;
 pub mod places;
+mod session_locks;
 pub mod store;
 pub mod studies;

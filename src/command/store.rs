@@ -8,15 +8,14 @@
 //! subscribers.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use cqrs_es::{AggregateError, CqrsFramework};
 use interview_projections::{Db, Projector};
 use interview_session::{Session, SessionCommand, SessionError};
-use tokio::sync::Mutex;
 
 use crate::command::event_store::{CachingEventStore, KeptSessions};
+use crate::command::session_locks::SessionLocks;
 use crate::live::stream_hub::{StreamHub, StreamNotifier};
 
 type Cqrs = CqrsFramework<Session, CachingEventStore>;
@@ -42,14 +41,12 @@ pub struct SessionStore {
     /// The folded sessions the event store keeps (see `event_store`).
     kept: Arc<KeptSessions>,
     /// Commands on one session are serialized inside this process, so concurrent requests
-    /// queue instead of losing optimistic-lock races and redoing work. Striped by session id:
-    /// bounded memory, no cleanup. Races with other processes are still settled by the lock.
-    stripes: Vec<Mutex<()>>,
+    /// queue instead of losing optimistic-lock races and redoing work. Races with other
+    /// processes are still settled by the optimistic lock.
+    sessions: SessionLocks,
     /// Commands committed by this process (benchmarks read it).
     committed: std::sync::atomic::AtomicU64,
 }
-
-const STRIPES: usize = 256;
 
 /// How many times a command is retried after losing an optimistic-lock race. A retry re-reads
 /// the session, so the aggregate judges the command against the state that won.
@@ -76,7 +73,7 @@ impl SessionStore {
         SessionStore {
             framework,
             kept,
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            sessions: SessionLocks::default(),
             committed: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -131,12 +128,8 @@ impl SessionStore {
             ("actor".to_string(), actor.as_str().to_string()),
             ("request_id".to_string(), request_id.to_string()),
         ]);
-        let mut hasher = DefaultHasher::new();
-        id.hash(&mut hasher);
         let waited = std::time::Instant::now();
-        let _serialized = self.stripes[hasher.finish() as usize % STRIPES]
-            .lock()
-            .await;
+        let _serialized = self.sessions.lock(id).await;
         metrics::histogram!("interview_turn_stage_seconds", "stage" => "session_lock")
             .record(waited.elapsed().as_secs_f64());
         // What an earlier command left is not this one's.

@@ -10,7 +10,7 @@
 //! for up to [`BATCH_WINDOW`] into NOTIFY payloads on [`WORDS_CHANNEL`] (`<origin> <json>`: the
 //! relaying hub, then the session, the message and the pieces in order), and the listener of
 //! every other process publishes them to its own subscribers. Only while another process is
-//! alive ([`OTHERS_LOOKED_UP_EVERY`]): one server alone sends nothing. The relay is best effort
+//! alive (`crate::live::peers`): one server alone sends nothing. The relay is best effort
 //! and never holds a run up for long: a statement gets [`SEND_WITHIN`], a flush
 //! [`FLUSH_WITHIN`]; words that could not go are still in the completed message. A stream relays them in order because one
 //! task sends them all, in order, and PostgreSQL delivers one session's notifications in the
@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::live::peers::{self, PEERS_CHANNEL};
 use crate::live::stream_hub::{Live, StreamHub, WordsRelay};
+use interview_projections::processes::Peers;
 
 /// The NOTIFY channel of streamed words.
 pub const WORDS_CHANNEL: &str = "interview_words";
@@ -36,12 +38,6 @@ const BATCH_WINDOW: Duration = Duration::from_millis(15);
 /// How long one batch's statement may take, and a run may wait for its words to be sent.
 const SEND_WITHIN: Duration = Duration::from_secs(1);
 const FLUSH_WITHIN: Duration = Duration::from_millis(250);
-
-/// How often the relay asks whether another process is alive (the processes' heartbeats).
-const OTHERS_LOOKED_UP_EVERY: Duration = Duration::from_secs(2);
-
-/// A process whose heartbeat is older than this is not alive.
-const ALIVE_WITHIN: Duration = Duration::from_secs(5);
 
 /// A NOTIFY payload's limit is 8,000 bytes; pieces are packed below it.
 const PAYLOAD_BYTES: usize = 7_000;
@@ -72,10 +68,10 @@ pub struct Relay {
 
 impl Relay {
     /// Starts the task that batches and sends the words.
-    pub fn start(pool: sqlx::PgPool) -> Self {
+    pub fn start(pool: sqlx::PgPool, peers: Peers) -> Self {
         let origin = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(send_batches(pool, origin.clone(), rx));
+        tokio::spawn(send_batches(pool, peers, origin.clone(), rx));
         Self { origin, tx }
     }
 }
@@ -109,10 +105,10 @@ impl WordsRelay for Relay {
 /// process is alive.
 async fn send_batches(
     pool: sqlx::PgPool,
+    peers: Peers,
     origin: String,
     mut rx: mpsc::UnboundedReceiver<Relayed>,
 ) {
-    let mut others = Others::default();
     while let Some(first) = rx.recv().await {
         let deadline = tokio::time::Instant::now() + BATCH_WINDOW;
         let (mut batch, mut flushed) = (Vec::new(), Vec::new());
@@ -136,7 +132,7 @@ async fn send_batches(
                 rx.try_recv().ok()
             };
         }
-        if !batch.is_empty() && others.alive(&pool).await {
+        if !batch.is_empty() && peers.may_listen() {
             let payloads = pack(&origin, batch);
             let sent = tokio::time::timeout(
                 SEND_WITHIN,
@@ -157,34 +153,6 @@ async fn send_batches(
         for ack in flushed {
             let _ = ack.send(());
         }
-    }
-}
-
-/// Whether another server process is alive on the database, looked up every
-/// [`OTHERS_LOOKED_UP_EVERY`].
-#[derive(Default)]
-struct Others {
-    known: Option<(tokio::time::Instant, bool)>,
-}
-
-impl Others {
-    async fn alive(&mut self, pool: &sqlx::PgPool) -> bool {
-        if let Some((at, alive)) = self.known {
-            if at.elapsed() < OTHERS_LOOKED_UP_EVERY {
-                return alive;
-            }
-        }
-        let since = chrono::Utc::now() - chrono::Duration::from_std(ALIVE_WITHIN).expect("small");
-        let db = interview_projections::Db::Postgres(pool.clone());
-        let counted = tokio::time::timeout(
-            SEND_WITHIN,
-            interview_projections::processes::alive_since(&db, since),
-        )
-        .await;
-        // This process is one of them; unknown counts as another (relaying is the safe side).
-        let alive = !matches!(counted, Ok(Ok(n)) if n <= 1);
-        self.known = Some((tokio::time::Instant::now(), alive));
-        alive
     }
 }
 
@@ -256,8 +224,10 @@ fn fitting(content: String, room: usize) -> Vec<String> {
 }
 
 /// Relays the commit notes and the streamed words of every process sharing the database into
-/// this process's hub, so a stream held here sees what happens elsewhere. Reconnects on its own.
-pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
+/// this process's hub, so a stream held here sees what happens elsewhere; says hello once it
+/// listens, and hears the others' (`crate::live::peers`). Reconnects on its own.
+pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>, peers: Peers) {
+    let own = uuid::Uuid::new_v4().simple().to_string();
     tokio::spawn(async move {
         loop {
             let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
@@ -273,8 +243,13 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
             let channels = [
                 interview_projections::projector::NOTIFY_CHANNEL,
                 WORDS_CHANNEL,
+                PEERS_CHANNEL,
             ];
-            if let Err(error) = listener.listen_all(channels).await {
+            let listening = match listener.listen_all(channels).await {
+                Ok(()) => peers::say_hello(&pool, &own).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = listening {
                 if pool.is_closed() {
                     return;
                 }
@@ -286,6 +261,9 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>) {
                 match listener.recv().await {
                     Ok(note) if note.channel() == WORDS_CHANNEL => {
                         relay_words(&hub, note.payload())
+                    }
+                    Ok(note) if note.channel() == PEERS_CHANNEL => {
+                        peers::heard(&peers, note.payload(), &own)
                     }
                     Ok(note) => relay_commit(&hub, note.payload()),
                     Err(_) if pool.is_closed() => return,

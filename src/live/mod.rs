@@ -5,5 +5,6 @@
 
 pub mod across;
 pub mod feed;
+pub mod peers;
 pub mod pieces;
 pub mod stream_hub;

@@ -186,3 +186,59 @@ async fn a_models_words_reach_a_stream_held_by_another_process_as_they_stream() 
     assert!(deltas.len() > 1, "the words came in pieces: {deltas:?}");
     assert_eq!(deltas.concat(), question);
 }
+
+/// A server alone on the database announces no commit (each NOTIFY serializes the committing
+/// transactions on one lock through their flush): not until another process says hello, and
+/// then at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_server_announces_commits_only_once_another_process_listens() {
+    let a = TestApp::spawn(Store::Postgres).await;
+    let interview_projections::Db::Postgres(pool) = &a.state.db else {
+        unreachable!("a PostgreSQL app")
+    };
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+        .await
+        .unwrap();
+    listener
+        .listen(interview_projections::projector::NOTIFY_CHANNEL)
+        .await
+        .unwrap();
+    let peers = a.state.projector.peers().clone();
+    let alone = tokio::time::timeout(Duration::from_secs(5), async {
+        while peers.may_listen() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(alone.is_ok(), "the server never found itself alone");
+    let (session, token) = a.interviewing("demo").await;
+    a.post_message(&session, &token, "Nobody else listens")
+        .await;
+    a.run(&session).await;
+    let heard = tokio::time::timeout(Duration::from_millis(500), listener.recv()).await;
+    assert!(
+        heard.is_err(),
+        "a lone server announced {:?}",
+        heard.unwrap()
+    );
+
+    // A process starting to listen says hello; the next commit is announced.
+    sqlx::query("SELECT pg_notify('interview_processes', 'another')")
+        .execute(pool)
+        .await
+        .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(5), async {
+        while !peers.may_listen() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(told.is_ok(), "the hello was not heard");
+    a.post_message(&session, &token, "Now somebody listens")
+        .await;
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("the commit was announced")
+        .unwrap();
+    assert!(note.payload().starts_with(&session), "{}", note.payload());
+}

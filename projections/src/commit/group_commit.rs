@@ -57,12 +57,12 @@ pub(crate) struct GroupCommit(mpsc::UnboundedSender<Job>);
 
 impl GroupCommit {
     /// Starts the committing task on the current Tokio runtime.
-    pub(crate) fn start(db: Db, recent: Arc<RecentViews>) -> Self {
+    pub(crate) fn start(db: Db, recent: Arc<RecentViews>, peers: crate::processes::Peers) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let committers = if db.is_postgres() { PG_COMMITTERS } else { 1 };
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         for _ in 0..committers {
-            tokio::spawn(run(db.clone(), recent.clone(), rx.clone()));
+            tokio::spawn(run(db.clone(), recent.clone(), peers.clone(), rx.clone()));
         }
         GroupCommit(tx)
     }
@@ -94,6 +94,7 @@ fn stopped() -> PersistenceError {
 async fn run(
     db: Db,
     recent: Arc<RecentViews>,
+    peers: crate::processes::Peers,
     rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>>,
 ) {
     let mut held = KeptConnection::default();
@@ -136,7 +137,7 @@ async fn run(
             .map(|j| (j.events.as_slice(), j.moved.as_ref()))
             .collect();
         let started = std::time::Instant::now();
-        let outcomes = commit(&db, &recent, &commands, &mut held).await;
+        let outcomes = commit(&db, &recent, &commands, &mut held, peers.may_listen()).await;
         if !holds {
             held.release();
         }
@@ -171,12 +172,14 @@ async fn gather(rx: &tokio::sync::Mutex<mpsc::UnboundedReceiver<Job>>) -> Option
 /// database refuses, say), the batch is split in two and each half is committed on its own, and
 /// so on down to single commands: the command at fault fails alone and the others are written.
 /// Any other error (the database down or overloaded, a deadlock — a lost race, retried by the
-/// callers) fails the whole batch at once: splitting would not help.
+/// callers) fails the whole batch at once: splitting would not help. `announce`: the commits
+/// are NOTIFYed to other processes (PostgreSQL; `crate::processes::Peers`).
 pub(crate) async fn commit(
     db: &Db,
     recent: &RecentViews,
     commands: &[Appended<'_>],
     held: &mut KeptConnection,
+    announce: bool,
 ) -> Vec<Result<(), PersistenceError>> {
     if let Db::Postgres(pool) = db {
         if crate::commit::one_statement::fits(recent, commands) {
@@ -190,7 +193,7 @@ pub(crate) async fn commit(
                 }
             };
             if let Some(outcomes) =
-                crate::commit::one_statement::commit(conn, recent, commands).await
+                crate::commit::one_statement::commit(conn, recent, commands, announce).await
             {
                 if outcomes.iter().any(Result::is_err) {
                     // The connection may have broken with the batch: back to the pool, which
@@ -209,7 +212,7 @@ pub(crate) async fn commit(
     metrics::counter!("interview_commits_total", "path" => "transaction").increment(1);
     let postgres = db.is_postgres();
     let result = on_db!(write(db), |pool| {
-        try_commit(pool, recent, commands, postgres).await
+        try_commit(pool, recent, commands, postgres, announce).await
     });
     match result {
         Ok(outcomes) => outcomes,
@@ -217,8 +220,8 @@ pub(crate) async fn commit(
         Err(error) if commands.len() > 1 && one_commands_fault(&error) => {
             tracing::warn!(%error, commands = commands.len(), "a batch of commands failed; committing its halves apart");
             let (left, right) = commands.split_at(commands.len() / 2);
-            let mut outcomes = Box::pin(commit(db, recent, left, held)).await;
-            outcomes.extend(Box::pin(commit(db, recent, right, held)).await);
+            let mut outcomes = Box::pin(commit(db, recent, left, held, announce)).await;
+            outcomes.extend(Box::pin(commit(db, recent, right, held, announce)).await);
             outcomes
         }
         Err(error) => {
@@ -256,11 +259,13 @@ async fn try_commit<DB: Backend>(
     recent: &RecentViews,
     commands: &[Appended<'_>],
     postgres: bool,
+    announce: bool,
 ) -> Result<Vec<Result<(), PersistenceError>>, ProjectionError> {
     let mut tx = pool.begin().await?;
     let mut outcomes: Vec<Result<(), PersistenceError>> = commands.iter().map(|_| Ok(())).collect();
     insert_events(&mut tx, commands, &mut outcomes).await?;
-    let folded = fold_and_write_views(&mut tx, recent, commands, &outcomes, postgres).await?;
+    let folded =
+        fold_and_write_views(&mut tx, recent, commands, &outcomes, postgres, announce).await?;
     // Stage 3: the study overview, for the commands that moved it (their sessions are distinct).
     let moved: Vec<NewContribution> = commands
         .iter()
@@ -357,6 +362,7 @@ async fn fold_and_write_views<DB: Backend>(
     commands: &[Appended<'_>],
     outcomes: &[Result<(), PersistenceError>],
     postgres: bool,
+    announce: bool,
 ) -> Result<Vec<SessionStateView>, ProjectionError> {
     let mut fast: Vec<FoldedFromKept> = Vec::new();
     let mut slow: Vec<usize> = Vec::new();
@@ -386,7 +392,7 @@ async fn fold_and_write_views<DB: Backend>(
     for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
         crate::commit::erasure::forget_views(tx, f.session_id).await?;
     }
-    if postgres && !fast.is_empty() {
+    if postgres && announce && !fast.is_empty() {
         let commits: Vec<(&str, u64)> = fast
             .iter()
             .map(|f| (f.session_id, f.view.last_seq))
@@ -399,9 +405,15 @@ async fn fold_and_write_views<DB: Backend>(
         // process, or rolled back by a rebuild racing a command): folded again here, the session
         // is recomputed unless the command brings its own contribution.
         let (events, moved) = commands[i];
-        if let Some(view) = fold_pending(tx, &events[0].aggregate_id, postgres, moved.is_none())
-            .await?
-            .1
+        if let Some(view) = fold_pending(
+            tx,
+            &events[0].aggregate_id,
+            postgres,
+            moved.is_none(),
+            announce,
+        )
+        .await?
+        .1
         {
             folded.push(view);
         }

@@ -61,6 +61,7 @@ pub(crate) async fn commit(
     conn: &mut PgConnection,
     recent: &RecentViews,
     commands: &[Appended<'_>],
+    announce: bool,
 ) -> Option<Vec<Result<(), PersistenceError>>> {
     let mut folded: Vec<FoldedFromKept> = Vec::with_capacity(commands.len());
     for (i, (events, _)) in commands.iter().enumerate() {
@@ -71,7 +72,11 @@ pub(crate) async fn commit(
     let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
     // In one order on every process, so two batches touching the same sessions lock alike.
     events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
-    let (sql, cells, notes) = statement(&events, &folded);
+    let (sql, cells, mut notes) = statement(&events, &folded);
+    if !announce {
+        // No note, no NOTIFY: the statement is the same, with nothing to unnest.
+        notes.clear();
+    }
     let mut q = sqlx::query::<sqlx::Postgres>(&sql);
     for e in &events {
         q = e.bind_row(q);

@@ -11,7 +11,8 @@ use crate::store::error::ProjectionError;
 use crate::store::log;
 
 /// Folds the session's events after the view's `last_seq` into the views, in the caller's
-/// transaction (locking the view row on PostgreSQL), and on PostgreSQL announces the commit.
+/// transaction (locking the view row on PostgreSQL), and on PostgreSQL with `announce` announces
+/// the commit (`crate::processes::Peers`).
 /// With `overview`, a session whose new events move its study overview contribution is folded
 /// whole once more for it (a command's own contribution comes with its events instead).
 // Long by design: the steps of one fold in the caller's transaction, in order: make sure the view
@@ -24,6 +25,7 @@ pub(crate) async fn fold_pending<'c, DB: Backend>(
     session_id: &str,
     postgres: bool,
     overview: bool,
+    announce: bool,
 ) -> Result<(u64, Option<SessionStateView>), ProjectionError> {
     let lock = if postgres { " FOR UPDATE" } else { "" };
     let select_view =
@@ -78,7 +80,7 @@ pub(crate) async fn fold_pending<'c, DB: Backend>(
     }
     // The row is locked (PostgreSQL) or the writer is ours (SQLite): the guard holds.
     write_views(tx, session_id, &view, &new_rows, last_seq).await?;
-    if postgres {
+    if postgres && announce {
         view_writes::notify(tx, &[(session_id, view.last_seq)]).await?;
     }
     let moves = |(_, e): &(u64, interview_session::SessionEvent)| {

@@ -27,6 +27,8 @@ pub struct Projector {
     recent: Arc<RecentViews>,
     /// Commands committed together (the server, on both stores); `None`: each on its own.
     group: Option<GroupCommit>,
+    /// Whether commits are announced to other processes (PostgreSQL).
+    peers: crate::processes::Peers,
 }
 
 impl Projector {
@@ -35,13 +37,24 @@ impl Projector {
             db,
             recent: Arc::default(),
             group: None,
+            peers: crate::processes::Peers::default(),
         }
+    }
+
+    /// Whether another process may listen for this one's commit notes: the server keeps it
+    /// (`crate::processes::Peers`); every commit reads it.
+    pub fn peers(&self) -> &crate::processes::Peers {
+        &self.peers
     }
 
     /// Commits concurrent commands together (see [`crate::commit::group_commit`]). Starts a task on
     /// the current Tokio runtime, which must outlive every command.
     pub fn with_group_commit(mut self) -> Self {
-        self.group = Some(GroupCommit::start(self.db.clone(), self.recent.clone()));
+        self.group = Some(GroupCommit::start(
+            self.db.clone(),
+            self.recent.clone(),
+            self.peers.clone(),
+        ));
         self
     }
 
@@ -53,9 +66,10 @@ impl Projector {
     #[tracing::instrument(skip(self), err)]
     pub async fn project(&self, session_id: &str) -> Result<u64, ProjectionError> {
         let postgres = self.db.is_postgres();
+        let announce = self.peers.may_listen();
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            let (applied, _) = fold_pending(&mut tx, session_id, postgres, true).await?;
+            let (applied, _) = fold_pending(&mut tx, session_id, postgres, true, announce).await?;
             if applied == 0 {
                 tx.rollback().await?;
             } else {
@@ -90,6 +104,7 @@ impl Projector {
                     &self.recent,
                     &[(events, moved.as_ref())],
                     &mut held,
+                    self.peers.may_listen(),
                 )
                 .await
                 .remove(0)

@@ -1,0 +1,3 @@
+SELECT COUNT(*)
+FROM runtime_processes
+WHERE heartbeat_at >= $1 AND process_id <> $2
