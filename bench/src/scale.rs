@@ -207,6 +207,7 @@ pub async fn stored_bytes(
             ("events", "aggregate_id"),
             ("session_state", "session_id"),
             ("transcript", "session_id"),
+            ("session_fields", "session_id"),
             ("results", "session_id"),
             ("session_overview", "session_id"),
         ] {
@@ -244,7 +245,8 @@ pub async fn stored_bytes(
         } else {
             "LENGTH(CAST(e.aggregate_type AS BLOB)) + LENGTH(CAST(e.aggregate_id AS BLOB)) + 8 \
              + LENGTH(CAST(e.event_type AS BLOB)) + LENGTH(CAST(e.event_version AS BLOB)) \
-             + LENGTH(CAST(e.payload AS BLOB)) + LENGTH(CAST(e.metadata AS BLOB)) + COALESCE(LENGTH(e.hash), 0)"
+             + LENGTH(CAST(e.payload AS BLOB)) + LENGTH(CAST(e.metadata AS BLOB)) + COALESCE(LENGTH(e.hash), 0) \
+             + COALESCE(LENGTH(e.sealed), 0)"
         };
         let by_type: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
             "SELECT event_type, COUNT(*), CAST(SUM({row_size}) AS BIGINT) FROM events e \

@@ -210,7 +210,7 @@ impl Projector {
     ) -> Result<(), ProjectionError> {
         on_db!(write(self.db()), |pool| {
             let mut tx = pool.begin().await?;
-            for table in ["transcript", "results", "session_state"] {
+            for table in ["transcript", "session_fields", "results", "session_state"] {
                 let mut q = QueryBuilder::new(format!("DELETE FROM {table} WHERE session_id IN ("));
                 let mut list = q.separated(", ");
                 for id in ids {
@@ -249,6 +249,16 @@ impl Projector {
                 })
                 .collect();
             crate::commit::view_writes::insert_transcript(&mut tx, &transcript).await?;
+            let fields: Vec<_> = folded
+                .iter()
+                .flat_map(|f| {
+                    f.rows
+                        .fields
+                        .iter()
+                        .map(move |(field, value)| (f.session_id.as_str(), field.as_str(), value))
+                })
+                .collect();
+            crate::commit::view_writes::upsert_fields(&mut tx, &fields).await?;
             crate::commit::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view))
                 .await?;
             let moved: Vec<_> = folded

@@ -16,12 +16,15 @@
 //!    "1. Price, 2. Speed", "7 (on 0 to 10)"), where the transcript had its own; and the view's
 //!    turns counted by the aggregate's rule (`interview_session::turns`), which never counts an
 //!    answer to no pending widget (no log holds one).
+//! 3. The fields extracted so far in a view of their own, `session_fields` (a row per session
+//!    and field), no longer inside the `session_state` document: a commit writes only the fields
+//!    it changes.
 
 use crate::commit::projector::{ProjectionError, Projector};
 use crate::store::db::Db;
 
 /// The format this build's folds write.
-pub const VIEW_FORMAT: i64 = 2;
+pub const VIEW_FORMAT: i64 = 3;
 
 /// The format the stored views were written in (1 when none was recorded).
 #[tracing::instrument(skip(db), err)]

@@ -166,6 +166,21 @@ pub async fn compare_views(
                 .collect(),
         },
         Table {
+            name: "session_fields",
+            columns: &columns::FIELD_COLUMNS,
+            kinds: &columns::FIELD_KINDS,
+            key: 2,
+            order_by: "field_id",
+            expected: {
+                let mut fields: Vec<_> = rebuilt.extracted_fields.iter().collect();
+                fields.sort_by(|a, b| a.0.cmp(b.0));
+                fields
+                    .into_iter()
+                    .map(|(field, value)| columns::field_cells(session_id, field, value).to_vec())
+                    .collect()
+            },
+        },
+        Table {
             name: "results",
             columns: &columns::RESULT_COLUMNS,
             kinds: &columns::RESULT_KINDS,

@@ -244,6 +244,10 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
     };
     let row = if table == "transcript" {
         format!(" AND seq = (SELECT MIN(seq) FROM {table} WHERE session_id = '{session}')")
+    } else if table == "session_fields" {
+        format!(
+            " AND field_id = (SELECT MIN(field_id) FROM {table} WHERE session_id = '{session}')"
+        )
     } else {
         String::new()
     };
@@ -252,28 +256,35 @@ fn tamper_sql(store: Store, table: &str, column: &str, kind: Kind, session: &str
 
 /// Every column of every read model, a stored row deleted, an event's version: each tamper is
 /// caught and named; a rebuild puts it right. Event metadata is said to be unaudited.
-// Long by design: one completed session tampered with column by column across all four read models,
+// Long by design: one completed session tampered with column by column across all five read models,
 // each tamper caught, named and rebuilt; then a deleted results row, an event's version, forged
 // metadata (passed, said to be unaudited), a deleted first event and a deleted log, each checked in
 // turn.
 async fn every_stored_column_and_field_is_audited(store: Store) {
     use interview_projections::columns::{
-        OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS, RESULT_KINDS, STATE_COLUMNS, STATE_KINDS,
-        TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
+        FIELD_COLUMNS, FIELD_KINDS, OVERVIEW_COLUMNS, OVERVIEW_KINDS, RESULT_COLUMNS, RESULT_KINDS,
+        STATE_COLUMNS, STATE_KINDS, TRANSCRIPT_COLUMNS, TRANSCRIPT_KINDS,
     };
     let f = TestApp::spawn_for_audit(store, |_| {}).await;
     let session = f.completed_session().await;
     let url = &f.database_url();
     let (code, out, _) = replay!(url, &["verify", &session]);
     assert_eq!(code, 0, "{out}");
-    let tables: [(&str, &[&str], &[Kind]); 4] = [
+    let tables: [(&str, &[&str], &[Kind]); 5] = [
         ("session_state", &STATE_COLUMNS, &STATE_KINDS),
         ("transcript", &TRANSCRIPT_COLUMNS, &TRANSCRIPT_KINDS),
+        ("session_fields", &FIELD_COLUMNS, &FIELD_KINDS),
         ("results", &RESULT_COLUMNS, &RESULT_KINDS),
         ("session_overview", &OVERVIEW_COLUMNS, &OVERVIEW_KINDS),
     ];
     let restore = || async {
-        for table in ["session_state", "transcript", "results", "session_overview"] {
+        for table in [
+            "session_state",
+            "transcript",
+            "session_fields",
+            "results",
+            "session_overview",
+        ] {
             f.exec_both(&format!(
                 "DELETE FROM {table} WHERE session_id LIKE '{session}%'"
             ))
@@ -292,7 +303,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             let (code, out, _) = replay!(url, &["verify", &session]);
             assert_eq!(code, 1, "{table}.{column} tampered, yet: {out}");
             assert!(out.contains(table), "{table}.{column}: {out}");
-            if *column != "session_id" && *column != "seq" {
+            if !["session_id", "seq", "field_id"].contains(column) {
                 assert!(
                     out.contains(&format!("column {column} ")),
                     "{table}.{column}: {out}"
@@ -302,7 +313,7 @@ async fn every_stored_column_and_field_is_audited(store: Store) {
             restore().await;
         }
     }
-    assert_eq!(caught, 15 + 8 + 9 + 3);
+    assert_eq!(caught, 15 + 8 + 3 + 9 + 3);
 
     // A results row deleted (what researchers export) is missing.
     f.exec_both(&format!(

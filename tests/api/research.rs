@@ -451,6 +451,7 @@ async fn all_views(app: &TestApp) -> Vec<String> {
     for table in [
         "SELECT session_id, status, current_phase, turn_count, last_seq, state FROM session_state ORDER BY session_id",
         "SELECT session_id, seq, turn_id, role, kind, content FROM transcript ORDER BY session_id, seq",
+        "SELECT session_id, field_id, value FROM session_fields ORDER BY session_id, field_id",
         "SELECT session_id, end_reason, summary, fields FROM results ORDER BY session_id",
     ] {
         interview_projections::on_db!(read(app.db()), |pool| {
@@ -487,7 +488,7 @@ async fn a_bulk_rebuild_reproduces_the_live_views(store: Store) {
     let live = all_views(&app).await;
     assert!(live.len() > 12, "{live:?}");
     interview_projections::on_db!(write(app.db()), |pool| {
-        for t in ["transcript", "results", "session_state"] {
+        for t in ["transcript", "session_fields", "results", "session_state"] {
             sqlx::query(&format!("DELETE FROM {t}"))
                 .execute(pool)
                 .await

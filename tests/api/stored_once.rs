@@ -1,6 +1,7 @@
 //! What is stored once: a session's tool calls and interaction events live in its log only (the
-//! researcher routes fold them from it), and a decision's empty fields are left out of its
-//! stored payload — while every route answers as before.
+//! researcher routes fold them from it), a decision's empty fields are left out of its
+//! stored payload, and each extracted field is a row of its own that only the commit changing it
+//! rewrites — while every route answers as before.
 
 use serde_json::{json, Value};
 
@@ -167,7 +168,94 @@ async fn empty_decision_fields_are_not_stored_but_read_as_empty(store: Store) {
     }
 }
 
+/// Each stored field: `(field id, value as stored, how many times its row was rewritten)` —
+/// rewrites counted by PostgreSQL's row version (`xmin` changes with each update) or, on SQLite,
+/// by a trigger the test installs.
+async fn stored_fields(app: &TestApp, session: &str) -> Vec<(String, Value, String)> {
+    interview_projections::on_db!(read(app.db()), |pool| {
+        let sql = if app.db().is_postgres() {
+            "SELECT field_id, value::text, xmin::text FROM session_fields WHERE session_id = $1 ORDER BY field_id"
+        } else {
+            "SELECT f.field_id, f.value, (SELECT COUNT(*) FROM field_rewrites r \
+             WHERE r.session_id = f.session_id AND r.field_id = f.field_id) \
+             FROM session_fields f WHERE f.session_id = $1 ORDER BY f.field_id"
+        };
+        use sqlx::Row;
+        sqlx::query(sql)
+            .bind(session)
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| {
+                let value: String = row.get(1);
+                let version = row
+                    .try_get::<String, _>(2)
+                    .or_else(|_| row.try_get::<i64, _>(2).map(|n| n.to_string()))
+                    .unwrap();
+                (row.get(0), serde_json::from_str(&value).unwrap(), version)
+            })
+            .collect()
+    })
+}
+
+/// The fields extracted so far are a view of their own, a row each: the state document holds
+/// none of them, a commit writes only the fields it changes (so it does not grow with the
+/// session), and researchers read them as before.
+async fn each_field_is_a_row_and_a_commit_rewrites_only_its_own(store: Store) {
+    let app = TestApp::spawn(store).await;
+    if !app.db().is_postgres() {
+        interview_projections::on_db!(write(app.db()), |pool| {
+            for sql in [
+                "CREATE TABLE field_rewrites (session_id TEXT, field_id TEXT)",
+                "CREATE TRIGGER count_field_rewrites AFTER UPDATE ON session_fields \
+                 BEGIN INSERT INTO field_rewrites VALUES (old.session_id, old.field_id); END",
+            ] {
+                sqlx::query(sql).execute(pool).await.unwrap();
+            }
+        });
+    }
+    let (session, token) = app.interviewing("demo").await;
+    app.post_message(
+        &session,
+        &token,
+        "Last Sunday I wrote the list on my phone while my partner checked the fridge and pantry",
+    )
+    .await;
+    app.run(&session).await;
+    let first = stored_fields(&app, &session).await;
+    let ids: Vec<&str> = first.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert!(ids.contains(&"planning_method"), "{first:?}");
+
+    app.post_message(
+        &session,
+        &token,
+        "Vegetables go bad before we eat them because we buy too much on impulse every single week",
+    )
+    .await;
+    let s = app.run(&session).await;
+    assert_eq!(s["pending_interaction"]["type"], "likert", "{s}");
+    app.answer(&session, &token, &s, json!(2)).await;
+    let s = app.run(&session).await;
+    let then = stored_fields(&app, &session).await;
+    assert!(then.len() > first.len(), "a new field was stored: {then:?}");
+    for (id, value, version) in &first {
+        let now = then.iter().find(|(other, _, _)| other == id).unwrap();
+        assert_eq!((&now.1, &now.2), (value, version), "{id} was rewritten");
+    }
+    // Researchers read the same fields; the state document holds none.
+    let stored: serde_json::Map<String, Value> = then
+        .iter()
+        .map(|(id, value, _)| (id.clone(), value.clone()))
+        .collect();
+    assert_eq!(s["extracted_fields"], Value::Object(stored));
+    let state = stored_state(&app, &session).await;
+    assert!(state.get("extracted_fields").is_none(), "{state}");
+    assert!(!state.to_string().contains("planning_method"), "{state}");
+}
+
 both_stores!(
     widgets_live_in_the_log_and_the_routes_fold_them,
     empty_decision_fields_are_not_stored_but_read_as_empty,
+    each_field_is_a_row_and_a_commit_rewrites_only_its_own,
 );

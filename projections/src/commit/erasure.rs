@@ -122,13 +122,13 @@ async fn store_inline_documents<'c, DB: Backend>(
     Ok(())
 }
 
-/// Deletes an erased session's transcript and results rows (its state row is blanked by the
-/// fold: `SessionStateView::erase`).
+/// Deletes an erased session's transcript, fields and results rows (its state row is blanked by
+/// the fold: `SessionStateView::erase`).
 pub(crate) async fn forget_views<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
     session_id: &str,
 ) -> Result<(), sqlx::Error> {
-    for table in ["transcript", "results"] {
+    for table in ["transcript", "session_fields", "results"] {
         sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
             .arg(session_id)
             .execute_in(tx)

@@ -22,8 +22,8 @@ use crate::commit::recent::RecentViews;
 use crate::commit::view_writes;
 use crate::commit::view_writes::NOTIFY_CHANNEL;
 use crate::read_side::columns::{
-    result_cells, state_cells, transcript_cells, Cell, RESULT_COLUMNS, STATE_COLUMNS,
-    TRANSCRIPT_COLUMNS,
+    field_cells, result_cells, state_cells, transcript_cells, Cell, FIELD_COLUMNS, RESULT_COLUMNS,
+    STATE_COLUMNS, TRANSCRIPT_COLUMNS,
 };
 use crate::store::log::NewEvent;
 
@@ -73,6 +73,11 @@ pub(crate) async fn commit(
     // In one order on every process, so two batches touching the same sessions lock alike.
     events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let (sql, cells, mut notes) = statement(&events, &folded);
+    if events.len() * EVENT_VALUES + cells.len() + 2 > MAX_VALUES {
+        // More fields than [`fits`] could know of before folding: the transaction path
+        // writes them in as many statements as they need.
+        return None;
+    }
     if !announce {
         // No note, no NOTIFY: the statement is the same, with nothing to unnest.
         notes.clear();
@@ -127,7 +132,8 @@ fn refused(error: &sqlx::Error) -> bool {
 /// The statement and the cells it binds after the events' nine values each (the notify
 /// channel and the notes follow them), and the commit notes.
 // Long by design: the statement's clauses built in the order their values are bound (events, state
-// rows with their expected sequence, transcript rows, result rows, then the check and the notes),
+// rows with their expected sequence, transcript rows, result rows, field rows, then the check and
+// the notes),
 // each numbering its placeholders from the count of cells pushed so far; split, that running count
 // and the cells would be threaded through every helper and the binding order would not be visible
 // in one place.
@@ -185,6 +191,25 @@ fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Ce
         clauses.push(format!(
             "rs AS ({})",
             view_writes::upsert_results_sql(&results.join(", "))
+        ));
+    }
+    let fields: Vec<String> = folded
+        .iter()
+        .flat_map(|f| {
+            f.rows
+                .fields
+                .iter()
+                .map(move |(field, value)| (f.session_id, field, value))
+        })
+        .map(|(id, field, value)| {
+            cells.extend(field_cells(id, field, value));
+            row(before + cells.len(), FIELD_COLUMNS.len())
+        })
+        .collect();
+    if !fields.is_empty() {
+        clauses.push(format!(
+            "fl AS ({})",
+            view_writes::upsert_fields_sql(&fields.join(", "))
         ));
     }
     // The notes go out at commit, only when the checks pass (a refused statement sends none).

@@ -72,6 +72,7 @@ pub(crate) async fn fold_pending<'c, DB: Backend>(
                 source: source.into(),
             })?;
         view.participant_token_sha256 = row.read("participant_token_sha256")?;
+        view.extracted_fields = view_writes::stored_fields(tx, session_id).await?;
         view
     };
     let mut new_rows = NewRows::default();
@@ -111,6 +112,12 @@ async fn write_views<'c, DB: Backend>(
     }
     let transcript: Vec<_> = rows.transcript.iter().map(|t| (session_id, t)).collect();
     view_writes::insert_transcript(tx, &transcript).await?;
+    let fields: Vec<_> = rows
+        .fields
+        .iter()
+        .map(|(field, value)| (session_id, field.as_str(), value))
+        .collect();
+    view_writes::upsert_fields(tx, &fields).await?;
     view_writes::upsert_results(tx, [view]).await?;
     if view.erasure.is_some() {
         crate::commit::erasure::forget_views(tx, session_id).await?;

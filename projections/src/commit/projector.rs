@@ -117,7 +117,7 @@ impl Projector {
     pub async fn rebuild(&self, session_id: &str) -> Result<u64, ProjectionError> {
         on_db!(write(&self.db), |pool| {
             let mut tx = pool.begin().await?;
-            for table in ["transcript", "results"] {
+            for table in ["transcript", "session_fields", "results"] {
                 sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
                     .bind(session_id)
                     .execute(&mut *tx)

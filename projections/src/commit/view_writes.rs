@@ -1,12 +1,15 @@
 //! The statements that write folded views, each for many sessions at once: a batch of commands
-//! writes its state rows in one guarded update, its transcript rows in one insert, and announces its commits in one statement. Generic over the backend: the SQL text is
+//! writes its state rows in one guarded update, its transcript rows in one insert, the fields
+//! it changed in one upsert, and announces its commits in one statement. Generic over the backend: the SQL text is
 //! the same on both (numbered placeholders, `UPDATE … FROM (VALUES …)`, `RETURNING`).
 
 use std::collections::HashSet;
 
+use serde_json::Value;
+
 use crate::read_side::columns::{
-    bind_all, result_cells, state_cells, transcript_cells, RESULT_COLUMNS, STATE_COLUMNS,
-    TRANSCRIPT_COLUMNS,
+    bind_all, field_cells, result_cells, state_cells, transcript_cells, FIELD_COLUMNS,
+    RESULT_COLUMNS, STATE_COLUMNS, TRANSCRIPT_COLUMNS,
 };
 use crate::store::statements::placeholders;
 
@@ -83,6 +86,47 @@ pub(crate) fn upsert_results_sql(values: &str) -> String {
          summary_confirmed = excluded.summary_confirmed, fields = excluded.fields, last_seq = excluded.last_seq",
         RESULT_COLUMNS.join(", ")
     )
+}
+
+/// Writes `session_fields` rows from `values`, replacing a field's earlier value.
+pub(crate) fn upsert_fields_sql(values: &str) -> String {
+    format!(
+        "INSERT INTO session_fields ({}) VALUES {values} \
+         ON CONFLICT (session_id, field_id) DO UPDATE SET value = excluded.value",
+        FIELD_COLUMNS.join(", ")
+    )
+}
+
+/// Writes the fields `(session, field id, value)` (one row per session and field in a call).
+pub(crate) async fn upsert_fields<'c, DB: Backend>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    rows: &[(&str, &str, &Value)],
+) -> Result<(), sqlx::Error> {
+    for chunk in rows.chunks(rows_per_statement(FIELD_COLUMNS.len())) {
+        let sql = upsert_fields_sql(&placeholders::<DB>(chunk.len(), FIELD_COLUMNS.len()));
+        let mut q = sqlx::query(&sql);
+        for (session_id, field_id, value) in chunk {
+            q = bind_all(q, field_cells(session_id, field_id, value));
+        }
+        q.execute_in(tx).await?;
+    }
+    Ok(())
+}
+
+/// The fields stored for `session_id`, in the caller's transaction (for a view loaded from its
+/// stored row: the document does not hold them).
+pub(crate) async fn stored_fields<'c, DB: Backend>(
+    tx: &mut sqlx::Transaction<'c, DB>,
+    session_id: &str,
+) -> Result<serde_json::Map<String, Value>, sqlx::Error> {
+    use crate::store::backend::ReadColumn;
+    let rows = sqlx::query(include_str!("../read_side/sql/session_fields.sql"))
+        .arg(session_id.to_string())
+        .fetch_all_in(tx)
+        .await?;
+    rows.iter()
+        .map(|row| Ok((row.read::<String>(0)?, row.read::<Value>(1)?)))
+        .collect()
 }
 
 /// Appends transcript rows (a row already there is left as it is).

@@ -99,6 +99,19 @@ pub fn transcript_cells(session_id: &str, t: &TranscriptRow) -> [Cell; 8] {
     ]
 }
 
+/// `session_fields`, keyed by `(session_id, field_id)`: each field extracted so far.
+pub const FIELD_COLUMNS: [&str; 3] = ["session_id", "field_id", "value"];
+
+pub const FIELD_KINDS: [Kind; 3] = [Kind::Text, Kind::Text, Kind::Json];
+
+pub fn field_cells(session_id: &str, field_id: &str, value: &Value) -> [Cell; 3] {
+    [
+        Cell::Text(Some(session_id.to_string())),
+        Cell::Text(Some(field_id.to_string())),
+        Cell::Json(Some(value.clone())),
+    ]
+}
+
 /// `results`, keyed by `session_id`: a row for a completed session that is not a preview.
 pub const RESULT_COLUMNS: [&str; 9] = [
     "session_id",

@@ -8,7 +8,8 @@ use crate::read_side::views::{SessionStateView, TranscriptRow};
 use crate::store::backend::ReadColumn;
 use crate::store::db::Db;
 
-/// The session's state view, or `None` if no such session has been projected.
+/// The session's state view, or `None` if no such session has been projected; its
+/// `extracted_fields` are left empty ([`extracted_fields`] reads them).
 pub async fn session_state(
     db: &Db,
     session_id: &str,
@@ -31,6 +32,23 @@ pub async fn session_state(
         view.participant_token_sha256 = token;
         Some(view)
     }))
+}
+
+/// The fields extracted so far in the session, by field id (the `session_fields` view; not in
+/// what [`session_state`] reads).
+pub async fn extracted_fields(
+    db: &Db,
+    session_id: &str,
+) -> Result<serde_json::Map<String, Value>, sqlx::Error> {
+    on_db!(read(db), |pool| {
+        let rows = sqlx::query(include_str!("sql/session_fields.sql"))
+            .bind(session_id)
+            .fetch_all(pool)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.read::<String>(0)?, row.read::<Value>(1)?)))
+            .collect()
+    })
 }
 
 /// The session's transcript in event order.

@@ -27,6 +27,12 @@ pub struct SessionStateView {
     pub participant_ref: Option<String>,
     pub config_versions: Option<ConfigVersions>,
     pub pending_interaction: Option<InteractionToolCall>,
+    /// Every field extracted so far, by field id. Not in the stored document: the
+    /// `session_fields` view keeps a row per field, so a commit writes only the fields it
+    /// changes ([`NewRows::fields`]) rather than the whole document growing with each. The
+    /// commit side fills it when it loads a stored view; [`crate::read::session_state`] does
+    /// not (`crate::read::extracted_fields` reads them).
+    #[serde(skip)]
     pub extracted_fields: Map<String, Value>,
     /// Handled failures (refused decisions, model errors), for researchers.
     pub errors: Vec<Value>,
@@ -57,10 +63,12 @@ pub struct SessionStateView {
     pub participant_token_sha256: String,
 }
 
-/// The rows a batch of events adds to the append-only views.
+/// The rows a batch of events adds to the append-only views, and the fields it changes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewRows {
     pub transcript: Vec<TranscriptRow>,
+    /// The `session_fields` rows to write: each field the events set, with its last value.
+    pub fields: std::collections::BTreeMap<String, Value>,
 }
 
 /// One row of the `transcript` view.
@@ -136,7 +144,10 @@ impl SessionStateView {
     // Long by design: one arm per event type, exhaustive, so a new event type is listed here by
     // the compiler; each arm is the view's whole change for that event.
     pub fn apply(&mut self, seq: u64, event: &SessionEvent, rows: &mut NewRows) {
-        let transcript = &mut rows.transcript;
+        let NewRows {
+            transcript,
+            fields: changed_fields,
+        } = rows;
         let at = event.at;
         let answered = self.pending_interaction.as_ref().map(|p| &p.kind);
         self.turns.note(self.current_phase, &event.body, answered);
@@ -258,10 +269,12 @@ impl SessionStateView {
             EventBody::ExtractionCompleted { fields, is_final, .. } => {
                 self.final_extraction_done |= *is_final;
                 for f in fields {
-                    self.extracted_fields.insert(
-                        f.field_id.clone(),
-                        serde_json::to_value(f).expect("fields serialize"),
-                    );
+                    let value = serde_json::to_value(f).expect("fields serialize");
+                    // A field extracted again as it stood is not written again.
+                    if self.extracted_fields.get(&f.field_id) != Some(&value) {
+                        changed_fields.insert(f.field_id.clone(), value.clone());
+                        self.extracted_fields.insert(f.field_id.clone(), value);
+                    }
                 }
             }
             EventBody::ExtractionStarted { .. } | EventBody::EndRequested {} => {}
@@ -272,6 +285,7 @@ impl SessionStateView {
             EventBody::ParticipantDataErased(erasure) => {
                 self.erase();
                 transcript.clear();
+                changed_fields.clear();
                 self.erasure = Some(serde_json::json!({
                     "erased_at": at,
                     "erased_by": erasure.by,

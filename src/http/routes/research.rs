@@ -181,7 +181,9 @@ pub async fn session_state(
 ) -> Result<HttpResponse, ApiError> {
     let (id, view) = researcher_session(&state, &req, &path).await?;
     let from_log = from_log(&state, &id, view.last_seq).await?;
+    let fields = read::extracted_fields(&state.db, &id).await?;
     let mut body = serde_json::to_value(view).expect("views serialize");
+    body["extracted_fields"] = serde_json::Value::Object(fields);
     body["covered_objectives"] = from_log.covered_objectives;
     body["tool_calls"] =
         serde_json::to_value(from_log.history.tool_calls).expect("records serialize");

@@ -86,7 +86,8 @@ pub async fn get(
     let researcher = match caller {
         Caller::Researcher(_) => {
             let from_log = from_log(&state, &session_id.to_string(), view.last_seq).await?;
-            Some(researcher_fields(&view, from_log))
+            let fields = read::extracted_fields(&state.db, &session_id.to_string()).await?;
+            Some(researcher_fields(&view, fields, from_log))
         }
         Caller::Participant { .. } => None,
     };
@@ -166,7 +167,11 @@ pub(crate) async fn from_log(
     })
 }
 
-fn researcher_fields(view: &SessionStateView, from_log: FromLog) -> Map<String, Value> {
+fn researcher_fields(
+    view: &SessionStateView,
+    extracted_fields: Map<String, Value>,
+    from_log: FromLog,
+) -> Map<String, Value> {
     let FromLog {
         covered_objectives,
         history,
@@ -180,7 +185,7 @@ fn researcher_fields(view: &SessionStateView, from_log: FromLog) -> Map<String, 
         "tool_calls": history.tool_calls,
         "interaction_events": history.interaction_events,
         "covered_objectives": covered_objectives,
-        "extracted_fields": view.extracted_fields,
+        "extracted_fields": extracted_fields,
         "decision_log": decisions,
         "errors": view.errors,
         "consent": view.consent,
