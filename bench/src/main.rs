@@ -14,6 +14,7 @@ mod load;
 mod overview;
 mod realistic;
 mod scale;
+mod sealing;
 mod stages;
 mod turns;
 mod wallet;

@@ -142,6 +142,7 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
         s["turn_count"],
         in_kilobytes(&sizes)
     );
+    crate::sealing::cost(label, server, &id, s["turn_count"].as_u64().unwrap_or(1)).await;
     erase_and_measure(label, server, http, &id).await;
 }
 
