@@ -44,21 +44,51 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
         .await
         .unwrap()
     });
-    let (mut stored, mut clear, mut encoded) = (0usize, 0usize, Vec::new());
-    for (sequence, event_type, version, payload, hash, sealed) in &rows {
+    db.close().await;
+    let opened = open_all(&rows, &key, session_id);
+    let per_event = seal_and_open(&opened.rows, &key, session_id);
+    let per_turn = per_event * opened.rows.len() as u32 / turns.max(1) as u32;
+    println!(
+        "{label}: encryption at rest, the same interview: {} of {} events sealed; their columns \
+         {:.1} KB as stored, {:.1} KB in clear (+{:.0} %); sealing and opening again {:.1} µs an \
+         event, {:.0} µs a turn ({turns} turns)",
+        opened.rows.len(),
+        rows.len(),
+        opened.stored as f64 / 1024.0,
+        opened.clear as f64 / 1024.0,
+        100.0 * (opened.stored as f64 / opened.clear.max(1) as f64 - 1.0),
+        per_event.as_secs_f64() * 1e6,
+        per_turn.as_secs_f64() * 1e6,
+    );
+}
+
+/// The sealed rows opened: their bytes as stored and in clear, and each as the row in clear.
+struct Opened {
+    stored: usize,
+    clear: usize,
+    rows: Vec<(u64, Encoded)>,
+}
+
+fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
+    let mut opened = Opened {
+        stored: 0,
+        clear: 0,
+        rows: Vec::new(),
+    };
+    for (sequence, event_type, version, payload, hash, sealed) in rows {
         let Some(sealed) = sealed else { continue };
         let at = (session_id, *sequence as u64, event_type.as_str());
         let inner = encrypted::open(
             version,
             &serde_json::from_str(payload).unwrap(),
             sealed,
-            &key,
+            key,
             at,
         )
         .expect("the row opens");
         let in_clear = encrypted::sealed_version(version).expect("an encrypted row");
-        stored += version.len() + payload.len() + sealed.len();
-        clear += in_clear.len() + serde_json::to_string(&inner).unwrap().len();
+        opened.stored += version.len() + payload.len() + sealed.len();
+        opened.clear += in_clear.len() + serde_json::to_string(&inner).unwrap().len();
         let event_type: &'static str = Box::leak(event_type.clone().into_boxed_str());
         let row = Encoded {
             event_type,
@@ -66,36 +96,31 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
             payload: inner,
             hash: hash.clone(),
         };
-        encoded.push((*sequence as u64, row));
+        opened.rows.push((*sequence as u64, row));
     }
+    opened
+}
+
+/// The time to seal a row and open it again, per row, over [`ROUNDS`] rounds of `rows`.
+fn seal_and_open(
+    rows: &[(u64, Encoded)],
+    key: &keys::DataKey,
+    session_id: &str,
+) -> std::time::Duration {
     let started = Instant::now();
     for _ in 0..ROUNDS {
-        for (sequence, row) in &encoded {
-            let (sealed_row, sealed) = encrypted::encrypt(row.clone(), &key, session_id, *sequence);
+        for (sequence, row) in rows {
+            let (sealed_row, sealed) = encrypted::encrypt(row.clone(), key, session_id, *sequence);
             let at = (session_id, *sequence, sealed_row.event_type);
             let opened = encrypted::open(
                 sealed_row.event_version,
                 &sealed_row.payload,
                 &sealed,
-                &key,
+                key,
                 at,
             );
             std::hint::black_box(opened.unwrap());
         }
     }
-    let per_event = started.elapsed() / (ROUNDS * encoded.len().max(1) as u32);
-    let per_turn = per_event * encoded.len() as u32 / turns.max(1) as u32;
-    println!(
-        "{label}: encryption at rest, the same interview: {} of {} events sealed; their columns \
-         {:.1} KB as stored, {:.1} KB in clear (+{:.0} %); sealing and opening again {:.1} µs an \
-         event, {:.0} µs a turn ({turns} turns)",
-        encoded.len(),
-        rows.len(),
-        stored as f64 / 1024.0,
-        clear as f64 / 1024.0,
-        100.0 * (stored as f64 / clear.max(1) as f64 - 1.0),
-        per_event.as_secs_f64() * 1e6,
-        per_turn.as_secs_f64() * 1e6,
-    );
-    db.close().await;
+    started.elapsed() / (ROUNDS * rows.len().max(1) as u32)
 }

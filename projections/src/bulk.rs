@@ -210,15 +210,7 @@ impl Projector {
     ) -> Result<(), ProjectionError> {
         on_db!(write(self.db()), |pool| {
             let mut tx = pool.begin().await?;
-            for table in ["transcript", "session_fields", "results", "session_state"] {
-                let mut q = QueryBuilder::new(format!("DELETE FROM {table} WHERE session_id IN ("));
-                let mut list = q.separated(", ");
-                for id in ids {
-                    list.push_bind(id.as_str());
-                }
-                q.push(")");
-                q.build().execute(&mut *tx).await?;
-            }
+            delete_views(&mut tx, ids).await?;
             for chunk in folded.chunks(ROWS_PER_INSERT / 2) {
                 let mut q = QueryBuilder::new(format!(
                     "INSERT INTO session_state ({}) ",
@@ -251,12 +243,7 @@ impl Projector {
             crate::commit::view_writes::insert_transcript(&mut tx, &transcript).await?;
             let fields: Vec<_> = folded
                 .iter()
-                .flat_map(|f| {
-                    f.rows
-                        .fields
-                        .iter()
-                        .map(move |(field, value)| (f.session_id.as_str(), field.as_str(), value))
-                })
+                .flat_map(|f| crate::commit::view_writes::changed_fields(&f.session_id, &f.rows))
                 .collect();
             crate::commit::view_writes::upsert_fields(&mut tx, &fields).await?;
             crate::commit::view_writes::upsert_results(&mut tx, folded.iter().map(|f| &f.view))
@@ -313,6 +300,26 @@ async fn open_text_rows(
             row.payload = payload.to_string();
             row.event_version = version.to_string();
         }
+    }
+    Ok(())
+}
+
+/// Deletes the views of `ids` (the batch is written anew in the same transaction).
+async fn delete_views<DB: crate::store::backend::Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    ids: &[String],
+) -> Result<(), sqlx::Error> {
+    use crate::store::backend::Statement;
+    for table in ["transcript", "session_fields", "results", "session_state"] {
+        let sql = format!(
+            "DELETE FROM {table} WHERE session_id IN ({})",
+            crate::store::statements::placeholders::<DB>(ids.len(), 1)
+        );
+        let mut q = sqlx::query(&sql);
+        for id in ids {
+            q = q.arg(id.clone());
+        }
+        q.execute_in(tx).await?;
     }
     Ok(())
 }

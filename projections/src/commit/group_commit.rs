@@ -383,25 +383,7 @@ async fn fold_and_write_views<DB: Backend>(
         .into_iter()
         .partition(|f| written.contains(f.session_id));
     slow.extend(stale.iter().map(|f| f.command));
-    let transcript: Vec<_> = fast
-        .iter()
-        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
-        .collect();
-    view_writes::insert_transcript(tx, &transcript).await?;
-    let fields: Vec<_> = fast
-        .iter()
-        .flat_map(|f| {
-            f.rows
-                .fields
-                .iter()
-                .map(move |(field, value)| (f.session_id, field.as_str(), value))
-        })
-        .collect();
-    view_writes::upsert_fields(tx, &fields).await?;
-    view_writes::upsert_results(tx, fast.iter().map(|f| &f.view)).await?;
-    for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
-        crate::commit::erasure::forget_views(tx, f.session_id).await?;
-    }
+    view_writes::write_rows(tx, &fast).await?;
     if postgres && announce && !fast.is_empty() {
         let commits: Vec<(&str, u64)> = fast
             .iter()

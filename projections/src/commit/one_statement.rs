@@ -72,16 +72,7 @@ pub(crate) async fn commit(
     let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
     // In one order on every process, so two batches touching the same sessions lock alike.
     events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
-    let (sql, cells, mut notes) = statement(&events, &folded);
-    if events.len() * EVENT_VALUES + cells.len() + 2 > MAX_VALUES {
-        // More fields than [`fits`] could know of before folding: the transaction path
-        // writes them in as many statements as they need.
-        return None;
-    }
-    if !announce {
-        // No note, no NOTIFY: the statement is the same, with nothing to unnest.
-        notes.clear();
-    }
+    let (sql, cells, notes) = statement(&events, &folded, announce)?;
     let mut q = sqlx::query::<sqlx::Postgres>(&sql);
     for e in &events {
         q = e.bind_row(q);
@@ -130,14 +121,19 @@ fn refused(error: &sqlx::Error) -> bool {
 }
 
 /// The statement and the cells it binds after the events' nine values each (the notify
-/// channel and the notes follow them), and the commit notes.
+/// channel and the notes follow them), and the commit notes; `None` when they are more values
+/// than one statement takes.
 // Long by design: the statement's clauses built in the order their values are bound (events, state
 // rows with their expected sequence, transcript rows, result rows, field rows, then the check and
 // the notes),
 // each numbering its placeholders from the count of cells pushed so far; split, that running count
 // and the cells would be threaded through every helper and the binding order would not be visible
 // in one place.
-fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Cell>, Vec<String>) {
+fn statement(
+    events: &[&NewEvent],
+    folded: &[FoldedFromKept],
+    announce: bool,
+) -> Option<(String, Vec<Cell>, Vec<String>)> {
     let mut cells: Vec<Cell> = Vec::new();
     let mut clauses: Vec<String> = Vec::new();
     let before = events.len() * EVENT_VALUES;
@@ -195,12 +191,7 @@ fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Ce
     }
     let fields: Vec<String> = folded
         .iter()
-        .flat_map(|f| {
-            f.rows
-                .fields
-                .iter()
-                .map(move |(field, value)| (f.session_id, field, value))
-        })
+        .flat_map(|f| view_writes::changed_fields(f.session_id, &f.rows))
         .map(|(id, field, value)| {
             cells.extend(field_cells(id, field, value));
             row(before + cells.len(), FIELD_COLUMNS.len())
@@ -223,11 +214,14 @@ fn statement(events: &[&NewEvent], folded: &[FoldedFromKept]) -> (String, Vec<Ce
         folded.len(),
         channel + 1
     );
+    // Without `announce`, no note and so no NOTIFY: the statement is the same, nothing to unnest.
     let notes = folded
         .iter()
+        .filter(|_| announce)
         .map(|f| format!("{} {}", f.session_id, f.view.last_seq))
         .collect();
-    (sql, cells, notes)
+    // More fields than [`fits`] could know of before folding: the transaction path takes them.
+    (before + cells.len() + 2 <= MAX_VALUES).then_some((sql, cells, notes))
 }
 
 /// `($n, …)` for the `width` values just pushed, `bound` being how many are bound so far.

@@ -112,11 +112,7 @@ async fn write_views<'c, DB: Backend>(
     }
     let transcript: Vec<_> = rows.transcript.iter().map(|t| (session_id, t)).collect();
     view_writes::insert_transcript(tx, &transcript).await?;
-    let fields: Vec<_> = rows
-        .fields
-        .iter()
-        .map(|(field, value)| (session_id, field.as_str(), value))
-        .collect();
+    let fields: Vec<_> = view_writes::changed_fields(session_id, rows).collect();
     view_writes::upsert_fields(tx, &fields).await?;
     view_writes::upsert_results(tx, [view]).await?;
     if view.erasure.is_some() {

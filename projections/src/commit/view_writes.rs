@@ -15,7 +15,8 @@ use crate::store::statements::placeholders;
 
 /// The PostgreSQL NOTIFY channel announcing `<session id> <last sequence>` after each projection.
 pub const NOTIFY_CHANNEL: &str = "interview_session_events";
-use crate::read_side::views::{SessionStateView, TranscriptRow};
+use crate::commit::batch::FoldedFromKept;
+use crate::read_side::views::{NewRows, SessionStateView, TranscriptRow};
 use crate::store::backend::{Backend, Statement};
 
 /// Bound values per statement: SQLite takes at most 32,766, PostgreSQL 65,535.
@@ -95,6 +96,16 @@ pub(crate) fn upsert_fields_sql(values: &str) -> String {
          ON CONFLICT (session_id, field_id) DO UPDATE SET value = excluded.value",
         FIELD_COLUMNS.join(", ")
     )
+}
+
+/// The `session_fields` rows `rows` (a fold's [`NewRows`]) writes for `session_id`.
+pub(crate) fn changed_fields<'a>(
+    session_id: &'a str,
+    rows: &'a NewRows,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a Value)> {
+    rows.fields
+        .iter()
+        .map(move |(field, value)| (session_id, field.as_str(), value))
 }
 
 /// Writes the fields `(session, field id, value)` (one row per session and field in a call).
@@ -179,6 +190,29 @@ pub(crate) async fn notify<'c, DB: Backend>(
             q = q.arg(format!("{session_id} {last_seq}"));
         }
         q.execute_in(tx).await?;
+    }
+    Ok(())
+}
+
+/// The rows the views folded from kept ones add beside their state rows: transcript, fields,
+/// results; an erased session's are deleted.
+pub(crate) async fn write_rows<DB: Backend>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    fast: &[FoldedFromKept<'_>],
+) -> Result<(), crate::store::error::ProjectionError> {
+    let transcript: Vec<_> = fast
+        .iter()
+        .flat_map(|f| f.rows.transcript.iter().map(move |t| (f.session_id, t)))
+        .collect();
+    insert_transcript(tx, &transcript).await?;
+    let fields: Vec<_> = fast
+        .iter()
+        .flat_map(|f| changed_fields(f.session_id, &f.rows))
+        .collect();
+    upsert_fields(tx, &fields).await?;
+    upsert_results(tx, fast.iter().map(|f| &f.view)).await?;
+    for f in fast.iter().filter(|f| f.view.erasure.is_some()) {
+        crate::commit::erasure::forget_views(tx, f.session_id).await?;
     }
     Ok(())
 }
