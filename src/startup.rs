@@ -191,12 +191,15 @@ async fn open_state(
     );
     if let Db::Postgres(pool) = &db {
         let peers = projector.peers().clone();
-        crate::live::peers::spawn_watch(pool.clone(), interviewer.process_id(), peers.clone());
         hub.relay_words(crate::live::across::Relay::start(
             pool.clone(),
             peers.clone(),
         ));
-        crate::live::across::spawn_pg_listener(pool.clone(), hub.clone(), peers);
+        let listening = crate::live::across::spawn_pg_listener(pool.clone(), hub.clone(), peers);
+        // Served only once the others have been told this process listens (their commits are
+        // announced to it from then on); a database that refuses LISTEN delays the start by at
+        // most this, and meanwhile every commit is announced.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), listening).await;
     }
     let state = web::Data::new(AppState {
         db,

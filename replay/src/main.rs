@@ -288,7 +288,10 @@ async fn run_at(url: &str, session_id: &str, seq: u64) -> Result<(), ExitCode> {
     let upto: Vec<StoredEvent> = events.into_iter().filter(|e| e.sequence <= seq).collect();
     let decoded = decoded_or_fail(&upto)?;
     let (view, rows) = verify::fold_views(&upto, &decoded);
+    // The fields are a view of their own (`session_fields`), not in the state document.
+    let fields = serde_json::Value::Object(view.extracted_fields.clone());
     let mut view = serde_json::to_value(view).unwrap_or_default();
+    view["extracted_fields"] = fields;
     let history = interview_projections::WidgetHistory::of(&decoded);
     let decisions = interview_projections::decision_log::of(
         session_id,

@@ -59,6 +59,20 @@ async fn the_auditor_can_show_verify_export_rebuild_and_replay_a_session(store: 
     assert_eq!(code, 0);
     let at: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(at["session_state"]["status"], "created");
+    // At its last event, the fields researchers read (a view of their own, not in the document).
+    let last = lines.len().to_string();
+    let (code, out, _) = replay!(url, &["at", &session, "--seq", &last]);
+    assert_eq!(code, 0);
+    let at: Value = serde_json::from_str(&out).unwrap();
+    let read = f.researcher_view(&session).await;
+    assert!(
+        read["extracted_fields"]["planning_method"].is_object(),
+        "{read}"
+    );
+    assert_eq!(
+        at["session_state"]["extracted_fields"],
+        read["extracted_fields"]
+    );
 
     let (code, out, _) = replay!(url, &["stream", &session]);
     assert_eq!(code, 0);

@@ -225,9 +225,17 @@ fn fitting(content: String, room: usize) -> Vec<String> {
 
 /// Relays the commit notes and the streamed words of every process sharing the database into
 /// this process's hub, so a stream held here sees what happens elsewhere; says hello once it
-/// listens, and hears the others' (`crate::live::peers`). Reconnects on its own.
-pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>, peers: Peers) {
+/// listens and every few seconds after, and hears the others' (`crate::live::peers`).
+/// Reconnects on its own. The answer comes once it first listens and has said hello.
+pub fn spawn_pg_listener(
+    pool: sqlx::PgPool,
+    hub: Arc<StreamHub>,
+    peers: Peers,
+) -> oneshot::Receiver<()> {
     let own = uuid::Uuid::new_v4().simple().to_string();
+    peers::spawn_hellos(pool.clone(), own.clone(), peers.clone());
+    let (ready, first) = oneshot::channel();
+    let mut ready = Some(ready);
     tokio::spawn(async move {
         loop {
             let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
@@ -257,6 +265,10 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>, peers: Peers) 
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 continue;
             }
+            peers.listening(true);
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(());
+            }
             loop {
                 match listener.recv().await {
                     Ok(note) if note.channel() == WORDS_CHANNEL => {
@@ -273,8 +285,11 @@ pub fn spawn_pg_listener(pool: sqlx::PgPool, hub: Arc<StreamHub>, peers: Peers) 
                     }
                 }
             }
+            // Deaf until it listens again: announce meanwhile, as when nobody is known.
+            peers.listening(false);
         }
     });
+    first
 }
 
 /// `<session_id> <last sequence>`: another process committed the session up to there.

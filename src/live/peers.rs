@@ -2,11 +2,12 @@
 //! commits and relays its words only when somebody may listen (`interview_projections::
 //! processes::Peers`): one server alone sends no NOTIFY at all.
 //!
-//! Two sources keep the answer: the heartbeats of the process registry, read every
-//! [`LOOKED_UP_EVERY`], and a hello every process says on [`PEERS_CHANNEL`] once it listens —
-//! so a process that starts is announced to at once, not after the next heartbeat read. A
-//! commit sent unannounced in the few milliseconds before the hello arrives is found by the new
-//! process's streams at their one-second recheck.
+//! Every process whose listener is up says hello on [`PEERS_CHANNEL`] when it starts listening
+//! and every [`HELLO_EVERY`] after; a hello heard from another process keeps this one
+//! announcing for `HELLO_HOLDS` (10 s). Only each process's own monotonic clock is read, so
+//! clocks that disagree across machines change nothing. A server starts serving only once its
+//! listener is up and its first hello sent (`startup`), so the others announce to it from then
+//! on — but for the moment the hello takes to reach them.
 
 use std::time::Duration;
 
@@ -15,36 +16,24 @@ use interview_projections::processes::Peers;
 /// The NOTIFY channel a listening process says hello on (its payload: the listener's id).
 pub const PEERS_CHANNEL: &str = "interview_processes";
 
-/// How often the heartbeats are read.
-const LOOKED_UP_EVERY: Duration = Duration::from_secs(2);
+/// How often a listening process says hello.
+const HELLO_EVERY: Duration = Duration::from_secs(2);
 
-/// A process whose heartbeat is older than this is not alive.
-const ALIVE_WITHIN: Duration = Duration::from_secs(5);
-
-/// How long one read of the heartbeats may take.
-const READ_WITHIN: Duration = Duration::from_secs(1);
-
-/// Reads the heartbeats of processes other than `own` every [`LOOKED_UP_EVERY`] until the pool
-/// closes.
-pub fn spawn_watch(pool: sqlx::PgPool, own: uuid::Uuid, peers: Peers) {
+/// Says hello every [`HELLO_EVERY`] while this process's listener is up, until the pool closes.
+pub fn spawn_hellos(pool: sqlx::PgPool, listener_id: String, peers: Peers) {
     tokio::spawn(async move {
-        let db = interview_projections::Db::Postgres(pool.clone());
         while !pool.is_closed() {
-            let since =
-                chrono::Utc::now() - chrono::Duration::from_std(ALIVE_WITHIN).expect("small");
-            let counted = tokio::time::timeout(
-                READ_WITHIN,
-                interview_projections::processes::others_alive_since(&db, own, since),
-            )
-            .await;
-            // Unknown counts as another (announcing is the safe side).
-            peers.seen_alive(!matches!(counted, Ok(Ok(0))));
-            tokio::time::sleep(LOOKED_UP_EVERY).await;
+            tokio::time::sleep(HELLO_EVERY).await;
+            if peers.is_listening() {
+                if let Err(error) = say_hello(&pool, &listener_id).await {
+                    tracing::debug!(%error, "could not say hello to the other processes");
+                }
+            }
         }
     });
 }
 
-/// Says hello to the other processes: this one (`listener_id`) now listens.
+/// Says hello to the other processes: this one (`listener_id`) listens.
 pub async fn say_hello(pool: &sqlx::PgPool, listener_id: &str) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(PEERS_CHANNEL)
@@ -54,7 +43,7 @@ pub async fn say_hello(pool: &sqlx::PgPool, listener_id: &str) -> Result<(), sql
         .map(|_| ())
 }
 
-/// A hello heard: another process than `own` listens now.
+/// A hello heard: another process than `own` listens.
 pub fn heard(peers: &Peers, payload: &str, own: &str) {
     if payload != own {
         peers.hello();

@@ -204,7 +204,7 @@ async fn a_lone_server_announces_commits_only_once_another_process_listens() {
         .await
         .unwrap();
     let peers = a.state.projector.peers().clone();
-    let alone = tokio::time::timeout(Duration::from_secs(5), async {
+    let alone = tokio::time::timeout(Duration::from_secs(10), async {
         while peers.may_listen() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

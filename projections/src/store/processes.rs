@@ -4,7 +4,6 @@
 //! beating (killed, crashed, partitioned away), another process — or the same one restarted —
 //! may take the claim over at once rather than wait for the claim to go stale.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -42,21 +41,6 @@ pub async fn is_alive(
     })
 }
 
-/// How many processes other than `own` have beaten since `since`.
-pub async fn others_alive_since(
-    db: &Db,
-    own: Uuid,
-    since: DateTime<Utc>,
-) -> Result<i64, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        sqlx::query_scalar(include_str!("sql/other_processes_alive_since.sql"))
-            .bind(since)
-            .bind(own.to_string())
-            .fetch_one(pool)
-            .await
-    })
-}
-
 /// Forgets processes silent since `before` (their claims are dead either way).
 pub async fn forget_silent(db: &Db, before: DateTime<Utc>) -> Result<u64, sqlx::Error> {
     on_db!(write(db), |pool| {
@@ -74,55 +58,58 @@ pub async fn forget_silent(db: &Db, before: DateTime<Utc>) -> Result<u64, sqlx::
 /// the disk — the largest part of the commit tail at 16 clients (`docs/benchmarks.md`). One
 /// server alone has no listener and sends none.
 ///
-/// Starts as "may be" (the safe side: a commit not announced to a listening process leaves its
-/// streams to their one-second recheck). The server keeps it true while the heartbeats show
-/// another process, and sets it at once when another process says hello on starting to listen.
-#[derive(Clone, Debug)]
-pub struct Peers(Arc<PeersInner>);
+/// Every listening process says hello every few seconds (the server's `live::peers`); a hello
+/// heard from another process keeps the answer "yes" for [`HELLO_HOLDS`]. Nothing depends on
+/// clocks agreeing across machines: only this process's own monotonic clock is read. The answer
+/// is also "yes" (the safe side: an unannounced commit reaches another process's streams only
+/// with the session's next announced one) while this process's own listener is down — it could
+/// not hear hellos then — and for [`FIRST_HELLOS`] after it comes up, until the others' next
+/// hellos arrive.
+#[derive(Clone, Debug, Default)]
+pub struct Peers(Arc<std::sync::Mutex<PeersState>>);
 
-#[derive(Debug)]
-struct PeersInner {
-    listening: AtomicBool,
-    /// When another process last said hello: the heartbeats may not have shown it yet.
-    hello_at: std::sync::Mutex<Option<std::time::Instant>>,
+#[derive(Debug, Default)]
+struct PeersState {
+    /// When this process's listener last came up (`None`: down, or not started).
+    listening_since: Option<std::time::Instant>,
+    /// When another process last said hello.
+    hello_at: Option<std::time::Instant>,
 }
 
-/// How long a hello keeps the answer at "yes" whatever the heartbeats say (a heartbeat read
-/// begun just before the other process's first beat would not show it).
-const HELLO_HOLDS: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a hello from another process counts (it says one every two seconds).
+pub const HELLO_HOLDS: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl Default for Peers {
-    fn default() -> Self {
-        Peers(Arc::new(PeersInner {
-            listening: AtomicBool::new(true),
-            hello_at: std::sync::Mutex::new(None),
-        }))
-    }
-}
+/// How long after this process's listener comes up before silence means nobody else listens.
+pub const FIRST_HELLOS: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Peers {
     /// Whether commit notes are to be sent.
     pub fn may_listen(&self) -> bool {
-        self.0.listening.load(Ordering::Relaxed)
+        let state = self.state();
+        let within =
+            |at: Option<std::time::Instant>, limit| at.is_some_and(|at| at.elapsed() < limit);
+        state.listening_since.is_none()
+            || within(state.listening_since, FIRST_HELLOS)
+            || within(state.hello_at, HELLO_HOLDS)
     }
 
-    /// Another process started listening.
+    /// Another process says it listens.
     pub fn hello(&self) {
-        *self.hello_time() = Some(std::time::Instant::now());
-        self.0.listening.store(true, Ordering::Relaxed);
+        self.state().hello_at = Some(std::time::Instant::now());
     }
 
-    /// What the heartbeats say: whether a process other than this one is alive.
-    pub fn seen_alive(&self, others: bool) {
-        let held = self
-            .hello_time()
-            .is_some_and(|at| at.elapsed() < HELLO_HOLDS);
-        self.0.listening.store(others || held, Ordering::Relaxed);
+    /// This process's own listener came up (`true`) or went down.
+    pub fn listening(&self, up: bool) {
+        self.state().listening_since = up.then(std::time::Instant::now);
     }
 
-    fn hello_time(&self) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
+    /// Whether this process's own listener is up (it says hello only then).
+    pub fn is_listening(&self) -> bool {
+        self.state().listening_since.is_some()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, PeersState> {
         self.0
-            .hello_at
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -133,16 +120,24 @@ mod tests {
     use super::Peers;
 
     #[test]
-    fn a_hello_holds_against_heartbeats_that_do_not_show_its_process_yet() {
+    fn commits_are_announced_unless_this_listener_is_up_and_no_other_says_hello() {
         let peers = Peers::default();
-        assert!(peers.may_listen(), "unknown is the safe side");
-        peers.seen_alive(false);
-        assert!(!peers.may_listen());
+        assert!(peers.may_listen(), "no listener yet: the safe side");
+        peers.listening(true);
+        assert!(peers.may_listen(), "the others' hellos are still to come");
+        *peers.state() = super::PeersState {
+            listening_since: Some(std::time::Instant::now() - super::FIRST_HELLOS),
+            hello_at: None,
+        };
+        assert!(!peers.may_listen(), "up, and nobody said hello");
         peers.hello();
         assert!(peers.may_listen());
-        peers.seen_alive(false);
-        assert!(peers.may_listen(), "a fresh hello was overruled");
-        peers.seen_alive(true);
-        assert!(peers.may_listen());
+        peers.state().hello_at = Some(std::time::Instant::now() - super::HELLO_HOLDS);
+        assert!(!peers.may_listen(), "the hello has run out");
+        peers.listening(false);
+        assert!(
+            peers.may_listen(),
+            "a listener down hears no hellos: the safe side"
+        );
     }
 }

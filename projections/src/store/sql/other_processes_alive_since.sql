@@ -1,3 +1,0 @@
-SELECT COUNT(*)
-FROM runtime_processes
-WHERE heartbeat_at >= $1 AND process_id <> $2
