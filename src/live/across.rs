@@ -238,8 +238,8 @@ pub fn spawn_pg_listener(
     let mut ready = Some(ready);
     tokio::spawn(async move {
         loop {
-            let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
-                Ok(l) => l,
+            let mut listener = match listen(&pool, &own).await {
+                Ok(listener) => listener,
                 // The process is stopping (the pool is closed last): nothing to relay any more.
                 Err(_) if pool.is_closed() => return,
                 Err(error) => {
@@ -248,23 +248,6 @@ pub fn spawn_pg_listener(
                     continue;
                 }
             };
-            let channels = [
-                interview_projections::projector::NOTIFY_CHANNEL,
-                WORDS_CHANNEL,
-                PEERS_CHANNEL,
-            ];
-            let listening = match listener.listen_all(channels).await {
-                Ok(()) => peers::say_hello(&pool, &own).await,
-                Err(error) => Err(error),
-            };
-            if let Err(error) = listening {
-                if pool.is_closed() {
-                    return;
-                }
-                tracing::warn!(%error, "cannot listen for other processes; retrying");
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                continue;
-            }
             peers.listening(true);
             if let Some(ready) = ready.take() {
                 let _ = ready.send(());
@@ -290,6 +273,19 @@ pub fn spawn_pg_listener(
         }
     });
     first
+}
+
+/// A listener on every channel the processes share, once this one (`own`) has said hello.
+async fn listen(pool: &sqlx::PgPool, own: &str) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    let channels = [
+        interview_projections::projector::NOTIFY_CHANNEL,
+        WORDS_CHANNEL,
+        PEERS_CHANNEL,
+    ];
+    listener.listen_all(channels).await?;
+    peers::say_hello(pool, own).await?;
+    Ok(listener)
 }
 
 /// `<session_id> <last sequence>`: another process committed the session up to there.
