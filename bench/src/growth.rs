@@ -113,7 +113,7 @@ pub async fn run(label: &str, server: &Server, http: &reqwest::Client) {
         println!(
             "{label}: {turns}-turn interview ({} participant turns): per turn p50 {:.2} ms, p99 {:.2} ms \
              (first quarter p50 {early:.2} ms, last quarter {late:.2} ms); \
-             {events} events, {:.1} KB stored, {:.2} KB per turn",
+             {events}, {:.1} KB stored, {:.2} KB per turn",
             state["turn_count"],
             percentile(&latencies, 0.5).as_secs_f64() * 1e3,
             percentile(&latencies, 0.99).as_secs_f64() * 1e3,

@@ -138,7 +138,7 @@ pub async fn storage_per_interview(label: &str, server: &Server, http: &reqwest:
     assert_eq!(s["status"], "completed");
     let (events, sizes) = stored_bytes(label, server, &id, true).await;
     println!(
-        "{label}: one completed {}-turn interview: {events} events, {}",
+        "{label}: one completed {}-turn interview: {events}, {}",
         s["turn_count"],
         in_kilobytes(&sizes)
     );
@@ -166,7 +166,7 @@ async fn erase_and_measure(label: &str, server: &Server, http: &reqwest::Client,
     assert!(res.status().is_success(), "{}", res.text().await.unwrap());
     let (events, sizes) = stored_bytes(label, server, id, false).await;
     println!(
-        "{label}: the same interview erased in {} ms: {events} events, {}",
+        "{label}: the same interview erased in {} ms: {events}, {}",
         crate::ms(took),
         in_kilobytes(&sizes)
     );
@@ -198,7 +198,7 @@ pub async fn stored_bytes(
     server: &Server,
     id: &str,
     print_types: bool,
-) -> (i64, Vec<(&'static str, i64)>) {
+) -> (Stored, Vec<(&'static str, i64)>) {
     let db = Db::connect(&server.url, &PoolSettings::default())
         .await
         .unwrap();
@@ -235,11 +235,30 @@ pub async fn stored_bytes(
                 .unwrap();
             sizes.push((table, bytes));
         }
-        let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
-            .bind(id)
-            .fetch_one(pool)
-            .await
-            .unwrap();
+        // Rows, and the events they hold (a row may hold status and phase changes besides its
+        // own event: `interview_projections::shared_rows`).
+        let payload = if db.is_postgres() {
+            "payload::text"
+        } else {
+            "payload"
+        };
+        let stored: Vec<(String, Option<Vec<u8>>)> = sqlx::query_as(&format!(
+            "SELECT {payload}, hash FROM events WHERE aggregate_id = $1"
+        ))
+        .bind(id)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let rows = stored.len() as i64;
+        let events: i64 = stored
+            .into_iter()
+            .map(|(payload, mut hash)| {
+                let mut payload: serde_json::Value = serde_json::from_str(&payload).unwrap();
+                interview_projections::shared_rows::take_shared(&mut payload, &mut hash)
+                    .map_or(1, |held| 1 + held.leading.len() + held.trailing.len())
+                    as i64
+            })
+            .sum();
         // What each kind of event costs over the interview.
         let row_size = if db.is_postgres() {
             "pg_column_size(e.*)"
@@ -263,7 +282,7 @@ pub async fn stored_bytes(
             .collect();
         if print_types {
             println!(
-                "{label}: events by type (count × mean row bytes): {}",
+                "{label}: rows by the type of their own event (count × mean row bytes): {}",
                 by_type.join(", ")
             );
         }
@@ -280,10 +299,22 @@ pub async fn stored_bytes(
                 100.0 * hot as f64 / updates.max(1) as f64
             );
         }
-        (events, sizes)
+        (Stored { rows, events }, sizes)
     });
     db.close().await;
     (events, sizes)
+}
+
+/// How many rows a session's events take, and how many events they hold.
+pub struct Stored {
+    pub rows: i64,
+    pub events: i64,
+}
+
+impl std::fmt::Display for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} events in {} rows", self.events, self.rows)
+    }
 }
 
 fn rss_kb(pid: u32) -> u64 {

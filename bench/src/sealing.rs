@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use interview_projections::db::PoolSettings;
-use interview_projections::{encrypted, keys, on_db, Db};
+use interview_projections::{encrypted, keys, on_db, shared_rows, Db};
 use interview_session::codec::Encoded;
 
 use crate::Server;
@@ -46,6 +46,7 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
     });
     db.close().await;
     let opened = open_all(&rows, &key, session_id);
+    let events = rows.len() + opened.held;
     let per_event = seal_and_open(&opened.rows, &key, session_id);
     let per_turn = per_event * opened.rows.len() as u32 / turns.max(1) as u32;
     println!(
@@ -53,7 +54,7 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
          {:.1} KB as stored, {:.1} KB in clear (+{:.0} %); sealing and opening again {:.1} µs an \
          event, {:.0} µs a turn ({turns} turns)",
         opened.rows.len(),
-        rows.len(),
+        events,
         opened.stored as f64 / 1024.0,
         opened.clear as f64 / 1024.0,
         100.0 * (opened.stored as f64 / opened.clear.max(1) as f64 - 1.0),
@@ -62,11 +63,14 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
     );
 }
 
-/// The sealed rows opened: their bytes as stored and in clear, and each as the row in clear.
+/// The sealed rows opened: their bytes as stored and in clear, and each as the row in clear;
+/// and how many status and phase changes the rows hold besides their own events
+/// (`interview_projections::shared_rows`).
 struct Opened {
     stored: usize,
     clear: usize,
     rows: Vec<(u64, Encoded)>,
+    held: usize,
 }
 
 fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
@@ -74,18 +78,22 @@ fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
         stored: 0,
         clear: 0,
         rows: Vec::new(),
+        held: 0,
     };
     for (sequence, event_type, version, payload, hash, sealed) in rows {
+        // A row shared with changes: its own event comes after those before it, and what is
+        // sealed is that event's payload alone.
+        let mut payload: serde_json::Value = serde_json::from_str(payload).unwrap();
+        let mut hash = Some(hash.clone());
+        let mut sequence = *sequence as u64;
+        if let Some(shared) = shared_rows::take_shared(&mut payload, &mut hash) {
+            sequence += shared.leading.len() as u64;
+            opened.held += shared.leading.len() + shared.trailing.len();
+        }
         let Some(sealed) = sealed else { continue };
-        let at = (session_id, *sequence as u64, event_type.as_str());
-        let inner = encrypted::open(
-            version,
-            &serde_json::from_str(payload).unwrap(),
-            sealed,
-            key,
-            at,
-        )
-        .expect("the row opens");
+        let at = (session_id, sequence, event_type.as_str());
+        let inner = encrypted::open(version, &payload, sealed, key, at).expect("the row opens");
+        let payload = payload.to_string();
         let in_clear = encrypted::sealed_version(version).expect("an encrypted row");
         opened.stored += version.len() + payload.len() + sealed.len();
         opened.clear += in_clear.len() + serde_json::to_string(&inner).unwrap().len();
@@ -94,9 +102,9 @@ fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
             event_type,
             event_version: in_clear,
             payload: inner,
-            hash: hash.clone(),
+            hash: hash.unwrap_or_default(),
         };
-        opened.rows.push((*sequence as u64, row));
+        opened.rows.push((sequence, row));
     }
     opened
 }

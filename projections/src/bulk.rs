@@ -160,7 +160,7 @@ impl Projector {
                 })
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
-        let mut rows = rows;
+        let mut rows = expand_text_rows(rows);
         open_text_rows(self.db(), &mut rows).await?;
         let events = rows.len() as u64;
         // Each document is checked against its content id once per batch, not per session.
@@ -259,6 +259,55 @@ impl Projector {
         });
         Ok(())
     }
+}
+
+/// The rows as if each of their events had one of its own (`shared_rows::expand`): only a row
+/// whose text names a shared row's key is parsed.
+fn expand_text_rows(rows: Vec<TextRow>) -> Vec<TextRow> {
+    use crate::store::shared_rows::{take_shared, LEADING, TRAILING};
+    let names_key = |text: &str| text.contains(LEADING) || text.contains(TRAILING);
+    if !rows.iter().any(|r| names_key(&r.payload)) {
+        return rows;
+    }
+    let mut out = Vec::with_capacity(rows.len() + rows.len() / 2);
+    for mut row in rows {
+        let parsed = names_key(&row.payload)
+            .then(|| serde_json::from_str::<serde_json::Value>(&row.payload).ok())
+            .flatten();
+        let Some(mut payload) = parsed else {
+            out.push(row);
+            continue;
+        };
+        let Some(shared) = take_shared(&mut payload, &mut row.hash) else {
+            out.push(row);
+            continue;
+        };
+        row.payload = payload.to_string();
+        let mut sequence = row.sequence;
+        let held = |sequence: u64, (held, hash): (crate::store::shared_rows::Held, _)| TextRow {
+            session_id: row.session_id.clone(),
+            sequence,
+            event_type: held.event_type,
+            event_version: held.event_version.to_string(),
+            payload: held.payload.to_string(),
+            hash,
+            sealed: None,
+        };
+        for h in shared.leading {
+            out.push(held(sequence, h));
+            sequence += 1;
+        }
+        let trailing: Vec<TextRow> = shared
+            .trailing
+            .into_iter()
+            .zip(sequence + 1..)
+            .map(|(h, seq)| held(seq, h))
+            .collect();
+        row.sequence = sequence;
+        out.push(row);
+        out.extend(trailing);
+    }
+    out
 }
 
 /// Opens a batch's encrypted rows (`encrypted.rs`) with their sessions' keys, read in one query.

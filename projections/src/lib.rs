@@ -24,7 +24,7 @@ pub mod view_format;
 
 pub use commit::{erasure, group_commit, projector};
 pub use read_side::{columns, decision_log, overview, read, stream, views, widget_history};
-pub use store::{db, encrypted, keys, locks, log, micros, processes};
+pub use store::{db, encrypted, keys, locks, log, micros, processes, shared_rows};
 
 pub use db::{Db, DbError};
 pub use decision_log::DecisionRow;

@@ -292,7 +292,7 @@ impl EventStore<Session> for CachingEventStore {
         } else {
             None
         };
-        let rows: Vec<NewEvent> = envelopes
+        let mut rows: Vec<NewEvent> = envelopes
             .iter()
             .enumerate()
             .map(|(i, e)| {
@@ -309,6 +309,8 @@ impl EventStore<Session> for CachingEventStore {
                 )
             })
             .collect();
+        // Status and phase changes go into the rows of the command's other events.
+        interview_projections::shared_rows::share_rows(&mut rows);
         // The session's contribution to its study overview, when this command moved it (or
         // announced a notice to its study's webhooks, which travels with it).
         let notices = aggregate.notices(rows.iter().map(|r| (r.sequence, &r.event)));

@@ -1,7 +1,8 @@
 //! What is stored once: a session's tool calls and interaction events live in its log only (the
 //! researcher routes fold them from it), a decision's empty fields are left out of its
-//! stored payload, and each extracted field is a row of its own that only the commit changing it
-//! rewrites — while every route answers as before.
+//! stored payload, each extracted field is a row of its own that only the commit changing it
+//! rewrites, and status and phase changes share the rows of their commands' other events —
+//! while every route answers as before.
 
 use serde_json::{json, Value};
 
@@ -254,8 +255,101 @@ async fn each_field_is_a_row_and_a_commit_rewrites_only_its_own(store: Store) {
     assert!(!state.to_string().contains("planning_method"), "{state}");
 }
 
+/// How many rows a session's events take.
+async fn stored_rows(app: &TestApp, session: &str) -> usize {
+    interview_projections::on_db!(read(app.db()), |pool| {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM events WHERE aggregate_id = $1")
+            .bind(session)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }) as usize
+}
+
+/// The session's events as researchers read them, and the stored chain checked over them.
+async fn events_and_chain(app: &TestApp, session: &str) -> (Vec<Value>, String) {
+    let events = research(app, session, "/events").await["events"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let sequences: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sequences, (1..=events.len() as u64).collect::<Vec<_>>());
+    let rows = interview_projections::log::all_rows(app.db(), session)
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), events.len());
+    let head = interview_session::chain::verify_chain(rows.iter().map(|r| r.chain()))
+        .expect("the stored chain verifies");
+    assert_eq!(events.last().unwrap()["payload"]["hash"], json!(head));
+    (events, head)
+}
+
+// Long by design: one session followed through: completed (its changes share rows, every reader
+// still sees each), then erased (every event on a row of its own again), checked the same way.
+async fn changes_share_rows_yet_every_reader_sees_each_as_an_event(store: Store) {
+    let app = TestApp::spawn(store).await;
+    let session = crate::research::interview(&app, false, true).await;
+    let mut state = stored_state(&app, &session).await;
+    for _ in 0..500 {
+        if state["final_extraction_done"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        state = stored_state(&app, &session).await;
+    }
+    let (events, _) = events_and_chain(&app, &session).await;
+    let is_change = |e: &&Value| {
+        matches!(
+            e["event_type"].as_str(),
+            Some("session.status_changed" | "session.phase_changed")
+        )
+    };
+    let changes = events.iter().filter(is_change).count();
+    assert!(changes > 10, "{events:?}");
+    // Each change is there with its words, in clear, with the version its own row would have.
+    for change in events.iter().filter(is_change) {
+        assert!(change["payload"]["from"].is_string() && change["payload"]["to"].is_string());
+        assert!(
+            matches!(change["event_version"].as_str(), Some("2" | "3")),
+            "{change}"
+        );
+    }
+    // Yet most take no row of their own.
+    let rows = stored_rows(&app, &session).await;
+    assert!(
+        events.len() - rows >= changes * 2 / 3,
+        "{rows} rows for {} events, {changes} of them changes",
+        events.len()
+    );
+    // The researcher's copy and the stream agree with the log.
+    app.assert_stream_follows_the_rules(&session).await;
+
+    // An erasure gives every event its own row again, and the chain still verifies.
+    let erased = app
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/api/sessions/{session}/participant-data"),
+            Some(RESEARCHER_TOKEN),
+            None,
+        )
+        .await;
+    assert!(erased.status().is_success());
+    let receipt = json_of(erased).await;
+    let (after, head) = events_and_chain(&app, &session).await;
+    assert_eq!(head, receipt["head_hash"].as_str().unwrap());
+    assert_eq!(stored_rows(&app, &session).await, after.len());
+    let types = |events: &[Value]| -> Vec<Value> {
+        events.iter().map(|e| e["event_type"].clone()).collect()
+    };
+    assert_eq!(types(&after[..events.len()]), types(&events));
+}
+
 both_stores!(
     widgets_live_in_the_log_and_the_routes_fold_them,
     empty_decision_fields_are_not_stored_but_read_as_empty,
     each_field_is_a_row_and_a_commit_rewrites_only_its_own,
+    changes_share_rows_yet_every_reader_sees_each_as_an_event,
 );

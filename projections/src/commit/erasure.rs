@@ -75,16 +75,20 @@ pub(crate) async fn rewrite<'c, DB: Backend>(
             session_id: session_id.into(),
         });
     }
+    // Each event on its own row again (a row it shared with changes is split back).
+    let no_metadata = serde_json::json!({});
     for (sequence, event) in &events {
         let stored = erased::encode(event);
         // The hash goes into its column too: a version 1 row kept it inside its payload.
         sqlx::query(include_str!("sql/erase_event.sql"))
-            .arg(stored.event_version)
-            .arg(&stored.payload)
-            .arg(&stored.hash)
             .arg(AGGREGATE_TYPE)
             .arg(session_id)
             .arg(*sequence as i64)
+            .arg(stored.event_type)
+            .arg(stored.event_version)
+            .arg(&stored.payload)
+            .arg(&no_metadata)
+            .arg(&stored.hash)
             .execute_in(tx)
             .await?;
     }

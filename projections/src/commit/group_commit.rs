@@ -233,6 +233,15 @@ pub(crate) async fn commit(
     }
 }
 
+/// The sequences of the rows a command writes.
+fn row_sequences(command: &[NewEvent]) -> Vec<i64> {
+    command
+        .iter()
+        .filter_map(|e| e.row_sequence)
+        .map(|seq| seq as i64)
+        .collect()
+}
+
 /// Deletes events a failed command inserted in this transaction.
 async fn take_back<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
@@ -305,7 +314,12 @@ async fn insert_events<DB: Backend>(
 ) -> Result<(), ProjectionError> {
     use crate::store::backend::ReadColumn;
     // In one order on every process, so two batches touching the same sessions lock alike.
-    let mut all: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
+    // Changes written inside another event's row have none of their own (`shared_rows.rs`).
+    let mut all: Vec<&NewEvent> = commands
+        .iter()
+        .flat_map(|c| c.0.iter())
+        .filter(|e| e.has_row())
+        .collect();
     all.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let mut inserted: HashSet<(String, i64)> = HashSet::new();
     for chunk in all.chunks(4_000) {
@@ -323,12 +337,13 @@ async fn insert_events<DB: Backend>(
         }
     }
     for ((command, _), outcome) in commands.iter().zip(outcomes.iter_mut()) {
-        let ours: Vec<i64> = command
+        let rows = row_sequences(command);
+        let ours: Vec<i64> = rows
             .iter()
-            .map(|e| e.sequence as i64)
+            .copied()
             .filter(|seq| inserted.contains(&(command[0].aggregate_id.clone(), *seq)))
             .collect();
-        if ours.len() == command.len() {
+        if ours.len() == rows.len() {
             continue;
         }
         *outcome = Err(PersistenceError::OptimisticLockError);
@@ -343,8 +358,7 @@ async fn insert_events<DB: Backend>(
                 // and its events are taken back.
                 Err(ProjectionError::ErasureMismatch { .. }) => {
                     *outcome = Err(PersistenceError::OptimisticLockError);
-                    let sequences: Vec<i64> = command.iter().map(|e| e.sequence as i64).collect();
-                    take_back(tx, &command[0].aggregate_id, &sequences).await?;
+                    take_back(tx, &command[0].aggregate_id, &row_sequences(command)).await?;
                 }
                 Err(e) => return Err(e),
             }

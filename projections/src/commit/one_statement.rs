@@ -69,7 +69,12 @@ pub(crate) async fn commit(
         folded.push(FoldedFromKept::fold(recent, i, events)?);
     }
     folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
-    let mut events: Vec<&NewEvent> = commands.iter().flat_map(|c| c.0.iter()).collect();
+    // Changes written inside another event's row have none of their own (`shared_rows.rs`).
+    let mut events: Vec<&NewEvent> = commands
+        .iter()
+        .flat_map(|c| c.0.iter())
+        .filter(|e| e.has_row())
+        .collect();
     // In one order on every process, so two batches touching the same sessions lock alike.
     events.sort_by(|a, b| (&a.aggregate_id, a.sequence).cmp(&(&b.aggregate_id, b.sequence)));
     let (sql, cells, notes) = statement(&events, &folded, announce)?;

@@ -161,15 +161,15 @@ pub async fn decoded_events_between(
     crate::store::log::read_between(db, session_id, after, up_to).await
 }
 
-/// The `event_version` of each of a session's events, in sequence order.
+/// The stored `event_version` of each of a session's events, in sequence order (a status or
+/// phase change written inside another event's row: the version its own row would have,
+/// `shared_rows.rs`).
 pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
-    on_db!(read(db), |pool| {
-        sqlx::query_scalar(include_str!("sql/event_versions.sql"))
-            .bind(interview_session::AGGREGATE_TYPE)
-            .bind(session_id)
-            .fetch_all(pool)
-            .await
-    })
+    let rows = crate::store::log::stored_rows(db, session_id, 1, u64::MAX).await?;
+    Ok(crate::store::shared_rows::expand(rows)
+        .into_iter()
+        .map(|r| r.event_version)
+        .collect())
 }
 
 /// One line of a study's session list.

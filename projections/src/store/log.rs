@@ -16,6 +16,7 @@ use crate::store::backend::{Backend, Query, ReadColumn, Statement};
 use crate::store::db::Db;
 use crate::store::encrypted;
 use crate::store::keys::{self, DataKey};
+use crate::store::shared_rows;
 use crate::{on_db, store::error::ProjectionError};
 
 /// One event a command appends.
@@ -27,8 +28,12 @@ pub struct NewEvent {
     pub stored: Encoded,
     /// An encrypted event's sealed bytes (`encrypted.rs`).
     pub sealed: Option<Vec<u8>>,
-    /// The command's metadata on its first event, `{}` on the others.
+    /// The command's metadata on its first event, `{}` on the others (a row shared with
+    /// changes: its first event's).
     pub metadata: Value,
+    /// The sequence of the row this event is written as: its own, or its first event's when
+    /// status or phase changes share it; `None` for such a change (`shared_rows.rs`).
+    pub row_sequence: Option<u64>,
 }
 
 /// The `events` columns a new row fills, in the order [`NewEvent::bind_row`] binds them.
@@ -39,11 +44,18 @@ pub const EVENT_COLUMNS: &str =
 pub const EVENT_VALUES: usize = 9;
 
 impl NewEvent {
-    /// Binds the row's nine [`EVENT_COLUMNS`]: what both commit paths insert.
+    /// Whether the event is written as a row (not inside another's: `shared_rows.rs`).
+    pub fn has_row(&self) -> bool {
+        self.row_sequence.is_some()
+    }
+
+    /// Binds the row's nine [`EVENT_COLUMNS`]: what both commit paths insert, for the events
+    /// that [have a row](Self::has_row).
     pub(crate) fn bind_row<'q, DB: Backend>(&'q self, q: Query<'q, DB>) -> Query<'q, DB> {
+        let sequence = self.row_sequence.unwrap_or(self.sequence);
         q.arg(AGGREGATE_TYPE)
             .arg(self.aggregate_id.as_str())
-            .arg(self.sequence as i64)
+            .arg(sequence as i64)
             .arg(self.stored.event_type)
             .arg(self.stored.event_version)
             .arg(&self.stored.payload)
@@ -77,6 +89,7 @@ impl NewEvent {
             stored,
             sealed,
             metadata,
+            row_sequence: Some(sequence),
         }
     }
 }
@@ -260,14 +273,18 @@ fn any_encrypted(rows: &[Row]) -> bool {
         .any(|r| encrypted::sealed_version(&r.event_version).is_some())
 }
 
-/// Reads a session's rows with `from <= sequence <= up_to`, in order, opened.
+/// Reads a session's events with `from <= sequence <= up_to`, in order, each as the row it would
+/// have on its own (`shared_rows::expand`), opened.
 async fn rows(
     db: &Db,
     session_id: &str,
     from: u64,
     up_to: u64,
 ) -> Result<Vec<Row>, ProjectionError> {
-    let mut rows = stored_rows(db, session_id, from, up_to).await?;
+    // The row holding event `from` may start a few before it.
+    let stored = stored_rows(db, session_id, shared_rows::earliest_row_of(from), up_to).await?;
+    let mut rows = shared_rows::expand(stored);
+    rows.retain(|r| (from..=up_to).contains(&r.sequence));
     if any_encrypted(&rows) {
         let key = keys::for_reading(db, session_id).await?;
         open_rows(session_id, &mut rows, key.as_ref());
@@ -275,8 +292,9 @@ async fn rows(
     Ok(rows)
 }
 
-/// [`rows`] as stored.
-async fn stored_rows(
+/// A session's rows with `from <= sequence <= up_to` as stored (a shared row once, under its
+/// first sequence).
+pub(crate) async fn stored_rows(
     db: &Db,
     session_id: &str,
     from: u64,
@@ -366,7 +384,7 @@ pub async fn decode_read(
     decode_rows(session_id, rows, prev, &KeptDocuments)
 }
 
-/// A session's rows from `from` on, read in the caller's transaction (which sees its own
+/// A session's events from `from` on, each as its own row (`shared_rows::expand`), read in the caller's transaction (which sees its own
 /// uncommitted events), opened, with the documents they name kept for decoding.
 pub(crate) async fn rows_in<'c, DB: Backend>(
     tx: &mut sqlx::Transaction<'c, DB>,
@@ -380,13 +398,16 @@ pub(crate) async fn rows_in<'c, DB: Backend>(
     ))
     .arg(AGGREGATE_TYPE)
     .arg(session_id)
-    .arg(from)
+    // The row holding event `from` may start a few before it.
+    .arg(shared_rows::earliest_row_of(from.max(1) as u64) as i64)
     .fetch_all_in(tx)
     .await?;
-    let mut rows = stored
+    let stored = stored
         .iter()
         .map(Row::from_sql)
         .collect::<Result<Vec<_>, _>>()?;
+    let mut rows = shared_rows::expand(stored);
+    rows.retain(|r| r.sequence as i64 >= from);
     if any_encrypted(&rows) {
         let key = keys::in_transaction(tx, session_id).await?;
         open_rows(session_id, &mut rows, key.as_ref());
