@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The sealed bytes go in the `sealed` column (bytes, not base64 in the JSON: a third smaller).
-//! The sealed bytes are the payload's JSON without `at`, bound (as associated data) to the
+//! The sealed bytes are the payload's JSON without `at` — since 2026-12-05 deflated, behind a zero
+//! byte, when that is shorter ([`packed`]; rows sealed before hold the JSON text) —, bound (as associated data) to the
 //! session, the sequence, the event type and the sealed version: a sealed payload moved to
 //! another row does not open. The column tells the sealed version, so whether a row is a place
 //! decoding can start is known without opening it (`log::read_between`). The hash column holds the inner row's hash, unchanged: the chain is over
@@ -63,7 +64,7 @@ pub fn encrypt(
         .expect("only version 2 and 3 rows are written, and sealed");
     let mut inner = stored.payload;
     let at = inner.as_object_mut().and_then(|m| m.remove("at"));
-    let plaintext = serde_json::to_vec(&inner).expect("a JSON value serializes");
+    let plaintext = packed(serde_json::to_vec(&inner).expect("a JSON value serializes"));
     let aad = aad(
         session_id,
         sequence,
@@ -82,6 +83,50 @@ pub fn encrypt(
         hash: stored.hash,
     };
     (row, sealed)
+}
+
+/// The first byte of a sealed plaintext that is the payload's JSON deflated (what follows it is a
+/// raw DEFLATE stream, RFC 1951); a plaintext of JSON text begins with `{`.
+const DEFLATED: u8 = 0;
+
+/// The most a deflated payload may inflate to (a payload is a few kilobytes; the tag already
+/// proves the plaintext is one this server sealed).
+const MOST_INFLATED: u64 = 16 << 20;
+
+/// The plaintext sealed for `json`: deflated when that is shorter, else the JSON as it is.
+///
+/// Why: a sealed payload cannot be compressed by the database (PostgreSQL's TOAST compresses
+/// only rows over 2 KB, and ciphertext never), and a third of an encrypted event's JSON is the
+/// keys and the repeats DEFLATE removes (benchmarks.md, "Bytes per turn"). What an observer of
+/// the stored bytes learns changes little: they saw each payload's length before, and now see
+/// its length after compression (docs/privacy.md, "Encryption at rest").
+fn packed(json: Vec<u8>) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder =
+        flate2::write::DeflateEncoder::new(vec![DEFLATED], flate2::Compression::default());
+    encoder
+        .write_all(&json)
+        .expect("writing into memory does not fail");
+    let deflated = encoder.finish().expect("writing into memory does not fail");
+    if deflated.len() < json.len() {
+        deflated
+    } else {
+        json
+    }
+}
+
+/// The JSON a sealed plaintext holds (see [`packed`]).
+fn unpacked(plaintext: Vec<u8>) -> Result<Vec<u8>, DecodeError> {
+    use std::io::Read;
+    if plaintext.first() != Some(&DEFLATED) {
+        return Ok(plaintext);
+    }
+    let mut json = Vec::with_capacity(plaintext.len() * 3);
+    flate2::read::DeflateDecoder::new(&plaintext[1..])
+        .take(MOST_INFLATED)
+        .read_to_end(&mut json)
+        .map_err(|_| DecodeError::NotOpened)?;
+    Ok(json)
 }
 
 /// The version 2 or 3 payload an encrypted row stored as `stored_version`, `payload` and
@@ -104,7 +149,7 @@ pub fn open(
     }
     let aad = aad(session_id, sequence, event_type, version);
     let plaintext = key.open(&aad, sealed).ok_or(DecodeError::NotOpened)?;
-    let mut inner: Value = serde_json::from_slice(&plaintext)?;
+    let mut inner: Value = serde_json::from_slice(&unpacked(plaintext)?)?;
     if let (Some(map), Some(at)) = (inner.as_object_mut(), payload.get("at")) {
         map.insert("at".into(), at.clone());
     }
@@ -185,5 +230,35 @@ mod tests {
             open(row.event_version, &added, &bytes, &key(), at).is_err(),
             "a key in clear beside the time"
         );
+    }
+
+    #[test]
+    fn a_payload_is_sealed_deflated_when_that_is_shorter_and_rows_sealed_before_still_open() {
+        let long = message(&"We make a list on Sunday and buy what is on it. ".repeat(8));
+        let plain = codec::encode(&long);
+        let (row, bytes) = encrypt(plain.clone(), &key(), "s1", 4);
+        let json = serde_json::to_vec(&plain.payload).unwrap();
+        // The nonce (24 bytes) and the tag (16) aside, fewer bytes than the JSON.
+        assert!(
+            bytes.len() - 40 < json.len() / 2,
+            "{} of {}",
+            bytes.len(),
+            json.len()
+        );
+        let at = ("s1", 4, plain.event_type);
+        let opened = open(row.event_version, &row.payload, &bytes, &key(), at).unwrap();
+        assert_eq!(opened, plain.payload);
+
+        // A row sealed before holds its JSON text: it opens as it did.
+        let mut inner = plain.payload.clone();
+        inner.as_object_mut().unwrap().remove("at");
+        let aad = aad("s1", 4, plain.event_type, plain.event_version);
+        let before = key().seal(&aad, &serde_json::to_vec(&inner).unwrap());
+        let opened = open(row.event_version, &row.payload, &before, &key(), at).unwrap();
+        assert_eq!(opened, plain.payload);
+
+        // What does not inflate (only a holder of the key could seal it) opens as nothing.
+        let broken = key().seal(&aad, &[DEFLATED, 0xff, 0xff, 0xff]);
+        assert!(open(row.event_version, &row.payload, &broken, &key(), at).is_err());
     }
 }
