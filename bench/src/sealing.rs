@@ -86,7 +86,7 @@ fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
         let mut payload: serde_json::Value = serde_json::from_str(payload).unwrap();
         let mut hash = Some(hash.clone());
         let mut sequence = *sequence as u64;
-        if let Some(shared) = shared_rows::take_shared(&mut payload, &mut hash) {
+        if let Some(shared) = shared_rows::take_shared(&mut payload, &mut hash, version) {
             sequence += shared.leading.len() as u64;
             opened.held += shared.leading.len() + shared.trailing.len();
         }

@@ -278,7 +278,7 @@ fn expand_text_rows(rows: Vec<TextRow>) -> Vec<TextRow> {
             out.push(row);
             continue;
         };
-        let Some(shared) = take_shared(&mut payload, &mut row.hash) else {
+        let Some(shared) = take_shared(&mut payload, &mut row.hash, &row.event_version) else {
             out.push(row);
             continue;
         };

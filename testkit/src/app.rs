@@ -272,7 +272,8 @@ impl TestApp {
         .await
     }
 
-    /// Every event in the store, across sessions.
+    /// Every row of the event log, across sessions (a row may hold status and phase changes
+    /// beside its own event: compare counts before and after, not with a number of events).
     pub async fn total_events(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM events").await
     }

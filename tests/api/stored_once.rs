@@ -24,6 +24,20 @@ async fn stored_state(app: &TestApp, session: &str) -> Value {
     })
 }
 
+/// The session's stored state once its post-session extraction, which follows the completion,
+/// is done (so nothing writes after).
+async fn completed_and_extracted(app: &TestApp, session: &str) -> Value {
+    let mut state = stored_state(app, session).await;
+    for _ in 0..500 {
+        if state["final_extraction_done"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        state = stored_state(app, session).await;
+    }
+    state
+}
+
 async fn research(app: &TestApp, session: &str, path: &str) -> Value {
     json_of(
         app.get(
@@ -54,15 +68,7 @@ async fn widgets_live_in_the_log_and_the_routes_fold_them(store: Store) {
     );
 
     let session = crate::research::interview(&app, false, true).await;
-    // The post-session extraction follows the completion: wait for it, so nothing writes after.
-    let mut state = stored_state(&app, &session).await;
-    for _ in 0..500 {
-        if state["final_extraction_done"] == true {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        state = stored_state(&app, &session).await;
-    }
+    let state = completed_and_extracted(&app, &session).await;
     assert_eq!(state["final_extraction_done"], true, "{state}");
     for copy in ["tool_calls", "interaction_events"] {
         assert!(state.get(copy).is_none(), "{copy} is stored: {state}");
@@ -292,14 +298,7 @@ async fn events_and_chain(app: &TestApp, session: &str) -> (Vec<Value>, String) 
 async fn changes_share_rows_yet_every_reader_sees_each_as_an_event(store: Store) {
     let app = TestApp::spawn(store).await;
     let session = crate::research::interview(&app, false, true).await;
-    let mut state = stored_state(&app, &session).await;
-    for _ in 0..500 {
-        if state["final_extraction_done"] == true {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        state = stored_state(&app, &session).await;
-    }
+    completed_and_extracted(&app, &session).await;
     let (events, _) = events_and_chain(&app, &session).await;
     let is_change = |e: &&Value| {
         matches!(

@@ -101,18 +101,24 @@ const MOST_INFLATED: u64 = 16 << 20;
 /// the stored bytes learns changes little: they saw each payload's length before, and now see
 /// its length after compression (docs/privacy.md, "Encryption at rest").
 fn packed(json: Vec<u8>) -> Vec<u8> {
-    use std::io::Write;
-    let mut encoder =
-        flate2::write::DeflateEncoder::new(vec![DEFLATED], flate2::Compression::default());
-    encoder
-        .write_all(&json)
-        .expect("writing into memory does not fail");
-    let deflated = encoder.finish().expect("writing into memory does not fail");
-    if deflated.len() < json.len() {
-        deflated
-    } else {
-        json
+    use flate2::{Compress, Compression, FlushCompress, Status};
+    thread_local! {
+        // A compressor's tables take longer to set up than a payload takes to deflate: one per
+        // thread, reset for each payload.
+        static DEFLATE: std::cell::RefCell<Compress> =
+            std::cell::RefCell::new(Compress::new(Compression::default(), false));
     }
+    DEFLATE.with(|deflate| {
+        let mut deflate = deflate.borrow_mut();
+        deflate.reset();
+        // Room for as many bytes as the JSON: a stream that does not end within it is no shorter.
+        let mut deflated = Vec::with_capacity(json.len());
+        deflated.push(DEFLATED);
+        match deflate.compress_vec(&json, &mut deflated, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) if deflated.len() < json.len() => deflated,
+            _ => json,
+        }
+    })
 }
 
 /// The JSON a sealed plaintext holds (see [`packed`]).

@@ -6,8 +6,8 @@
 //! by the same command as another event, at the same time, is written inside that event's row
 //! (its *carrier*): the changes before the carrier under `preceded_by`, those after it under
 //! `followed_by`, each as the words `status FROM TO` or `phase FROM TO`, with its `at` after them
-//! when the change is the command's first event (its version 2 payload; otherwise its version 3
-//! one, which takes `at` from the event before it). The row's `hash` column holds the hash of each of
+//! when its stored payload has one (version 2: the command's first event, or one at another time
+//! than the event before it; otherwise version 3, which takes `at` from the event before it). The row's `hash` column holds the hash of each of
 //! its events in order, 32 bytes each; its `sequence` is its first event's, and its metadata
 //! (the command's, when that first event is the command's first) is that event's.
 //!
@@ -20,6 +20,7 @@
 //! at most [`MOST_HELD`] changes share a row, so a reader starting inside the log knows how far
 //! back the row holding an event may start.
 
+use interview_session::codec::ENCRYPTED_COMPACT_VERSION;
 use interview_session::EventBody;
 use serde_json::{Map, Value};
 
@@ -52,6 +53,14 @@ fn holdable(event: &NewEvent) -> bool {
         EventBody::StatusChanged { .. } | EventBody::PhaseChanged { .. }
     ) && event.sealed.is_none()
         && event.event.salt.is_none()
+        && event.stored.payload.as_object().is_some_and(|payload| {
+            payload.iter().all(|(key, value)| {
+                matches!(key.as_str(), "from" | "to" | "at")
+                    && value
+                        .as_str()
+                        .is_some_and(|word| !word.is_empty() && !word.contains(' '))
+            })
+        })
 }
 
 /// The entry a held change is stored as: `"<status|phase> <from> <to>"`, and its `at` after them
@@ -222,11 +231,7 @@ impl Held {
             _ => None,
         };
         let Some((event_type, from, to, at)) = found else {
-            return Self {
-                event_type: "(an entry of a shared row not understood)".into(),
-                event_version: "3",
-                payload: entry.clone(),
-            };
+            return Self::not_understood(entry.clone());
         };
         let mut payload = Map::new();
         payload.insert("from".into(), Value::String((*from).into()));
@@ -242,6 +247,26 @@ impl Held {
     }
 }
 
+impl Held {
+    fn not_understood(payload: Value) -> Self {
+        Self {
+            event_type: NOT_UNDERSTOOD.into(),
+            event_version: "3",
+            payload,
+        }
+    }
+
+    /// Read as an entry not understood: it is somewhere this code never writes one.
+    fn refuse(&mut self) {
+        let payload = std::mem::take(&mut self.payload);
+        *self = Self::not_understood(payload);
+    }
+}
+
+/// The event type of an entry not understood: one no event has, so decoding and the chain check
+/// report it at its place.
+pub const NOT_UNDERSTOOD: &str = "(an entry of a shared row not understood)";
+
 /// What a stored row holds besides its carrier, taken out of its payload, and each event's hash
 /// from the column (`None` for all when the column does not hold one per event: the carrier then
 /// keeps the column as it was, and the chain check reports it).
@@ -252,7 +277,17 @@ pub struct Shared {
 
 /// Takes the held changes out of a row's `payload`, leaving the carrier's own payload, and
 /// splits `hash` likewise (leaving the carrier's); `None` for a row that holds nothing else.
-pub fn take_shared(payload: &mut Value, hash: &mut Option<Vec<u8>>) -> Option<Shared> {
+/// `version` is the row's stored `event_version` (its carrier's).
+///
+/// Entries in a place this code never writes them are read as entries not understood (which
+/// every check reports at their events): more than [`MOST_HELD`] in a row, a change before a
+/// carrier stored whole (one decodable on its own, which `log::read_between` may start at), and a
+/// time on any but the first change before the carrier (a held change is at its carrier's time).
+pub fn take_shared(
+    payload: &mut Value,
+    hash: &mut Option<Vec<u8>>,
+    version: &str,
+) -> Option<Shared> {
     let map = payload.as_object_mut()?;
     if !map.contains_key(LEADING) && !map.contains_key(TRAILING) {
         return None;
@@ -264,7 +299,19 @@ pub fn take_shared(payload: &mut Value, hash: &mut Option<Vec<u8>>) -> Option<Sh
             None => Vec::new(),
         }
     };
-    let (leading, trailing) = (list(LEADING), list(TRAILING));
+    let (mut leading, mut trailing) = (list(LEADING), list(TRAILING));
+    let too_many = (leading.len() + trailing.len()) as u64 > MOST_HELD;
+    let carrier_whole = !matches!(version, "3" | ENCRYPTED_COMPACT_VERSION);
+    for (i, held) in leading.iter_mut().enumerate() {
+        if too_many || carrier_whole || (i > 0 && held.event_version == "2") {
+            held.refuse();
+        }
+    }
+    for held in trailing.iter_mut() {
+        if too_many || held.event_version == "2" {
+            held.refuse();
+        }
+    }
     let count = leading.len() + 1 + trailing.len();
     let mut hashes: Vec<Option<Vec<u8>>> = match hash.as_ref() {
         Some(column) if column.len() == 32 * count => {
@@ -288,7 +335,7 @@ pub fn take_shared(payload: &mut Value, hash: &mut Option<Vec<u8>>) -> Option<Sh
 pub fn expand(rows: Vec<Row>) -> Vec<Row> {
     let mut out = Vec::with_capacity(rows.len() + rows.len() / 2);
     for mut row in rows {
-        let Some(shared) = take_shared(&mut row.payload, &mut row.hash) else {
+        let Some(shared) = take_shared(&mut row.payload, &mut row.hash, &row.event_version) else {
             out.push(row);
             continue;
         };
@@ -535,5 +582,46 @@ mod tests {
             interview_session::chain::verify_chain(expanded.iter().map(Row::chain)).unwrap_err();
         let at: Vec<usize> = breaks.iter().map(|b| b.sequence).collect();
         assert!(at.contains(&2) && at.contains(&7), "{breaks:?}");
+    }
+
+    #[test]
+    fn entries_where_no_command_writes_them_read_as_not_understood() {
+        let word = |held: &Shared| -> Vec<String> {
+            held.leading
+                .iter()
+                .chain(&held.trailing)
+                .map(|(h, _)| h.event_type.clone())
+                .collect()
+        };
+        let status = "status active waiting_for_user";
+        let timed = "status active waiting_for_user 2026-12-05T10:00:00Z";
+        let cases = [
+            // Before a carrier stored whole (decodable on its own): refused.
+            (json!({LEADING: [status]}), "2", vec![NOT_UNDERSTOOD]),
+            (
+                json!({LEADING: [status]}),
+                "3",
+                vec!["session.status_changed"],
+            ),
+            // A time on a change after its carrier, or on a second one before it.
+            (json!({TRAILING: [timed]}), "3", vec![NOT_UNDERSTOOD]),
+            (
+                json!({LEADING: [timed, timed]}),
+                "encrypted-3",
+                vec!["session.status_changed", NOT_UNDERSTOOD],
+            ),
+            // More than a row holds.
+            (
+                json!({TRAILING: [status, status, status, status, status]}),
+                "2",
+                vec![NOT_UNDERSTOOD; 5],
+            ),
+        ];
+        for (mut payload, version, expected) in cases {
+            let mut hash = None;
+            let held = take_shared(&mut payload, &mut hash, version).unwrap();
+            assert_eq!(word(&held), expected, "{version}");
+            assert_eq!(payload, json!({}));
+        }
     }
 }
