@@ -235,7 +235,7 @@ pub async fn stored_bytes(
                 .unwrap();
             sizes.push((table, bytes));
         }
-        // Rows, and the events they hold (a row may hold status and phase changes besides its
+        // Rows, and the events they hold (a row may hold events in clear besides its
         // own event: `interview_projections::shared_rows`).
         let payload = if db.is_postgres() {
             "payload::text"

@@ -64,7 +64,7 @@ pub async fn cost(label: &str, server: &Server, session_id: &str, turns: u64) {
 }
 
 /// The sealed rows opened: their bytes as stored and in clear, and each as the row in clear;
-/// and how many status and phase changes the rows hold besides their own events
+/// and how many events in clear the rows hold besides their own
 /// (`interview_projections::shared_rows`).
 struct Opened {
     stored: usize,

@@ -272,7 +272,7 @@ impl TestApp {
         .await
     }
 
-    /// Every row of the event log, across sessions (a row may hold status and phase changes
+    /// Every row of the event log, across sessions (a row may hold events in clear
     /// beside its own event: compare counts before and after, not with a number of events).
     pub async fn total_events(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM events").await

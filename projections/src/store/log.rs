@@ -32,7 +32,7 @@ pub struct NewEvent {
     /// changes: its first event's).
     pub metadata: Value,
     /// The sequence of the row this event is written as: its own, or its first event's when
-    /// status or phase changes share it; `None` for such a change (`shared_rows.rs`).
+    /// events in clear share it; `None` for an event held in another's row (`shared_rows.rs`).
     pub row_sequence: Option<u64>,
 }
 

@@ -1,6 +1,6 @@
 //! The event store: the database and its pool on both backends (`db`), the event log's rows —
-//! appended, read back and decoded through the one decode point (`log`), status and phase
-//! changes written into the rows of their commands' other events (`shared_rows`) —, content encrypted at
+//! appended, read back and decoded through the one decode point (`log`), events in
+//! clear written into the rows of their commands' other events (`shared_rows`) —, content encrypted at
 //! rest and its keys (`encrypted`, `keys`), locks across processes (`locks`) and the registry of
 //! running processes (`processes`). It knows nothing of the views.
 

@@ -1,24 +1,28 @@
-//! Status and phase changes stored in the row of another event of the same command.
+//! Events in clear stored in the row of another event of the same command.
 //!
-//! A `session.status_changed` or `session.phase_changed` says two words, but a row of its own
-//! costs about 200 bytes on PostgreSQL (the row header, the session id, the type, the version,
-//! the hash) — a quarter of an interview's stored events were such rows. So a change committed
-//! by the same command as another event, at the same time, is written inside that event's row
-//! (its *carrier*): the changes before the carrier under `preceded_by`, those after it under
-//! `followed_by`, each as the words `status FROM TO` or `phase FROM TO`, with its `at` after them
-//! when its stored payload has one (version 2: the command's first event, or one at another time
-//! than the event before it; otherwise version 3, which takes `at` from the event before it). The row's `hash` column holds the hash of each of
-//! its events in order, 32 bytes each; its `sequence` is its first event's, and its metadata
-//! (the command's, when that first event is the command's first) is that event's.
+//! A row costs about 150 bytes on PostgreSQL before its payload (the row header, the session id,
+//! the type, the version, the hash), and most of an interview's events in clear are small: a
+//! `session.status_changed` or `session.phase_changed` says two words, a claim three ids — 82 of
+//! an interview's 169 events were such rows. So an event stored in clear (no personal data, no
+//! salt) committed by the same command as another event, at the same time, is *held* in that
+//! event's row (its *carrier*): those before the carrier under `preceded_by`, those after it
+//! under `followed_by`. A status or phase change is held as the words `status FROM TO` or
+//! `phase FROM TO`, with its `at` after them when its stored payload has one (version 2: the
+//! command's first event, or one at another time than the event before it; otherwise version 3,
+//! which takes `at` from the event before it); any other event as `[event_type, event_version,
+//! payload]`. The row's `hash` column holds the hash of each of its events in order, 32 bytes
+//! each; its `sequence` is its first event's, and its metadata (the command's, when that first
+//! event is the command's first) is that event's.
 //!
 //! Every reader expands such a row back into the rows its events would have had on their own
-//! ([`expand`]) before anything else looks at it — before encrypted rows are opened, before the
-//! decode point, the chain check, `replay`, the live streams and the researcher's `/events` — so
-//! each change is still its own event in the log, with its sequence, its hash and its place in
-//! the chain, exactly as when it had a row. An erasure writes every event on a row of its own
-//! again (`commit::erasure::rewrite`). Nothing is folded into or beside an erasure record, and
-//! at most [`MOST_HELD`] changes share a row, so a reader starting inside the log knows how far
-//! back the row holding an event may start.
+//! ([`expand`]) before anything else looks at it — before encrypted rows are opened (a sealed
+//! carrier's sealing is bound to its own sequence), before the decode point, the chain check,
+//! `replay`, the live streams and the researcher's `/events` — so each event is still its own
+//! in the log, with its sequence, its hash and its place in the chain, exactly as when it had a
+//! row. An erasure writes every event on a row of its own again (`commit::erasure::rewrite`).
+//! Nothing is held in or beside an erasure record or a session's first event, and at most
+//! [`MOST_HELD`] events share a row with its carrier, so a reader starting inside the log knows
+//! how far back the row holding an event may start.
 
 use interview_session::codec::ENCRYPTED_COMPACT_VERSION;
 use interview_session::EventBody;
@@ -26,13 +30,13 @@ use serde_json::{Map, Value};
 
 use crate::store::log::{NewEvent, Row};
 
-/// The key of the changes before a row's carrier.
+/// The key of the events held before a row's carrier.
 pub const LEADING: &str = "preceded_by";
-/// The key of the changes after it.
+/// The key of those after it.
 pub const TRAILING: &str = "followed_by";
-/// The most changes one row holds besides its carrier: a row holding event N starts at
+/// The most events one row holds besides its carrier: a row holding event N starts at
 /// N − `MOST_HELD` at the earliest.
-pub const MOST_HELD: u64 = 4;
+pub const MOST_HELD: u64 = 6;
 
 /// How far before `sequence` the row holding it may start.
 pub fn earliest_row_of(sequence: u64) -> u64 {
@@ -45,43 +49,60 @@ const KINDS: [(&str, &str); 2] = [
     ("phase", "session.phase_changed"),
 ];
 
-/// Whether `event` may be held in another's row: a status or phase change in clear, with no
-/// salt (it holds no personal data) and its stored payload no more than `from`, `to` and `at`.
+/// Whether `event` may be held in another's row: one stored in clear and unsalted (it holds no
+/// personal data), other than a session's first event and an erasure record (each read on its
+/// own).
 fn holdable(event: &NewEvent) -> bool {
-    matches!(
-        event.event.body,
-        EventBody::StatusChanged { .. } | EventBody::PhaseChanged { .. }
-    ) && event.sealed.is_none()
+    event.sealed.is_none()
         && event.event.salt.is_none()
-        && event.stored.payload.as_object().is_some_and(|payload| {
-            payload.iter().all(|(key, value)| {
-                matches!(key.as_str(), "from" | "to" | "at")
-                    && value
-                        .as_str()
-                        .is_some_and(|word| !word.is_empty() && !word.contains(' '))
-            })
-        })
+        && !matches!(
+            event.event.body,
+            EventBody::SessionCreated { .. } | EventBody::ParticipantDataErased(_)
+        )
+        && event.stored.payload.is_object()
+        && matches!(event.stored.event_version, "2" | "3")
 }
 
-/// The entry a held change is stored as: `"<status|phase> <from> <to>"`, and its `at` after them
-/// when its payload has one (none of them has a space).
-fn entry(event: &NewEvent) -> Value {
+/// The words a status or phase change is held as (`"<status|phase> <from> <to>"`, and its `at`
+/// after them when its payload has one), if its payload is its two words and time, none with a
+/// space.
+fn words(event: &NewEvent) -> Option<String> {
     let kind = match event.event.body {
         EventBody::StatusChanged { .. } => "status",
-        _ => "phase",
+        EventBody::PhaseChanged { .. } => "phase",
+        _ => return None,
     };
-    let payload = &event.stored.payload;
-    let word = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or_default();
-    let mut entry = format!("{kind} {} {}", word("from"), word("to"));
-    if payload.get("at").is_some() {
-        entry.push(' ');
-        entry.push_str(word("at"));
+    let payload = event.stored.payload.as_object()?;
+    let plain = payload.iter().all(|(key, value)| {
+        matches!(key.as_str(), "from" | "to" | "at")
+            && value
+                .as_str()
+                .is_some_and(|word| !word.is_empty() && !word.contains(' '))
+    });
+    let word = |key: &str| payload.get(key).and_then(Value::as_str);
+    let mut words = format!("{kind} {} {}", word("from")?, word("to")?);
+    if let Some(at) = word("at") {
+        words.push(' ');
+        words.push_str(at);
     }
-    Value::String(entry)
+    plain.then_some(words)
 }
 
-/// One row a command writes: the changes before its carrier, the carrier, those after (indexes
-/// into the command's events).
+/// The entry a held event is stored as: a change's words, any other event's
+/// `[event_type, event_version, payload]`.
+fn entry(event: &NewEvent) -> Value {
+    match words(event) {
+        Some(words) => Value::String(words),
+        None => Value::Array(vec![
+            event.stored.event_type.into(),
+            event.stored.event_version.into(),
+            event.stored.payload.clone(),
+        ]),
+    }
+}
+
+/// One row a command writes: the events held before its carrier, the carrier, those after
+/// (indexes into the command's events).
 #[derive(Debug, Default)]
 struct Planned {
     leading: Vec<usize>,
@@ -95,9 +116,10 @@ impl Planned {
     }
 }
 
-/// Which rows a command's events are written as: a change joins the row of the event before it
-/// in the command, else of the one after it, when it happened at the same time and that row has
-/// room; changes with neither share rows among themselves; every other event has a row of its own.
+/// Which rows a command's events are written as: an event in clear joins the row of the sealed
+/// event before it in the command, else of the one after it, when it happened at the same time
+/// and that row has room; events in clear with neither share rows among themselves; every other
+/// event has a row of its own.
 /// A row's events are consecutive.
 fn plan(events: &[NewEvent]) -> Vec<Planned> {
     let mut rows: Vec<Planned> = Vec::new();
@@ -111,7 +133,7 @@ fn plan(events: &[NewEvent]) -> Vec<Planned> {
             }
             continue;
         }
-        // The changes right before it that happened at its time lead it; those before them
+        // The events in clear right before it that happened at its time lead it; those before them
         // share rows among themselves.
         let at = event.event.at;
         let mut split = waiting.len();
@@ -133,14 +155,14 @@ fn plan(events: &[NewEvent]) -> Vec<Planned> {
     rows
 }
 
-/// Whether `row` can take change `i` after its events.
+/// Whether `row` can hold event `i` after its events.
 fn takes(row: &Planned, events: &[NewEvent], i: usize) -> bool {
     row.carrier
         .is_some_and(|c| events[c].event.at == events[i].event.at)
         && (row.held() as u64) < MOST_HELD
 }
 
-/// Rows for a run of consecutive changes with no other event to join: the first carries those
+/// Rows for a run of consecutive events in clear with no other event to join: the first carries those
 /// after it that it can take.
 fn group_changes(run: &[usize], events: &[NewEvent], rows: &mut Vec<Planned>) {
     let mut current: Option<Planned> = None;
@@ -159,9 +181,9 @@ fn group_changes(run: &[usize], events: &[NewEvent], rows: &mut Vec<Planned>) {
     rows.extend(current);
 }
 
-/// Writes one command's changes into the rows of its other events where they can go (see the
-/// module docs): the events they join get the changes in their stored payload, the hashes in
-/// their hash column, and the row's first sequence and metadata; the changes get no row.
+/// Writes one command's events in clear into the rows of its other events where they can go (see
+/// the module docs): the carriers get them in their stored payload, the hashes in their hash
+/// column, and the row's first sequence and metadata; the events held get no row.
 pub fn share_rows(events: &mut [NewEvent]) {
     if events
         .iter()
@@ -219,31 +241,50 @@ pub struct Held {
 }
 
 impl Held {
-    /// The change an entry stands for; one not understood stays as it is under an event type no
+    /// The event an entry stands for; one not understood stays as it is under an event type no
     /// event has, so decoding and the chain check report it.
     fn of(entry: &Value) -> Self {
-        let words: Vec<&str> = entry.as_str().unwrap_or_default().split(' ').collect();
-        let found = match words.as_slice() {
-            [kind, from, to, at @ ..] if at.len() <= 1 => KINDS
-                .iter()
-                .find(|(k, _)| k == kind)
-                .map(|(_, event_type)| (event_type, from, to, at.first())),
-            _ => None,
+        match entry {
+            Value::String(words) => {
+                Self::of_words(words).unwrap_or_else(|| Self::not_understood(entry.clone()))
+            }
+            Value::Array(parts) => match parts.as_slice() {
+                [Value::String(event_type), Value::String(version), payload @ Value::Object(_)]
+                    if matches!(version.as_str(), "2" | "3") =>
+                {
+                    Self {
+                        event_type: event_type.clone(),
+                        event_version: if version == "2" { "2" } else { "3" },
+                        payload: payload.clone(),
+                    }
+                }
+                _ => Self::not_understood(entry.clone()),
+            },
+            _ => Self::not_understood(entry.clone()),
+        }
+    }
+
+    /// A status or phase change from its words.
+    fn of_words(words: &str) -> Option<Self> {
+        let words: Vec<&str> = words.split(' ').collect();
+        let [kind, from, to, at @ ..] = words.as_slice() else {
+            return None;
         };
-        let Some((event_type, from, to, at)) = found else {
-            return Self::not_understood(entry.clone());
-        };
+        let (_, event_type) = KINDS.iter().find(|(k, _)| k == kind)?;
+        if at.len() > 1 {
+            return None;
+        }
         let mut payload = Map::new();
         payload.insert("from".into(), Value::String((*from).into()));
         payload.insert("to".into(), Value::String((*to).into()));
-        if let Some(at) = at {
+        if let Some(at) = at.first() {
             payload.insert("at".into(), Value::String((*at).into()));
         }
-        Self {
+        Some(Self {
             event_type: (*event_type).to_string(),
-            event_version: if at.is_some() { "2" } else { "3" },
+            event_version: if at.is_empty() { "3" } else { "2" },
             payload: Value::Object(payload),
-        }
+        })
     }
 }
 
@@ -275,14 +316,15 @@ pub struct Shared {
     pub trailing: Vec<(Held, Option<Vec<u8>>)>,
 }
 
-/// Takes the held changes out of a row's `payload`, leaving the carrier's own payload, and
+/// Takes the held events out of a row's `payload`, leaving the carrier's own payload, and
 /// splits `hash` likewise (leaving the carrier's); `None` for a row that holds nothing else.
 /// `version` is the row's stored `event_version` (its carrier's).
 ///
 /// Entries in a place this code never writes them are read as entries not understood (which
-/// every check reports at their events): more than [`MOST_HELD`] in a row, a change before a
+/// every check reports at their events): more than [`MOST_HELD`] in a row, an event before a
 /// carrier stored whole (one decodable on its own, which `log::read_between` may start at), and a
-/// time on any but the first change before the carrier (a held change is at its carrier's time).
+/// version 2 form (its own time) on any but the first event before the carrier (a held event is
+/// at its carrier's time, and so leaves it out).
 pub fn take_shared(
     payload: &mut Value,
     hash: &mut Option<Vec<u8>>,
@@ -380,6 +422,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::store::keys::DataKey;
 
     fn status(from: SessionStatus, to: SessionStatus) -> EventBody {
         EventBody::StatusChanged { from, to }
@@ -405,11 +448,14 @@ mod tests {
         }
     }
 
-    /// One command's events from `first` on, chained after `prev`, as a command writes them.
+    /// One command's events from `first` on, chained after `prev`, as a command writes them:
+    /// those holding personal data sealed.
     fn command(first: u64, prev: &str, bodies: Vec<(EventBody, DateTime<Utc>)>) -> Vec<NewEvent> {
+        let key = DataKey::from_bytes(&[3; 32]);
         let mut prev = prev.to_string();
         let mut out: Vec<NewEvent> = Vec::new();
         for (i, (body, at)) in bodies.into_iter().enumerate() {
+            let personal = body.holds_personal_data();
             let event = SessionEvent::seal(body, at, &prev);
             prev = event.hash.clone();
             let metadata = if i == 0 {
@@ -418,13 +464,15 @@ mod tests {
                 json!({})
             };
             let before = out.last().map(|e| e.event.clone());
+            let sequence = first + i as u64;
+            let key = personal.then_some(&key);
             out.push(NewEvent::new(
                 "s",
-                first + i as u64,
+                sequence,
                 event,
                 before.as_ref(),
                 metadata,
-                None,
+                key,
             ));
         }
         out
@@ -453,7 +501,20 @@ mod tests {
         rows.iter().map(|r| format!("{r:?}")).collect()
     }
 
-    /// A run's command: the changes around an utterance, all at one time.
+    /// How many events each row holds beside its own, by its sequence.
+    fn shape(rows: &[Row]) -> Vec<(u64, usize)> {
+        rows.iter()
+            .map(|r| {
+                let held = [LEADING, TRAILING]
+                    .iter()
+                    .filter_map(|k| r.payload.get(*k)?.as_array().map(Vec::len))
+                    .sum();
+                (r.sequence, held)
+            })
+            .collect()
+    }
+
+    /// A run's command: a claim and the changes around an utterance, all at one time.
     fn run(at: DateTime<Utc>) -> Vec<(EventBody, DateTime<Utc>)> {
         use Phase::*;
         use SessionStatus::*;
@@ -469,33 +530,33 @@ mod tests {
     }
 
     #[test]
-    fn changes_share_the_rows_of_their_commands_other_events_and_read_back_as_their_own() {
+    fn events_in_clear_share_the_row_of_their_commands_sealed_event_and_read_back_as_their_own() {
         let at = Utc::now();
         let alone = command(5, GENESIS_HASH, run(at));
         let mut shared = alone.clone();
         share_rows(&mut shared);
         let rows = written(&shared);
-        // The two changes before the claim lead it; the two after it and the one after the
-        // utterance follow those.
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0].sequence, 5);
-        assert_eq!(rows[0].event_type, "agent.message.started");
+        // Everything in clear is held by the sealed utterance: five before it, one after.
+        assert_eq!(shape(&rows), vec![(5, 6)]);
+        assert_eq!(rows[0].event_type, "agent.message.completed");
         let at_text = json!(at).as_str().unwrap().to_string();
+        let leading = rows[0].payload[LEADING].as_array().unwrap();
         assert_eq!(
-            rows[0].payload[LEADING],
-            json!([
-                format!("status waiting_for_user active {at_text}"),
-                "phase OPENING EXTRACT"
-            ])
+            leading[0],
+            json!(format!("status waiting_for_user active {at_text}"))
         );
-        assert_eq!(rows[0].metadata, json!({"actor": "agent"}));
-        assert_eq!(rows[0].hash.as_ref().map(Vec::len), Some(5 * 32));
-        assert_eq!(rows[1].sequence, 10);
+        assert_eq!(leading[1], json!("phase OPENING EXTRACT"));
+        assert_eq!(leading[2][0], json!("agent.message.started"));
+        assert_eq!(leading[2][1], json!("3"));
         assert_eq!(
-            rows[1].payload[TRAILING],
+            rows[0].payload[TRAILING],
             json!(["status active waiting_for_user"])
         );
-        // Read back, each is the row it would have had on its own.
+        assert_eq!(rows[0].metadata, json!({"actor": "agent"}));
+        assert_eq!(rows[0].hash.as_ref().map(Vec::len), Some(7 * 32));
+        assert!(rows[0].sealed.is_some());
+        // Read back, each is the row it would have had on its own (the sealed one included:
+        // its sequence, which its sealing is bound to, is its own again).
         assert_eq!(summary(&expand(rows)), summary(&written(&alone)));
         // In memory, every event is there with its own sequence.
         let sequences: Vec<u64> = shared.iter().map(|e| e.sequence).collect();
@@ -503,40 +564,29 @@ mod tests {
     }
 
     #[test]
-    fn a_change_at_another_time_or_past_the_rows_room_keeps_a_row_of_its_own() {
+    fn an_event_at_another_time_or_past_the_rows_room_is_not_held() {
         use Phase::*;
         let at = Utc::now();
         let later = at + Duration::milliseconds(1);
-        let mut events = command(
-            1,
-            GENESIS_HASH,
-            vec![
-                (started(), at),
-                (phase(Opening, Extract), later),
-                (phase(Extract, EvaluateCoverage), later),
-                (phase(EvaluateCoverage, NextTopicOrProbe), later),
-                (phase(NextTopicOrProbe, AskOrProbe), later),
-                (phase(AskOrProbe, Extract), later),
-                (phase(Extract, EvaluateCoverage), later),
-                (said("Next?"), at),
-            ],
-        );
+        let mut bodies = vec![(started(), at)];
+        let phases = [
+            Opening,
+            Extract,
+            EvaluateCoverage,
+            NextTopicOrProbe,
+            AskOrProbe,
+        ];
+        for i in 0..8 {
+            bodies.push((phase(phases[i % 4], phases[i % 4 + 1]), later));
+        }
+        bodies.push((said("Next?"), at));
+        let mut events = command(1, GENESIS_HASH, bodies);
         let alone = events.clone();
         share_rows(&mut events);
         let rows = written(&events);
-        // The first change is at another time than the claim: it carries the next four (the
-        // most a row holds); the sixth cannot lead the utterance either (another time).
-        let shape: Vec<(u64, usize)> = rows
-            .iter()
-            .map(|r| {
-                let held = [LEADING, TRAILING]
-                    .iter()
-                    .filter_map(|k| r.payload.get(*k)?.as_array().map(Vec::len))
-                    .sum();
-                (r.sequence, held)
-            })
-            .collect();
-        assert_eq!(shape, vec![(1, 0), (2, 4), (7, 0), (8, 0)]);
+        // The claim is at another time than the changes after it, and they than the utterance:
+        // the first change holds the next six (the most a row holds), the eighth has its own.
+        assert_eq!(shape(&rows), vec![(1, 0), (2, 6), (9, 0), (10, 0)]);
         assert_eq!(summary(&expand(rows)), summary(&written(&alone)));
     }
 
@@ -568,14 +618,11 @@ mod tests {
         let mut events = command(1, GENESIS_HASH, run(at));
         share_rows(&mut events);
         let mut rows = written(&events);
-        // An entry no change is, and a hash column cut short.
+        // An entry no event is, and a hash column cut short.
         rows[0].payload[LEADING][1] = json!("phase OPENING");
-        rows[1].hash.as_mut().unwrap().truncate(32);
+        rows[0].hash.as_mut().unwrap().truncate(32);
         let expanded = expand(rows);
-        assert_eq!(
-            expanded[1].event_type,
-            "(an entry of a shared row not understood)"
-        );
+        assert_eq!(expanded[1].event_type, NOT_UNDERSTOOD);
         assert_eq!(expanded[5].hash.as_ref().map(Vec::len), Some(32));
         assert_eq!(expanded[6].hash, None);
         let breaks =
@@ -586,7 +633,7 @@ mod tests {
 
     #[test]
     fn entries_where_no_command_writes_them_read_as_not_understood() {
-        let word = |held: &Shared| -> Vec<String> {
+        let types = |held: &Shared| -> Vec<String> {
             held.leading
                 .iter()
                 .chain(&held.trailing)
@@ -595,15 +642,16 @@ mod tests {
         };
         let status = "status active waiting_for_user";
         let timed = "status active waiting_for_user 2026-12-05T10:00:00Z";
+        let claim = json!(["agent.message.started", "3", {"message_id": "m", "run_id": "r"}]);
         let cases = [
             // Before a carrier stored whole (decodable on its own): refused.
             (json!({LEADING: [status]}), "2", vec![NOT_UNDERSTOOD]),
             (
-                json!({LEADING: [status]}),
+                json!({LEADING: [status, claim]}),
                 "3",
-                vec!["session.status_changed"],
+                vec!["session.status_changed", "agent.message.started"],
             ),
-            // A time on a change after its carrier, or on a second one before it.
+            // A time on an event after its carrier, or on a second one before it.
             (json!({TRAILING: [timed]}), "3", vec![NOT_UNDERSTOOD]),
             (
                 json!({LEADING: [timed, timed]}),
@@ -612,15 +660,21 @@ mod tests {
             ),
             // More than a row holds.
             (
-                json!({TRAILING: [status, status, status, status, status]}),
+                json!({TRAILING: vec![status; 7]}),
                 "2",
-                vec![NOT_UNDERSTOOD; 5],
+                vec![NOT_UNDERSTOOD; 7],
+            ),
+            // Not an entry this code writes.
+            (
+                json!({TRAILING: [["agent.message.started", "4", {}], 5, ["x", "3"]]}),
+                "3",
+                vec![NOT_UNDERSTOOD; 3],
             ),
         ];
         for (mut payload, version, expected) in cases {
             let mut hash = None;
             let held = take_shared(&mut payload, &mut hash, version).unwrap();
-            assert_eq!(word(&held), expected, "{version}");
+            assert_eq!(types(&held), expected, "{version}");
             assert_eq!(payload, json!({}));
         }
     }

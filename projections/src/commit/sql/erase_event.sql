@@ -1,4 +1,4 @@
--- An event's erased form, on a row of its own: a status or phase change that was written
+-- An event's erased form, on a row of its own: an event in clear that was written
 -- inside another event's row (store/shared_rows.rs) gets its row back, and the row it shared
 -- becomes its first event's (whose metadata it already holds).
 INSERT INTO events (aggregate_type, aggregate_id, sequence, event_type, event_version, payload, metadata, hash, sealed)
