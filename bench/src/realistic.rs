@@ -27,7 +27,7 @@ pub fn simulate(model: &ScriptedModel) {
         },
         Reply::Realistic(
             "ask_question",
-            json!({"objective_id": "planning_habits", "message": "Thanks! Could you tell me a little more about how that works for you?", "rationale": "hosted-model simulation"}),
+            json!({"objective_id": "planning_habits", "message": "Thanks! Could you tell me a little more about how that works for you, in your own words ({call})?", "rationale": "hosted-model simulation"}),
         ),
     );
 }

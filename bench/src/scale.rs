@@ -242,8 +242,8 @@ pub async fn stored_bytes(
         } else {
             "payload"
         };
-        let stored: Vec<(String, Option<Vec<u8>>, String)> = sqlx::query_as(&format!(
-            "SELECT {payload}, hash, event_version FROM events WHERE aggregate_id = $1"
+        let stored: Vec<(String, Option<Vec<u8>>, String, String)> = sqlx::query_as(&format!(
+            "SELECT {payload}, hash, event_type, event_version FROM events WHERE aggregate_id = $1"
         ))
         .bind(id)
         .fetch_all(pool)
@@ -252,9 +252,10 @@ pub async fn stored_bytes(
         let rows = stored.len() as i64;
         let events: i64 = stored
             .into_iter()
-            .map(|(payload, mut hash, version)| {
+            .map(|(payload, mut hash, event_type, version)| {
                 let mut payload: serde_json::Value = serde_json::from_str(&payload).unwrap();
-                interview_projections::shared_rows::take_shared(&mut payload, &mut hash, &version)
+                let carrier = (event_type.as_str(), version.as_str());
+                interview_projections::shared_rows::take_shared(&mut payload, &mut hash, carrier)
                     .map_or(1, |held| 1 + held.leading.len() + held.trailing.len())
                     as i64
             })

@@ -81,12 +81,14 @@ fn open_all(rows: &[Row], key: &keys::DataKey, session_id: &str) -> Opened {
         held: 0,
     };
     for (sequence, event_type, version, payload, hash, sealed) in rows {
-        // A row shared with changes: its own event comes after those before it, and what is
+        // A row holding events in clear: its own event comes after those before it, and what is
         // sealed is that event's payload alone.
         let mut payload: serde_json::Value = serde_json::from_str(payload).unwrap();
         let mut hash = Some(hash.clone());
         let mut sequence = *sequence as u64;
-        if let Some(shared) = shared_rows::take_shared(&mut payload, &mut hash, version) {
+        if let Some(shared) =
+            shared_rows::take_shared(&mut payload, &mut hash, (event_type, version))
+        {
             sequence += shared.leading.len() as u64;
             opened.held += shared.leading.len() + shared.trailing.len();
         }

@@ -278,7 +278,8 @@ fn expand_text_rows(rows: Vec<TextRow>) -> Vec<TextRow> {
             out.push(row);
             continue;
         };
-        let Some(shared) = take_shared(&mut payload, &mut row.hash, &row.event_version) else {
+        let carrier = (row.event_type.as_str(), row.event_version.as_str());
+        let Some(shared) = take_shared(&mut payload, &mut row.hash, carrier) else {
             out.push(row);
             continue;
         };

@@ -309,7 +309,7 @@ impl EventStore<Session> for CachingEventStore {
                 )
             })
             .collect();
-        // Status and phase changes go into the rows of the command's other events.
+        // Events in clear go into the rows of the command's other events (`shared_rows.rs`).
         interview_projections::shared_rows::share_rows(&mut rows);
         // The session's contribution to its study overview, when this command moved it (or
         // announced a notice to its study's webhooks, which travels with it).

@@ -616,6 +616,15 @@ async fn answer(
                     json!({"reason": "max_turns_reached", "message": "Thank you so much for your time!",
                            "rationale": "the summary was answered"}),
                 ),
+                // A hosted model does not say the same words every turn: `{call}` in its
+                // message is the number of requests the endpoint has had.
+                Reply::Realistic(name, args) => {
+                    let mut args = args.clone();
+                    if let Some(Value::String(message)) = args.get_mut("message") {
+                        *message = message.replace("{call}", &behaviour.calls.to_string());
+                    }
+                    Reply::Realistic(name, args)
+                }
                 other => other.clone(),
             }
         })

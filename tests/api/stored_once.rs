@@ -317,12 +317,23 @@ async fn events_in_clear_share_rows_yet_every_reader_sees_each_as_an_event(store
             "{change}"
         );
     }
-    // So is each claim.
+    // So is each claim, though none has a row of its own (each is held by the decision its
+    // command records: the rules interviewer says an utterance whole).
     let claims = events
         .iter()
         .filter(|e| e["event_type"] == "agent.message.started")
         .count();
     assert!(claims > 3, "{events:?}");
+    let claim_rows: i64 = interview_projections::on_db!(read(app.db()), |pool| {
+        sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE aggregate_id = $1 AND event_type = 'agent.message.started'",
+        )
+        .bind(&session)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    });
+    assert_eq!(claim_rows, 0);
     // Yet most events in clear take no row of their own.
     let in_clear = events
         .iter()

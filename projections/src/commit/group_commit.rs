@@ -314,7 +314,7 @@ async fn insert_events<DB: Backend>(
 ) -> Result<(), ProjectionError> {
     use crate::store::backend::ReadColumn;
     // In one order on every process, so two batches touching the same sessions lock alike.
-    // Changes written inside another event's row have none of their own (`shared_rows.rs`).
+    // Events held in another event's row have none of their own (`shared_rows.rs`).
     let mut all: Vec<&NewEvent> = commands
         .iter()
         .flat_map(|c| c.0.iter())

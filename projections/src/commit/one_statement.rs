@@ -69,7 +69,7 @@ pub(crate) async fn commit(
         folded.push(FoldedFromKept::fold(recent, i, events)?);
     }
     folded.sort_by(|a, b| a.session_id.cmp(b.session_id));
-    // Changes written inside another event's row have none of their own (`shared_rows.rs`).
+    // Events held in another event's row have none of their own (`shared_rows.rs`).
     let mut events: Vec<&NewEvent> = commands
         .iter()
         .flat_map(|c| c.0.iter())

@@ -161,9 +161,8 @@ pub async fn decoded_events_between(
     crate::store::log::read_between(db, session_id, after, up_to).await
 }
 
-/// The stored `event_version` of each of a session's events, in sequence order (a status or
-/// phase change written inside another event's row: the version its own row would have,
-/// `shared_rows.rs`).
+/// The stored `event_version` of each of a session's events, in sequence order (an event held
+/// in another event's row: the version its own row would have, `shared_rows.rs`).
 pub async fn event_versions(db: &Db, session_id: &str) -> Result<Vec<String>, sqlx::Error> {
     let rows = crate::store::log::stored_rows(db, session_id, 1, u64::MAX).await?;
     Ok(crate::store::shared_rows::expand(rows)

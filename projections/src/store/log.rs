@@ -133,7 +133,7 @@ impl Row {
     }
 
     /// Opens the row if it is encrypted (into the version 2 row it seals).
-    fn open(&mut self, key: &DataKey, session_id: &str) -> Result<(), ProjectionError> {
+    pub(crate) fn open(&mut self, key: &DataKey, session_id: &str) -> Result<(), ProjectionError> {
         let Some(version) = encrypted::sealed_version(&self.event_version) else {
             return Ok(());
         };

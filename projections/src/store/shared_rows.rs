@@ -55,12 +55,15 @@ const KINDS: [(&str, &str); 2] = [
 fn holdable(event: &NewEvent) -> bool {
     event.sealed.is_none()
         && event.event.salt.is_none()
-        && !matches!(
-            event.event.body,
-            EventBody::SessionCreated { .. } | EventBody::ParticipantDataErased(_)
-        )
+        && !read_alone(event.stored.event_type)
         && event.stored.payload.is_object()
         && matches!(event.stored.event_version, "2" | "3")
+}
+
+/// The events read on their own, by their row (a session's first event, `sequence = 1`; an
+/// erasure record, by its type): never held, and never carrying others.
+fn read_alone(event_type: &str) -> bool {
+    matches!(event_type, "session.created" | "participant.data.erased")
 }
 
 /// The words a status or phase change is held as (`"<status|phase> <from> <to>"`, and its `at`
@@ -138,6 +141,7 @@ fn plan(events: &[NewEvent]) -> Vec<Planned> {
         let at = event.event.at;
         let mut split = waiting.len();
         while split > 0
+            && !read_alone(event.stored.event_type)
             && events[waiting[split - 1]].event.at == at
             && ((waiting.len() - split) as u64) < MOST_HELD
         {
@@ -157,9 +161,9 @@ fn plan(events: &[NewEvent]) -> Vec<Planned> {
 
 /// Whether `row` can hold event `i` after its events.
 fn takes(row: &Planned, events: &[NewEvent], i: usize) -> bool {
-    row.carrier
-        .is_some_and(|c| events[c].event.at == events[i].event.at)
-        && (row.held() as u64) < MOST_HELD
+    row.carrier.is_some_and(|c| {
+        events[c].event.at == events[i].event.at && !read_alone(events[c].stored.event_type)
+    }) && (row.held() as u64) < MOST_HELD
 }
 
 /// Rows for a run of consecutive events in clear with no other event to join: the first carries those
@@ -328,7 +332,7 @@ pub struct Shared {
 pub fn take_shared(
     payload: &mut Value,
     hash: &mut Option<Vec<u8>>,
-    version: &str,
+    (event_type, version): (&str, &str),
 ) -> Option<Shared> {
     let map = payload.as_object_mut()?;
     if !map.contains_key(LEADING) && !map.contains_key(TRAILING) {
@@ -337,20 +341,24 @@ pub fn take_shared(
     let mut list = |key: &str| -> Vec<Held> {
         match map.remove(key) {
             Some(Value::Array(entries)) => entries.iter().map(Held::of).collect(),
-            Some(other) => vec![Held::of(&other)],
+            Some(other) => vec![Held::not_understood(other)],
             None => Vec::new(),
         }
     };
     let (mut leading, mut trailing) = (list(LEADING), list(TRAILING));
-    let too_many = (leading.len() + trailing.len()) as u64 > MOST_HELD;
+    // Anywhere no command writes one: more than a row holds, beside an event read on its own,
+    // itself one of those, before a carrier stored whole, or with a time of its own after the
+    // first.
+    let too_many = (leading.len() + trailing.len()) as u64 > MOST_HELD || read_alone(event_type);
     let carrier_whole = !matches!(version, "3" | ENCRYPTED_COMPACT_VERSION);
     for (i, held) in leading.iter_mut().enumerate() {
-        if too_many || carrier_whole || (i > 0 && held.event_version == "2") {
+        let timed = i > 0 && held.event_version == "2";
+        if too_many || carrier_whole || timed || read_alone(&held.event_type) {
             held.refuse();
         }
     }
     for held in trailing.iter_mut() {
-        if too_many || held.event_version == "2" {
+        if too_many || held.event_version == "2" || read_alone(&held.event_type) {
             held.refuse();
         }
     }
@@ -377,7 +385,8 @@ pub fn take_shared(
 pub fn expand(rows: Vec<Row>) -> Vec<Row> {
     let mut out = Vec::with_capacity(rows.len() + rows.len() / 2);
     for mut row in rows {
-        let Some(shared) = take_shared(&mut row.payload, &mut row.hash, &row.event_version) else {
+        let carrier = (row.event_type.as_str(), row.event_version.as_str());
+        let Some(shared) = take_shared(&mut row.payload, &mut row.hash, carrier) else {
             out.push(row);
             continue;
         };
@@ -643,39 +652,143 @@ mod tests {
         let status = "status active waiting_for_user";
         let timed = "status active waiting_for_user 2026-12-05T10:00:00Z";
         let claim = json!(["agent.message.started", "3", {"message_id": "m", "run_id": "r"}]);
+        let erasure = json!(["participant.data.erased", "3", {}]);
+        let decision = "agent.decision.recorded";
         let cases = [
             // Before a carrier stored whole (decodable on its own): refused.
-            (json!({LEADING: [status]}), "2", vec![NOT_UNDERSTOOD]),
+            (
+                json!({LEADING: [status]}),
+                decision,
+                "2",
+                vec![NOT_UNDERSTOOD],
+            ),
             (
                 json!({LEADING: [status, claim]}),
+                decision,
                 "3",
                 vec!["session.status_changed", "agent.message.started"],
             ),
             // A time on an event after its carrier, or on a second one before it.
-            (json!({TRAILING: [timed]}), "3", vec![NOT_UNDERSTOOD]),
+            (
+                json!({TRAILING: [timed]}),
+                decision,
+                "3",
+                vec![NOT_UNDERSTOOD],
+            ),
             (
                 json!({LEADING: [timed, timed]}),
+                decision,
                 "encrypted-3",
                 vec!["session.status_changed", NOT_UNDERSTOOD],
             ),
             // More than a row holds.
             (
                 json!({TRAILING: vec![status; 7]}),
+                decision,
                 "2",
                 vec![NOT_UNDERSTOOD; 7],
             ),
             // Not an entry this code writes.
             (
                 json!({TRAILING: [["agent.message.started", "4", {}], 5, ["x", "3"]]}),
+                decision,
                 "3",
                 vec![NOT_UNDERSTOOD; 3],
             ),
+            (
+                json!({TRAILING: status}),
+                decision,
+                "3",
+                vec![NOT_UNDERSTOOD],
+            ),
+            // Beside, or as, an event read on its own.
+            (
+                json!({TRAILING: [status]}),
+                "session.created",
+                "2",
+                vec![NOT_UNDERSTOOD],
+            ),
+            (
+                json!({TRAILING: [erasure]}),
+                decision,
+                "3",
+                vec![NOT_UNDERSTOOD],
+            ),
         ];
-        for (mut payload, version, expected) in cases {
+        for (mut payload, carrier, version, expected) in cases {
             let mut hash = None;
-            let held = take_shared(&mut payload, &mut hash, version).unwrap();
+            let held = take_shared(&mut payload, &mut hash, (carrier, version)).unwrap();
             assert_eq!(types(&held), expected, "{version}");
             assert_eq!(payload, json!({}));
         }
+    }
+
+    #[test]
+    fn a_claim_and_a_widget_decode_and_verify_from_shared_rows_as_from_rows_of_their_own() {
+        let at = Utc::now();
+        let interaction: interview_session::interaction::InteractionToolCall =
+            serde_json::from_value(json!({
+                "interaction_id": "i1", "tool_call_id": "tc_i1", "schema_version": "1",
+                "research_intent": "satisfaction", "prompt": "How satisfied are you?",
+                "type": "likert", "scale": 5, "labels": ["a", "b", "c", "d", "e"],
+                "value_schema": {"type": "integer", "minimum": 1, "maximum": 5}
+            }))
+            .unwrap();
+        let bodies = vec![
+            (started(), at),
+            (said("One more question."), at),
+            (
+                EventBody::ToolCallCreated {
+                    tool_call_id: "tc_i1".into(),
+                    tool_name: "render_interaction".into(),
+                    tool_input: serde_json::to_value(&interaction).unwrap(),
+                },
+                at,
+            ),
+            (
+                EventBody::InteractionRendered {
+                    interaction: Box::new(interaction),
+                },
+                at,
+            ),
+            (
+                status(SessionStatus::Active, SessionStatus::WaitingForTool),
+                at,
+            ),
+        ];
+        let mut events = command(1, GENESIS_HASH, bodies);
+        let alone = events.clone();
+        share_rows(&mut events);
+        let rows = written(&events);
+        // The sealed utterance holds the claim before it (version 2: the command's first event);
+        // the widget's texts are sealed, so its tool call and the rendered widget keep their rows,
+        // and the status change joins the second.
+        assert_eq!(shape(&rows), vec![(1, 1), (3, 0), (4, 1)]);
+        assert_eq!(
+            rows[0].payload[LEADING][0][0],
+            json!("agent.message.started")
+        );
+        assert_eq!(rows[0].payload[LEADING][0][1], json!("2"));
+        let expanded = expand(rows);
+        assert_eq!(summary(&expanded), summary(&written(&alone)));
+        // Opened, they decode to the events written, and the chain verifies.
+        let key = DataKey::from_bytes(&[3; 32]);
+        let mut opened = expanded.clone();
+        for row in opened.iter_mut().filter(|r| r.sealed.is_some()) {
+            row.open(&key, "s").unwrap();
+        }
+        let decoded = crate::store::log::decode_rows(
+            "s",
+            &opened,
+            GENESIS_HASH.into(),
+            &crate::store::log::KeptDocuments,
+        )
+        .unwrap();
+        let written_events: Vec<_> = alone
+            .iter()
+            .map(|e| (e.sequence, e.event.clone()))
+            .collect();
+        assert_eq!(decoded, written_events);
+        interview_session::chain::verify_chain(opened.iter().map(Row::chain)).unwrap();
     }
 }
