@@ -48,9 +48,28 @@ async fn sessions(app: &TestApp) -> i64 {
 
 /// Accepts the pending consent of a session, through the server at `base`.
 async fn consent(app: &TestApp, base: &str, session: &str, token: &str) -> reqwest::Response {
+    let id = pending_consent(app, session).await;
+    accept(app, base, session, token, &id).await
+}
+
+/// The id of the consent widget a session waits on.
+async fn pending_consent(app: &TestApp, session: &str) -> String {
     let s = app.run(session).await;
     assert_eq!(s["pending_interaction"]["type"], "consent", "{s}");
-    let id = s["pending_interaction"]["interaction_id"].as_str().unwrap();
+    s["pending_interaction"]["interaction_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Accepts consent widget `id` of a session, through the server at `base`.
+async fn accept(
+    app: &TestApp,
+    base: &str,
+    session: &str,
+    token: &str,
+    id: &str,
+) -> reqwest::Response {
     app.client
         .post(format!(
             "{base}/api/sessions/{session}/interactions/{id}/submit"
@@ -340,9 +359,12 @@ async fn a_double_consent_does_not_end_its_own_session(store: Store) {
     let app = TestApp::spawn(store).await;
     app.publish_study(&study("one-place", Some(1))).await;
     let (id, token) = created(&app, "one-place", json!({"participant_ref": "panel-5"})).await;
+    // The same widget answered twice at once (read once: the first answer may land before a
+    // second read would see the widget).
+    let widget = pending_consent(&app, &id).await;
     let (a, b) = tokio::join!(
-        consent(&app, &app.address, &id, &token),
-        consent(&app, &app.address, &id, &token)
+        accept(&app, &app.address, &id, &token, &widget),
+        accept(&app, &app.address, &id, &token, &widget)
     );
     assert!(
         a.status() == StatusCode::OK || b.status() == StatusCode::OK,
