@@ -181,11 +181,35 @@ async fn an_unreachable_database_answers_503_with_retry_after(store: Store) {
     .await;
 }
 
+/// A build started on a database a newer build has migrated (whose format it may not read:
+/// shared rows, migration 0022) refuses to start, saying so, before it reads or writes anything.
+async fn a_database_a_newer_build_migrated_is_refused_at_start(store: Store) {
+    use interview_projections::db::{Db, DbError, PoolSettings};
+    let app = TestApp::spawn(store).await;
+    let insert = |checksum: &str| {
+        format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from a newer build', TRUE, {checksum}, 0)"
+        )
+    };
+    app.exec(&insert("X'00'"), &insert("'\\x00'::bytea")).await;
+    let url = match store {
+        Store::Postgres => app.state.settings.database_url.clone().unwrap(),
+        Store::Sqlite => format!("sqlite://{}", app.data_dir().join("interview.db").display()),
+    };
+    let Err(error) = Db::connect(&url, &PoolSettings::default()).await else {
+        panic!("a build started on a newer database's migrations is refused");
+    };
+    assert!(matches!(error, DbError::NewerDatabase(9999)), "{error:?}");
+    assert!(error.to_string().contains("newer build"), "{error}");
+}
+
 both_stores!(
     a_stopping_server_refuses_requests_with_retry_after,
     health_and_readiness_answer,
     the_openapi_document_covers_every_route,
     an_unreachable_database_answers_503_with_retry_after,
+    a_database_a_newer_build_migrated_is_refused_at_start,
 );
 
 #[tokio::test]

@@ -63,6 +63,23 @@ pub enum DbError {
     Connect(#[source] sqlx::Error),
     #[error("cannot apply the database migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The database holds a migration this build does not know: a newer build wrote it, in a
+    /// format this one may not read (README, "Upgrading").
+    #[error(
+        "the database was migrated by a newer build (its migration {0} is not one this build \
+         knows): run that build or a newer one"
+    )]
+    NewerDatabase(i64),
+}
+
+impl DbError {
+    /// A failed migration, told apart when a newer build migrated the database.
+    fn migrating(error: sqlx::migrate::MigrateError) -> Self {
+        match error {
+            sqlx::migrate::MigrateError::VersionMissing(version) => Self::NewerDatabase(version),
+            other => Self::Migrate(other),
+        }
+    }
 }
 
 /// Pool sizes and timeouts.
@@ -137,11 +154,11 @@ impl Db {
     }
 
     async fn migrate(&self) -> Result<(), DbError> {
-        match self {
-            Db::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await?,
-            Db::Sqlite(s) => sqlx::migrate!("../migrations/sqlite").run(&s.write).await?,
-        }
-        Ok(())
+        let applied = match self {
+            Db::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await,
+            Db::Sqlite(s) => sqlx::migrate!("../migrations/sqlite").run(&s.write).await,
+        };
+        applied.map_err(DbError::migrating)
     }
 
     pub fn backend(&self) -> &'static str {
@@ -222,7 +239,10 @@ async fn open_sqlite(path: &str, settings: &PoolSettings) -> Result<SqliteStore,
         .await
         .map_err(DbError::Connect)?;
     // Migrations must run before read-only connections can open the file's schema.
-    sqlx::migrate!("../migrations/sqlite").run(&write).await?;
+    sqlx::migrate!("../migrations/sqlite")
+        .run(&write)
+        .await
+        .map_err(DbError::migrating)?;
     let read = SqlitePoolOptions::new()
         .test_before_acquire(false)
         .max_connections(settings.max_connections.clamp(1, 8))
