@@ -284,8 +284,8 @@ fn expand_text_rows(rows: Vec<TextRow>) -> Vec<TextRow> {
             continue;
         };
         row.payload = payload.to_string();
-        let mut sequence = row.sequence;
-        let held = |sequence: u64, (held, hash): (crate::store::shared_rows::Held, _)| TextRow {
+        let (leading, carrier, trailing) = shared.placed(row.sequence);
+        let held = |(sequence, held, hash): crate::store::shared_rows::Placed| TextRow {
             session_id: row.session_id.clone(),
             sequence,
             event_type: held.event_type,
@@ -294,17 +294,9 @@ fn expand_text_rows(rows: Vec<TextRow>) -> Vec<TextRow> {
             hash,
             sealed: None,
         };
-        for h in shared.leading {
-            out.push(held(sequence, h));
-            sequence += 1;
-        }
-        let trailing: Vec<TextRow> = shared
-            .trailing
-            .into_iter()
-            .zip(sequence + 1..)
-            .map(|(h, seq)| held(seq, h))
-            .collect();
-        row.sequence = sequence;
+        out.extend(leading.into_iter().map(held));
+        let trailing: Vec<TextRow> = trailing.into_iter().map(held).collect();
+        row.sequence = carrier;
         out.push(row);
         out.extend(trailing);
     }

@@ -320,6 +320,29 @@ pub struct Shared {
     pub trailing: Vec<(Held, Option<Vec<u8>>)>,
 }
 
+/// One held event, with the sequence and hash its own row would have.
+pub type Placed = (u64, Held, Option<Vec<u8>>);
+
+impl Shared {
+    /// The held events of the row stored at `first`, each with its sequence — those before the
+    /// carrier from `first` on, the carrier's own, then those after it — the one place a shared
+    /// row's events are numbered.
+    pub fn placed(self, first: u64) -> (Vec<Placed>, u64, Vec<Placed>) {
+        let carrier = first + self.leading.len() as u64;
+        let number = |from: u64, held: Vec<(Held, Option<Vec<u8>>)>| -> Vec<Placed> {
+            (from..)
+                .zip(held)
+                .map(|(sequence, (held, hash))| (sequence, held, hash))
+                .collect()
+        };
+        (
+            number(first, self.leading),
+            carrier,
+            number(carrier + 1, self.trailing),
+        )
+    }
+}
+
 /// Takes the held events out of a row's `payload`, leaving the carrier's own payload, and
 /// splits `hash` likewise (leaving the carrier's); `None` for a row that holds nothing else.
 /// `version` is the row's stored `event_version` (its carrier's).
@@ -390,20 +413,19 @@ pub fn expand(rows: Vec<Row>) -> Vec<Row> {
             out.push(row);
             continue;
         };
-        let metadata = std::mem::replace(&mut row.metadata, Value::Object(Map::new()));
-        let mut sequence = row.sequence;
-        let mut metadata = Some(metadata);
-        for (held, hash) in shared.leading {
+        let (leading, carrier, trailing) = shared.placed(row.sequence);
+        // The row's metadata is its first event's.
+        let mut metadata = Some(std::mem::replace(
+            &mut row.metadata,
+            Value::Object(Map::new()),
+        ));
+        for (sequence, held, hash) in leading {
             out.push(held_row(sequence, held, hash, metadata.take()));
-            sequence += 1;
         }
-        row.sequence = sequence;
-        if let Some(metadata) = metadata.take() {
-            row.metadata = metadata;
-        }
+        row.sequence = carrier;
+        row.metadata = metadata.unwrap_or_else(|| Value::Object(Map::new()));
         out.push(row);
-        for (held, hash) in shared.trailing {
-            sequence += 1;
+        for (sequence, held, hash) in trailing {
             out.push(held_row(sequence, held, hash, None));
         }
     }
