@@ -75,7 +75,7 @@ pub(crate) async fn rewrite<'c, DB: Backend>(
             session_id: session_id.into(),
         });
     }
-    // Each event on its own row again (a row it shared with changes is split back).
+    // Each event on its own row again (a row that held events in clear is split back).
     let no_metadata = serde_json::json!({});
     for (sequence, event) in &events {
         let stored = erased::encode(event);

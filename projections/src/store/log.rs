@@ -28,8 +28,8 @@ pub struct NewEvent {
     pub stored: Encoded,
     /// An encrypted event's sealed bytes (`encrypted.rs`).
     pub sealed: Option<Vec<u8>>,
-    /// The command's metadata on its first event, `{}` on the others (a row shared with
-    /// changes: its first event's).
+    /// The command's metadata on its first event, `{}` on the others (a row that holds events
+    /// in clear: its first event's).
     pub metadata: Value,
     /// The sequence of the row this event is written as: its own, or its first event's when
     /// events in clear share it; `None` for an event held in another's row (`shared_rows.rs`).
